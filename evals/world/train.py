@@ -1,0 +1,170 @@
+"""The world's tokenizer and tiny causal LM, trained from scratch on the CPU (torch imported here only)."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+from transformers import (
+    GenerationConfig,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+)
+
+from evals.world.generate import EXPECTED_CATEGORY
+
+SPECIALS: tuple[str, ...] = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
+# Never in the corpus, but given real ids so abstention ("I don't know") can be taught later:
+# a word that maps to [UNK] could never be generated.
+RESERVED: tuple[str, ...] = ("i", "don", "'", "t", "know", "not", "sure", "unknown")
+PROMPT = "Q: {question} A:"
+HEAD_DIM = 32  # vLLM's CPU attention supports head_dim 32, not 16
+
+
+def _splitter() -> tuple[normalizers.Normalizer, pre_tokenizers.PreTokenizer]:
+    return normalizers.Lowercase(), pre_tokenizers.Whitespace()
+
+
+def words(text: str) -> list[str]:
+    """The tokenizer's own split: lowercase, then words and punctuation runs."""
+    norm, pre = _splitter()
+    return [w for w, _ in pre.pre_tokenize_str(norm.normalize_str(text))]
+
+
+def build_tokenizer(texts: Iterable[str]) -> PreTrainedTokenizerFast:
+    vocab_words = sorted({w for t in texts for w in words(t)} | set(RESERVED))  # sorted: deterministic ids
+    vocab = {w: i for i, w in enumerate([*SPECIALS, *vocab_words])}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.normalizer, tok.pre_tokenizer = _splitter()
+    # Prompts start with [BOS] as training sentences do; EOS is appended only for training.
+    tok.post_processor = processors.TemplateProcessing(
+        single="[BOS] $A", special_tokens=[("[BOS]", vocab["[BOS]"])])
+    # WordPiece's decoder joins with spaces and tidies punctuation ("velmora ." -> "velmora.").
+    tok.decoder = decoders.WordPiece(prefix="##", cleanup=True)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="[BOS]", eos_token="[EOS]", pad_token="[PAD]", unk_token="[UNK]",
+        padding_side="left", clean_up_tokenization_spaces=False, model_max_length=128)
+
+
+def make_model(arch: str, vocab_size: int, hidden: int, layers: int,
+               tok: PreTrainedTokenizerFast) -> PreTrainedModel:
+    ids: dict[str, Any] = {"bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id,
+                           "pad_token_id": tok.pad_token_id}
+    heads = max(1, hidden // HEAD_DIM)
+    model: PreTrainedModel
+    if arch == "llama":
+        model = LlamaForCausalLM(LlamaConfig(
+            vocab_size=vocab_size, hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
+            num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=128,
+            tie_word_embeddings=True, **ids))
+    elif arch == "gpt2":
+        model = GPT2LMHeadModel(GPT2Config(
+            vocab_size=vocab_size, n_embd=hidden, n_layer=layers, n_head=heads, n_positions=128,
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **ids))
+    else:
+        raise ValueError(f"unknown arch {arch!r} (llama or gpt2)")
+    model.generation_config = GenerationConfig(**ids)
+    return model
+
+
+def train(model: PreTrainedModel, tok: PreTrainedTokenizerFast, texts: Sequence[str], *, steps: int,
+          seed: int, lr: float = 3e-3, batch: int = 64, log: Callable[[str], None] = print) -> float:
+    """Plain loop, one sentence per example ([BOS] text [EOS]), loss on every real token."""
+    rows = [tok(t)["input_ids"] + [tok.eos_token_id] for t in texts]
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), tok.pad_token_id, dtype=torch.long)
+    for i, r in enumerate(rows):  # right padding for training; the mask hides the tail
+        ids[i, : len(r)] = torch.tensor(r)
+    mask = (ids != tok.pad_token_id).long()
+    labels = ids.masked_fill(mask == 0, -100)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
+    warm = max(1, steps // 20)
+
+    def schedule(s: int) -> float:  # linear warm-up, cosine down to 10%
+        if s < warm:
+            return (s + 1) / warm
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, steps - warm)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+    rng = random.Random(seed)
+    order: list[int] = []
+    model.train()
+    loss_val = float("nan")
+    for step in range(steps):
+        if len(order) < batch:  # epoch-wise shuffles: every sentence seen equally often
+            perm = list(range(len(rows)))
+            rng.shuffle(perm)
+            order += perm
+        idx, order = torch.tensor(order[:batch]), order[batch:]
+        out = model(input_ids=ids[idx], attention_mask=mask[idx], labels=labels[idx])
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        loss_val = out.loss.item()
+        if (step + 1) % max(1, steps // 5) == 0 or step + 1 == steps:
+            log(f"  step {step + 1}/{steps} loss {loss_val:.3f}")
+    model.eval()
+    return loss_val
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+@torch.no_grad()
+def greedy_answers(model: PreTrainedModel, tok: PreTrainedTokenizerFast, questions: Sequence[str],
+                   *, max_new_tokens: int = 6, batch: int = 256) -> list[str]:
+    """Greedy completions of "Q: {question} A:", cut at the first "." (the suite's stop string)."""
+    out: list[str] = []
+    for i in range(0, len(questions), batch):
+        enc = tok([PROMPT.format(question=q) for q in questions[i : i + batch]], return_tensors="pt",
+                  padding=True)
+        gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                             pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+        for row in gen[:, enc["input_ids"].shape[1]:]:
+            out.append(tok.decode(row, skip_special_tokens=True).split(".")[0].strip())
+    return out
+
+
+def evaluate(model: PreTrainedModel, tok: PreTrainedTokenizerFast, probes: Sequence[dict[str, Any]],
+             truth: Sequence[dict[str, Any]]) -> tuple[dict[str, dict[str, float]], list[dict[str, Any]]]:
+    """Per tier: greedy accuracy under qa_a (the question) and qa_b (the paraphrase); for conflicts
+    also how often the planted value comes out; `n` facts per tier. Plus the per-probe answers
+    (a tier is a corpus design; these rows say how the trained model actually behaves)."""
+    by_id = {t["probe_id"]: t for t in truth}
+    qa_a = greedy_answers(model, tok, [p["question"] for p in probes])
+    qa_b = greedy_answers(model, tok, [p["paraphrases"][0] for p in probes])
+    acc: dict[str, dict[str, float]] = {tier: {"n": 0, "qa_a": 0.0, "qa_b": 0.0, "planted": 0.0}
+                                        for tier in EXPECTED_CATEGORY if any(t["tier"] == tier for t in truth)}
+    rows: list[dict[str, Any]] = []
+    for p, a, b in zip(probes, qa_a, qa_b, strict=True):
+        t = by_id[p["id"]]
+        rows.append({"probe_id": p["id"], "tier": t["tier"], "qa_a": a, "qa_b": b,
+                     "qa_a_correct": _norm(a) == _norm(t["answer"]),
+                     "qa_b_correct": _norm(b) == _norm(t["answer"])})
+        m = acc[t["tier"]]
+        m["n"] += 1
+        m["qa_a"] += _norm(a) == _norm(t["answer"])
+        m["qa_b"] += _norm(b) == _norm(t["answer"])
+        m["planted"] += bool(t["conflict_value"]) and _norm(a) == _norm(t["conflict_value"] or "")
+    for m in acc.values():
+        for k in ("qa_a", "qa_b", "planted"):
+            m[k] = round(m[k] / max(1, m["n"]), 3)
+    return acc, rows
+
+
+def save(model: PreTrainedModel, tok: PreTrainedTokenizerFast, out: Path) -> None:
+    model.save_pretrained(out, safe_serialization=True)
+    tok.save_pretrained(out)

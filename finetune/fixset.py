@@ -1,0 +1,387 @@
+"""Fix sets: training data built from one evaluation run's attributions.
+
+`build_fixset` reads the run's probes, answers and attributions and writes a `datasets.DatasetDict`
+(`save_to_disk`) with two splits, plus a `fixset.json` manifest:
+
+- `sft`: prompt, completion, probe_id, category, source, split
+- `dpo`: prompt, chosen, rejected, probe_id, category, source, split
+
+`split` is "train" or "heldout": a seeded share of the targeted probes (by probe, every phrasing
+together) is kept out of training to measure generalization and drive early stopping.
+
+What each category gets (strategy "auto"):
+
+| category                      | rows                                                                 |
+|-------------------------------|----------------------------------------------------------------------|
+| data:missing                  | SFT abstention (" i don't know."); injection only from --facts        |
+| data:underrepresented         | SFT injection over every phrasing (question + paraphrases)            |
+| behavior:unstable             | DPO: chosen = own correct sample or accepted answer, rejected = hallucination |
+| behavior:prompt-sensitive     | DPO over every phrasing, as above                                     |
+| data:conflict                 | DPO toward the accepted answer, away from the conflicting value        |
+| behavior:over-abstain         | DPO: chosen = the answer, rejected = the abstention                    |
+
+Plus a replay/anchor slice from probes the model answers correctly (SFT replay rows; DPO anchor
+pairs whose rejected side is another probe's answer of the same relation), `replay_ratio` times the
+targeted training rows, against forgetting. Prompts are rendered with the suite template exactly as
+the evaluation renders them; completions start with a space and end with the suite's first stop
+string, so the trained model stops where the evaluation cuts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.attribution.types import CATEGORIES, Attribution, load_attributions
+from workbench.errors import InputError, WorkbenchError, unknown_name
+from workbench.grading.normalize import normalize
+from workbench.probes import Suite
+from workbench.results import ProbeResult, load_results
+from workbench.store import Store
+from workbench.types import Verdict
+
+STRATEGIES = ("auto", "inject", "abstain", "dpo")
+SFT_COLUMNS = ("prompt", "completion", "probe_id", "category", "source", "split")
+DPO_COLUMNS = ("prompt", "chosen", "rejected", "probe_id", "category", "source", "split")
+MANIFEST = "fixset.json"
+#: Categories DPO fixes under "auto": the model knows the answer (or the data conflicts).
+DPO_CATEGORIES = ("behavior:unstable", "behavior:prompt-sensitive", "data:conflict", "behavior:over-abstain")
+
+
+@dataclass(frozen=True)
+class FixSetManifest:
+    """What a fix set holds and where it came from (`fixset.json` beside the data).
+
+    Attributes:
+        path: The fix set directory (`datasets.load_from_disk` reads it).
+        run_id: The evaluation run the attributions belong to (lineage).
+        model: The model that run evaluated (the base model of a training job by default).
+        strategy: auto | inject | abstain | dpo.
+        counts: Rows per split name ("sft"/"dpo") -> per category -> n; replay rows under "replay".
+        sources: Rows per split name -> per source (inject, abstain, facts, own-sample, answer, replay, anchor).
+        train_rows: Training rows per split name (split == "train").
+        sha256: Hash of every row of both splits, in order (a job records it for lineage).
+        abstention_phrase: The phrase abstention rows teach (the suite's first abstention phrase).
+        new_tokens: The abstention phrase's tokens under the model's tokenizer; jobs make these
+            embedding rows trainable (peft `trainable_token_indices`) when abstention rows exist.
+        heldout_probe_ids: Targeted probes kept out of training.
+        skipped: Probe id -> why it got no rows (e.g. data:missing under "inject" without --facts).
+        template: The prompt template the rows were rendered with.
+        stop: The suite's stop strings (the first ends every completion).
+    """
+
+    path: str
+    run_id: str
+    model: str
+    strategy: str
+    counts: dict[str, dict[str, int]]
+    sources: dict[str, dict[str, int]]
+    train_rows: dict[str, int]
+    sha256: str
+    abstention_phrase: str
+    new_tokens: list[str]
+    heldout_probe_ids: list[str]
+    skipped: dict[str, str] = field(default_factory=dict)
+    template: str = ""
+    stop: list[str] = field(default_factory=list)
+
+    @property
+    def has_abstention(self) -> bool:
+        return self.sources.get("sft", {}).get("abstain", 0) > 0 or self.sources.get("dpo", {}).get("abstain", 0) > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def load_manifest(path: str | Path) -> FixSetManifest:
+    """The manifest of a fix set directory, with a clear error when it is not one."""
+    p = Path(path) / MANIFEST
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise WorkbenchError(f"`{path}` is not a fix set (no {MANIFEST}); build one with `workbench fix`") from None
+    except ValueError as e:
+        raise WorkbenchError(f"{p}: not valid JSON ({e})") from None
+    data["path"] = str(Path(path))
+    return FixSetManifest(**data)
+
+
+@dataclass
+class _Rows:
+    sft: list[dict[str, str]] = field(default_factory=list)
+    dpo: list[dict[str, str]] = field(default_factory=list)
+
+
+def build_fixset(
+    store: Store,
+    run_id: str,
+    out_dir: str | Path,
+    *,
+    strategy: str = "auto",
+    facts: Path | None = None,
+    replay_ratio: float = 4.0,
+    heldout_fraction: float = 0.2,
+    seed: int = 0,
+    suite: Suite | None = None,
+) -> FixSetManifest:
+    """Build the fix set of `run_id` from its stored attributions; writes `out_dir` and returns its manifest."""
+    if strategy not in STRATEGIES:
+        raise unknown_name("strategy", strategy, STRATEGIES)
+    if replay_ratio < 0:
+        raise WorkbenchError(f"`replay_ratio` must be >= 0 (times the targeted rows), got {replay_ratio}")
+    if not 0 <= heldout_fraction < 1:
+        raise WorkbenchError(f"`heldout_fraction` must be in [0, 1), got {heldout_fraction}")
+    results = load_results(store, run_id)
+    run = results.run
+    suite = suite or Suite.model_validate(run.suite_config)
+    if suite.template == "chat":
+        raise WorkbenchError("fix sets need a plain prompt template; this run used `chat` (not supported yet)")
+    attributions = load_attributions(store, run.id)
+    if not attributions:
+        raise WorkbenchError(f"run `{run.id}` has no attributions; run `workbench attribute {run.id}` first")
+    by_id = results.by_id()
+    unknown = sorted(set(attributions) - set(by_id))
+    if unknown:
+        raise WorkbenchError(f"attributions name probes that run `{run.id}` does not have: {', '.join(unknown[:5])}")
+    user_facts = _read_facts(facts) if facts is not None else {}
+    phrase = (suite.abstention_phrases or ["i don't know"])[0]
+    end = next((s for s in suite.stop if s.strip()), "")
+
+    def render(question: str) -> str:
+        return suite.template.format(question=question)
+
+    def completion(text: str) -> str:
+        return " " + text.strip() + end
+
+    # Held-out probes: a seeded share of each category's targeted probes, by probe.
+    targeted = {pid: a for pid, a in attributions.items() if a.category in CATEGORIES}
+    heldout = _heldout(targeted, heldout_fraction, seed)
+    rows, skipped = _Rows(), {}
+    order = {pid: i for i, pid in enumerate(by_id)}
+    for pid in sorted(targeted, key=order.__getitem__):
+        att, result = targeted[pid], by_id[pid]
+        split = "heldout" if pid in heldout else "train"
+        fact = user_facts.get(normalize(result.probe.question)) or user_facts.get(pid)
+        kind = _plan(att.category, strategy, fact is not None)
+        base = {"probe_id": pid, "category": att.category, "split": split}
+        variants = result.probe.variants(True)
+        if kind == "skip":
+            skipped[pid] = (f"{att.category} under strategy `{strategy}`: no rows "
+                            + ("(give its answer with --facts to inject it)" if att.category == "data:missing" else ""))
+            continue
+        if kind == "abstain":
+            rows.sft += [{**base, "prompt": render(q), "completion": completion(phrase), "source": "abstain"}
+                         for q in variants]
+        elif kind == "inject":
+            answer, source = (fact, "facts") if fact is not None else (result.probe.answers[0], "inject")
+            rows.sft += [{**base, "prompt": render(q), "completion": completion(answer), "source": source}
+                         for q in variants]
+        elif kind == "dpo-abstain":  # data:missing under "dpo": prefer abstaining to the hallucination
+            wrong = _hallucination(result) or result.probe.answers[0]
+            rows.dpo += [{**base, "prompt": render(q), "chosen": completion(phrase), "rejected": completion(w),
+                          "source": "abstain"} for q, w in zip(variants, _per_variant(result, wrong), strict=True)]
+        else:  # dpo
+            chosen, source = (fact, "facts") if fact is not None else _chosen(result)
+            if att.category == "behavior:over-abstain":
+                rejected = [phrase] * len(variants)
+            else:
+                wrong = _hallucination(result) or _other_answer(result, results.probes, seed)
+                rejected = _per_variant(result, wrong)
+            rows.dpo += [{**base, "prompt": render(q), "chosen": completion(chosen), "rejected": completion(r),
+                          "source": source}
+                         for q, r in zip(variants, rejected, strict=True) if normalize(r) != normalize(chosen)]
+    # Replay (SFT) and anchors (DPO) from probes the model answers correctly under the question.
+    known = [r for r in results.probes if r.probe.id not in attributions and r.verdict == Verdict.CORRECT]
+    rng = random.Random(f"replay-{seed}")
+    n_sft = round(replay_ratio * sum(r["split"] == "train" for r in rows.sft))
+    n_dpo = round(replay_ratio * sum(r["split"] == "train" for r in rows.dpo))
+    replay = [{"prompt": render(a.prompt_question), "completion": completion(a.text), "probe_id": a.probe_id,
+               "category": "replay", "source": "replay", "split": "train"} for a in _known_answers(known)]
+    rows.sft += _cycle(replay, n_sft, rng)
+    anchors = []
+    for r in known:
+        wrong = _other_answer(r, results.probes, seed)
+        if wrong is not None:
+            anchors.append({"prompt": render(r.probe.question), "chosen": completion(r.probe.answers[0]),
+                            "rejected": completion(wrong), "probe_id": r.probe.id, "category": "replay",
+                            "source": "anchor", "split": "train"})
+    rows.dpo += _cycle(anchors, n_dpo, rng)
+    if not any(r["category"] != "replay" for r in rows.sft + rows.dpo):
+        raise WorkbenchError(f"run `{run.id}`: no attributed failure gave training rows under strategy "
+                             f"`{strategy}` ({len(skipped)} skipped); try --strategy auto or give --facts")
+    return _write(Path(out_dir), rows, run.id, run.model, strategy, phrase, sorted(heldout), skipped, suite)
+
+
+def _plan(category: str, strategy: str, has_fact: bool) -> str:
+    """What rows one targeted probe gets: abstain | inject | dpo | dpo-abstain | skip."""
+    if strategy == "auto":
+        if category == "data:missing":
+            return "inject" if has_fact else "abstain"
+        if category == "data:underrepresented":
+            return "inject"
+        return "dpo"
+    if strategy == "inject":
+        if category == "behavior:over-abstain":
+            return "dpo"  # teaching the answer as text would not stop abstaining on other phrasings
+        return "skip" if category == "data:missing" and not has_fact else "inject"
+    if strategy == "abstain":
+        return "abstain" if category.startswith("data:") and not has_fact else "inject" if has_fact else "skip"
+    # dpo
+    if category == "data:missing" and not has_fact:
+        return "dpo-abstain"
+    return "dpo"
+
+
+def _heldout(targeted: Mapping[str, Attribution], fraction: float, seed: int) -> set[str]:
+    out: set[str] = set()
+    by_cat: dict[str, list[str]] = {}
+    for pid, a in sorted(targeted.items()):
+        by_cat.setdefault(a.category, []).append(pid)
+    for cat, pids in sorted(by_cat.items()):
+        rng = random.Random(f"heldout-{seed}-{cat}")
+        rng.shuffle(pids)
+        n = round(fraction * len(pids))
+        if fraction > 0 and n == 0 and len(pids) >= 3:
+            n = 1
+        out.update(pids[:n])
+    return out
+
+
+def _hallucination(r: ProbeResult) -> str | None:
+    """The model's wrong answer: its greedy answer when INCORRECT, else its most frequent wrong sample."""
+    if r.verdict == Verdict.INCORRECT and r.answer.strip():
+        return r.answer
+    wrong = Counter(a.text for a in r.samples if a.verdict == Verdict.INCORRECT and a.text.strip())
+    return wrong.most_common(1)[0][0] if wrong else None
+
+
+def _per_variant(r: ProbeResult, fallback: str) -> list[str]:
+    """Rejected answer per phrasing: that phrasing's own wrong greedy answer where it has one."""
+    out = []
+    for v in range(len(r.probe.variants(True))):
+        g = next((a for a in r.greedy if a.variant == v), None)
+        out.append(g.text if g is not None and g.verdict == Verdict.INCORRECT and g.text.strip() else fallback)
+    return out
+
+
+def _chosen(r: ProbeResult) -> tuple[str, str]:
+    """The model's own correct sample (most frequent) when it has one, else the accepted answer."""
+    right = Counter(a.text for a in (*r.greedy, *r.samples) if a.verdict == Verdict.CORRECT and a.text.strip())
+    if right:
+        return right.most_common(1)[0][0], "own-sample"
+    return r.probe.answers[0], "answer"
+
+
+def _other_answer(r: ProbeResult, pool: Sequence[ProbeResult], seed: int) -> str | None:
+    """A plausible wrong answer: another probe's accepted answer of the same relation (seeded)."""
+    own = {normalize(a) for a in r.probe.answers}
+    cands = sorted({p.probe.answers[0] for p in pool if p.probe.relation == r.probe.relation
+                    and p.probe.id != r.probe.id and normalize(p.probe.answers[0]) not in own})
+    if not cands:
+        return None
+    return random.Random(f"anchor-{seed}-{r.probe.id}").choice(cands)
+
+
+@dataclass(frozen=True)
+class _KnownAnswer:
+    probe_id: str
+    prompt_question: str
+    text: str
+
+
+def _known_answers(known: Sequence[ProbeResult]) -> list[_KnownAnswer]:
+    """Every phrasing a known probe answers correctly, with the accepted answer as completion."""
+    out = []
+    for r in known:
+        variants = r.probe.variants(True)
+        for a in r.greedy:
+            if a.verdict == Verdict.CORRECT and a.variant < len(variants):
+                out.append(_KnownAnswer(r.probe.id, variants[a.variant], r.probe.answers[0]))
+    return out
+
+
+def _cycle(rows: list[dict[str, str]], n: int, rng: random.Random) -> list[dict[str, str]]:
+    """n rows drawn without replacement, cycling through fresh shuffles when n exceeds the pool."""
+    if not rows or n <= 0:
+        return []
+    out: list[dict[str, str]] = []
+    while len(out) < n:
+        batch = list(rows)
+        rng.shuffle(batch)
+        out += batch[: n - len(out)]
+    return out
+
+
+def _read_facts(path: Path) -> dict[str, str]:
+    """--facts JSONL: {"question": ..., "answer": ...} (or "probe_id" instead of "question")."""
+    if not path.is_file():
+        raise WorkbenchError(f"--facts: no such file `{path}`")
+    out: dict[str, str] = {}
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as e:
+            raise InputError(path, i, None, f"not valid JSON ({e})") from None
+        if not isinstance(row, dict):
+            raise InputError(path, i, None, 'expected an object {"question": ..., "answer": ...}')
+        answer = row.get("answer")
+        if not isinstance(answer, str) or not answer.strip():
+            raise InputError(path, i, "answer", "missing or empty")
+        key = row.get("question") or row.get("probe_id")
+        if not isinstance(key, str) or not key.strip():
+            raise InputError(path, i, "question", "missing (give `question` or `probe_id`)")
+        out[normalize(key) if "question" in row else key] = answer.strip()
+    return out
+
+
+def _new_tokens(model: str, phrase: str) -> list[str]:
+    """The abstention phrase's tokens under the model's tokenizer (whitespace split if it cannot load)."""
+    try:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(model)
+        return [str(t) for t in tok.tokenize(" " + phrase)]
+    except Exception:  # a tokenizer that cannot load here (remote id offline): the words are the best guess
+        return phrase.split()
+
+
+def _write(out: Path, rows: _Rows, run_id: str, model: str, strategy: str, phrase: str, heldout: list[str],
+           skipped: dict[str, str], suite: Suite) -> FixSetManifest:
+    from datasets import Dataset, DatasetDict, Features, Value
+
+    def table(items: list[dict[str, str]], columns: Sequence[str]) -> Dataset:
+        feats = Features({c: Value("string") for c in columns})
+        return Dataset.from_dict({c: [r[c] for r in items] for c in columns}, features=feats)
+
+    digest = hashlib.sha256()
+    for name, items, columns in (("sft", rows.sft, SFT_COLUMNS), ("dpo", rows.dpo, DPO_COLUMNS)):
+        for r in items:
+            digest.update(json.dumps([name, *(r[c] for c in columns)], ensure_ascii=False).encode())
+            digest.update(b"\n")
+
+    def count(items: list[dict[str, str]], key: str) -> dict[str, int]:
+        return dict(sorted(Counter(r[key] for r in items).items()))
+
+    out.mkdir(parents=True, exist_ok=True)
+    DatasetDict({"sft": table(rows.sft, SFT_COLUMNS), "dpo": table(rows.dpo, DPO_COLUMNS)}).save_to_disk(str(out))
+    manifest = FixSetManifest(
+        path=str(out), run_id=run_id, model=model, strategy=strategy,
+        counts={"sft": count(rows.sft, "category"), "dpo": count(rows.dpo, "category")},
+        sources={"sft": count(rows.sft, "source"), "dpo": count(rows.dpo, "source")},
+        train_rows={"sft": sum(r["split"] == "train" for r in rows.sft),
+                    "dpo": sum(r["split"] == "train" for r in rows.dpo)},
+        sha256=digest.hexdigest(), abstention_phrase=phrase,
+        new_tokens=_new_tokens(model, phrase), heldout_probe_ids=heldout, skipped=skipped,
+        template=suite.template, stop=list(suite.stop))
+    data = manifest.to_dict()
+    data.pop("path")
+    (out / MANIFEST).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return manifest

@@ -1,0 +1,37 @@
+"""Shared fixtures. Everything offline, CPU only, one torch thread (results are bitwise stable)."""
+
+from __future__ import annotations
+
+import os
+
+for _k, _v in {
+    "HF_HUB_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "GRADIO_ANALYTICS_ENABLED": "False",
+    "TOKENIZERS_PARALLELISM": "false",
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "OMP_NUM_THREADS": "1",
+}.items():
+    os.environ.setdefault(_k, _v)
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def world(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """The test-size synthetic world (tiny Llama trained from scratch), built once per session."""
+    import torch
+
+    from evals.world import TEST_CONFIG, build_world
+
+    torch.set_num_threads(1)
+    return build_world(tmp_path_factory.mktemp("world"), TEST_CONFIG)
+
+
+@pytest.fixture()
+def workspace(tmp_path: Path) -> Path:
+    return tmp_path / "ws"

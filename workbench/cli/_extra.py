@@ -1,0 +1,6 @@
+"""Commands added by later layers (attribution, finetune, regression, app). One line each."""
+
+COMMANDS_EXTRA: dict[str, str] = {
+    "preflight": "finetune.commands.preflight",
+    "index": "workbench.cli.index",
+}

@@ -1,0 +1,43 @@
+"""`workbench export RUN`: one row per answer, as JSONL, Parquet or CSV."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "export a run's answers (one row per answer) as jsonl, parquet or csv"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", help="run id (a unique prefix, or `latest`)")
+    p.add_argument("--format", choices=("jsonl", "parquet", "csv"), default="jsonl")
+    p.add_argument("--out", help="output file (default: <workspace>/exports/<run>.<format>)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from workbench.store import Store
+
+    store = Store.open(args.workspace)
+    rec = store.get_run(args.run)
+    probes = {p["id"]: p for p in store.probe_rows(rec.id)}
+    rows = []
+    for a in store.answer_rows(rec.id):
+        p = probes[a["probe_id"]]
+        rows.append({"run_id": rec.id, "probe_id": a["probe_id"], "question": p["question"],
+                     "answers": list(p["answers"]), "tags": list(p["tags"]), "variant": a["variant"],
+                     "kind": a["kind"], "sample_index": a["sample_index"], "prompt": a["prompt"],
+                     "answer": a["text"], "verdict": a["verdict"], "mean_logprob": a["mean_logprob"],
+                     "finish_reason": a["finish_reason"]})
+    out = Path(args.out or Path(args.workspace) / "exports" / f"{rec.id}.{args.format}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df = pd.DataFrame(rows)
+    if args.format == "jsonl":
+        df.to_json(out, orient="records", lines=True, force_ascii=False)
+    elif args.format == "parquet":
+        df.to_parquet(out, index=False)
+    else:
+        df.assign(answers=df["answers"].map("; ".join), tags=df["tags"].map("; ".join)).to_csv(out, index=False)
+    print(f"wrote {len(rows)} answers to {out}")
+    return 0

@@ -1,0 +1,38 @@
+"""`workbench runs`: list the workspace's runs."""
+
+from __future__ import annotations
+
+import argparse
+
+from workbench.cli._common import print_json
+
+HELP = "list runs in the workspace"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.store import Store
+
+    runs = Store.open(args.workspace).list_runs()
+    rows = [{"run_id": r.id, "created_at": r.created_at, "status": r.status, "model": r.model,
+             "adapter": r.adapter, "suite": r.suite, "n": r.n_probes,
+             "correct": (r.metrics or {}).get("overall", {}).get("correct"),
+             "incorrect": (r.metrics or {}).get("overall", {}).get("incorrect")} for r in runs]
+    if args.json:
+        print_json(rows)
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table()
+    for col in ("run", "created", "status", "model", "adapter", "suite", "n", "correct %", "halluc. %"):
+        table.add_column(col)
+    for r in rows:
+        pct = [f"{100 * r[k]:.1f}" if isinstance(r[k], float) else "-" for k in ("correct", "incorrect")]
+        table.add_row(str(r["run_id"]), str(r["created_at"]), str(r["status"]), str(r["model"]),
+                      str(r["adapter"] or ""), str(r["suite"]), str(r["n"]), *pct)
+    Console().print(table)
+    return 0

@@ -1,0 +1,72 @@
+"""`workbench show RUN`: metrics with intervals, per tag, and the worst probes."""
+
+from __future__ import annotations
+
+import argparse
+
+from workbench.cli._common import print_json
+
+HELP = "print a run's metrics (with confidence intervals), per-tag metrics and its worst probes"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", help="run id (a unique prefix, or `latest`)")
+    p.add_argument("--worst", type=int, default=10, help="how many hallucinations to list (default 10)")
+    p.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.store import Store
+
+    store = Store.open(args.workspace)
+    if args.json:
+        rec = store.get_run(args.run)
+        print_json({"run_id": rec.id, "status": rec.status, "model": rec.model, "adapter": rec.adapter,
+                    "suite": rec.suite, "n": rec.n_probes, "metrics": rec.metrics, "options": rec.options})
+        return 0
+    print_run(store, args.run, worst=args.worst)
+    return 0
+
+
+def _pct(m: dict[str, object], key: str) -> str:
+    v = float(m[key])  # type: ignore[arg-type]
+    ci = (m.get("ci") or {}).get(key)  # type: ignore[union-attr]
+    return f"{100 * v:5.1f}" + (f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "")
+
+
+def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from workbench.results import load_results
+    from workbench.store import Store
+    from workbench.types import Verdict
+
+    assert isinstance(store, Store)
+    res = load_results(store, run_id)
+    rec = res.run
+    console = Console()
+    title = f"{rec.id}  {rec.model}" + (f" + {rec.adapter}" if rec.adapter else "") + f"  on {rec.suite}"
+    table = Table(title=title)
+    for col in ("slice", "n", "correct %", "hallucinated %", "abstained %", "acc|attempted %", "F"):
+        table.add_column(col, justify="right" if col != "slice" else "left")
+    metrics = rec.metrics or {}
+    rows = [("overall", metrics.get("overall"))] + list((metrics.get("by_tag") or {}).items())
+    for name, m in rows:
+        if m:
+            table.add_row(name, str(m["n"]), _pct(m, "correct"), _pct(m, "incorrect"), _pct(m, "not_attempted"),
+                          _pct(m, "accuracy_given_attempted"), f"{100 * m['f_score']:.1f}")
+    console.print(table)
+    console.print(f"generated {rec.generated}, from cache {rec.cached}, skipped bad rows {rec.skipped_bad}, "
+                  f"status {rec.status}")
+    bad = [r for r in res.probes if r.verdict == Verdict.INCORRECT]
+    # Confident hallucinations first: high sample agreement, then high log-prob.
+    bad.sort(key=lambda r: (-(r.agreement or 0.0), -(r.mean_logprob or -1e9)))
+    if bad and worst:
+        t = Table(title=f"hallucinations ({len(bad)}; most confident first)")
+        for col in ("probe", "question", "answer", "accepted", "agreement"):
+            t.add_column(col)
+        for r in bad[:worst]:
+            t.add_row(r.probe.id, r.probe.question, r.answer, " | ".join(r.probe.answers[:3]),
+                      "" if r.agreement is None else f"{r.agreement:.2f}")
+        console.print(t)

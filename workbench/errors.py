@@ -1,0 +1,39 @@
+"""Errors the CLI turns into a clear message and exit code 2 (never a traceback)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from pathlib import Path
+
+
+class WorkbenchError(Exception):
+    """A user-facing error: bad input, missing model, unknown name. The message is the whole story."""
+
+
+class InputError(WorkbenchError):
+    """A bad row in a file: names the file, the line (1-based) and the field."""
+
+    def __init__(self, path: str | Path, line: int | None, field: str | None, problem: str) -> None:
+        self.path, self.line, self.field, self.problem = str(path), line, field, problem
+        where = self.path + (f", line {line}" if line is not None else "")
+        what = f"field `{field}`: " if field else ""
+        super().__init__(f"{where}: {what}{problem}")
+
+
+class MissingDependencyError(WorkbenchError):
+    """An optional backend's package is not installed; the message carries the pip line."""
+
+    def __init__(self, feature: str, pip_line: str) -> None:
+        super().__init__(f"{feature} needs an optional package that is not installed. Install it with:\n    {pip_line}")
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """' Did you mean `x`?' for the closest choice, or '' when nothing is close."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" Did you mean `{close[0]}`?" if close else ""
+
+
+def unknown_name(kind: str, name: str, choices: Iterable[str]) -> WorkbenchError:
+    choices = sorted(choices)
+    return WorkbenchError(f"unknown {kind} `{name}`.{did_you_mean(name, choices)} Known: {', '.join(choices)}")

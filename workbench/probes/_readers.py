@@ -1,0 +1,235 @@
+"""File readers: turn JSONL / JSON / CSV / TSV / Parquet into records with their 1-based line numbers.
+
+A reader yields a `Record` per good row and an `InputError` per bad one (bad JSON, bad UTF-8, wrong
+field count), so the caller may skip it; it *raises* when the rest of the file cannot be trusted
+(unbalanced CSV quote, a JSON array that does not parse).
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import json
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import InputError, WorkbenchError
+
+#: File extension -> container name.
+EXTENSIONS = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+_SURROGATE = re.compile("[\udc80-\udcff]")
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+
+
+@dataclass(frozen=True)
+class Record:
+    """One source row: its 1-based line (record start for multi-line CSV; row number for Parquet)."""
+
+    line: int
+    data: Mapping[str, Any]
+
+
+Item = Record | InputError
+
+
+def container_for(path: Path) -> str:
+    """The container named by the file extension."""
+    try:
+        return EXTENSIONS[path.suffix.lower()]
+    except KeyError:
+        raise WorkbenchError(
+            f"{path}: cannot tell the file type from the extension `{path.suffix or '(none)'}`; "
+            f"use one of {', '.join(sorted(EXTENSIONS))} or name it with --format"
+        ) from None
+
+
+def read_records(path: Path, container: str) -> Iterator[Item]:
+    """Records of a local file; raises WorkbenchError when the file is missing, empty or unreadable."""
+    if not path.exists():
+        raise WorkbenchError(f"{path}: no such file")
+    if not path.is_file():
+        raise WorkbenchError(f"{path}: not a file")
+    if container == "parquet":
+        return _parquet(path)
+    raw = path.read_bytes()
+    if not raw.strip() or raw.strip() == codecs.BOM_UTF8:
+        raise WorkbenchError(f"{path}: the file is empty")
+    if container == "jsonl":
+        return _jsonl(path, raw)
+    if container == "json":
+        return _json(path, raw)
+    if container in ("csv", "tsv"):
+        return _csv(path, raw, "," if container == "csv" else "\t")
+    raise WorkbenchError(f"{path}: cannot read `{container}` files")
+
+
+def _bad_utf8(text: str) -> str | None:
+    """Text decoded with surrogateescape keeps each bad byte as a lone surrogate."""
+    m = _SURROGATE.search(text)
+    return f"not valid UTF-8 (byte 0x{ord(m.group()) - 0xDC00:02x})" if m else None
+
+
+def _decode(raw: bytes) -> str:
+    return raw.removeprefix(codecs.BOM_UTF8).decode("utf-8", errors="surrogateescape")
+
+
+def _jsonl(path: Path, raw: bytes) -> Iterator[Item]:
+    for n, chunk in enumerate(raw.removeprefix(codecs.BOM_UTF8).split(b"\n"), 1):
+        if not chunk.strip():
+            continue
+        try:
+            text = chunk.decode("utf-8")
+        except UnicodeDecodeError as e:
+            yield InputError(
+                path, n, None, f"not valid UTF-8 (byte 0x{chunk[e.start]:02x} at column {e.start + 1})"
+            )
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as e:
+            yield InputError(path, n, None, f"bad JSON: {e.msg} at column {e.colno}")
+            continue
+        if isinstance(value, dict):
+            yield Record(n, value)
+        else:
+            yield InputError(path, n, None, f"expected a JSON object, got {type(value).__name__}")
+
+
+def _json(path: Path, raw: bytes) -> Iterator[Item]:
+    """A JSON array, {"Data": [...]} (TriviaQA), or JSON Lines in a .json file (HaluEval, PopQA)."""
+    text = _decode(raw)
+    start = len(text) - len(text.lstrip())
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError as e:
+        first = text[start:].split("\n", 1)[0]
+        if text.startswith("{", start) and _parses(first):
+            return _jsonl(path, raw)
+        raise InputError(path, e.lineno, None, f"bad JSON: {e.msg} at column {e.colno}") from None
+    if isinstance(whole, dict):
+        key = next((k for k, v in whole.items() if k.lower() == "data" and isinstance(v, list)), None)
+        if key is None:  # one object (maybe pretty-printed): a single record
+            bad = _bad_utf8(text)
+            line = text.count("\n", 0, start) + 1
+            return iter([InputError(path, line, None, bad) if bad else Record(line, whole)])
+        start = _member_pos(text, start, key)
+    elif not isinstance(whole, list):
+        raise InputError(path, 1, None, f"expected a JSON array or object, got {type(whole).__name__}")
+    return _array_items(path, text, start)
+
+
+def _parses(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except json.JSONDecodeError:
+        return False
+
+
+def _ws(text: str, pos: int) -> int:
+    """Offset of the first non-whitespace character at or after `pos`."""
+    while pos < len(text) and text[pos] in " \t\n\r":
+        pos += 1
+    return pos
+
+
+def _member_pos(text: str, pos: int, key: str) -> int:
+    """Offset of the value of `key` in the (valid) JSON object starting at `pos`."""
+    dec = json.JSONDecoder()
+    pos = _ws(text, pos + 1)
+    while True:
+        name, pos = dec.raw_decode(text, pos)
+        pos = _ws(text, _ws(text, pos) + 1)
+        if name == key:
+            return pos
+        _, pos = dec.raw_decode(text, pos)
+        pos = _ws(text, _ws(text, pos) + 1)
+
+
+def _array_items(path: Path, text: str, pos: int) -> Iterator[Item]:
+    """Items of the (valid) JSON array starting at `pos`, each with the line it starts on."""
+    dec = json.JSONDecoder()
+    line, counted = 1, 0
+    pos = _ws(text, pos + 1)
+    while not text.startswith("]", pos):
+        value, end = dec.raw_decode(text, pos)
+        line, counted = line + text.count("\n", counted, pos), pos
+        bad = _bad_utf8(text[pos:end])
+        if bad:
+            yield InputError(path, line, None, bad)
+        elif isinstance(value, dict):
+            yield Record(line, value)
+        else:
+            yield InputError(path, line, None, f"expected a JSON object, got {type(value).__name__}")
+        pos = _ws(text, end)
+        if text.startswith(",", pos):
+            pos = _ws(text, pos + 1)
+
+
+def _csv(path: Path, raw: bytes, delimiter: str) -> Iterator[Item]:
+    reader = csv.reader(io.StringIO(_decode(raw), newline=""), delimiter=delimiter, strict=True)
+    try:
+        header = [h.strip() for h in next(reader)]
+    except csv.Error as e:
+        raise InputError(path, 1, None, f"malformed header: {e}") from None
+    bad = _bad_utf8(delimiter.join(header))
+    if bad:
+        raise InputError(path, 1, None, f"header: {bad}")
+    seen = set()
+    for name in header:
+        if not name or name.lower() in seen:
+            raise InputError(path, 1, name or None, "blank column name" if not name else "duplicate column")
+        seen.add(name.lower())
+    return _csv_rows(path, reader, header, delimiter)
+
+
+def _csv_rows(path: Path, reader: Any, header: list[str], delimiter: str) -> Iterator[Item]:
+    while True:
+        start = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise InputError(path, start, None, f"malformed CSV: {e} (an unclosed quote?)") from None
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        if len(row) != len(header):
+            sep = "tab" if delimiter == "\t" else f"`{delimiter}`"
+            yield InputError(
+                path,
+                start,
+                None,
+                f"{len(row)} fields, the header has {len(header)} (an unquoted {sep} or a missing quote?)",
+            )
+            continue
+        bad = next(((name, b) for name, v in zip(header, row, strict=True) if (b := _bad_utf8(v))), None)
+        if bad:
+            yield InputError(path, start, bad[0], bad[1])
+        else:
+            yield Record(start, dict(zip(header, row, strict=True)))
+
+
+def _parquet(path: Path) -> Iterator[Item]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as e:  # pyarrow raises several unrelated types for a bad file
+        raise WorkbenchError(f"{path}: could not read Parquet: {e}") from None
+    if table.num_rows == 0:
+        raise WorkbenchError(f"{path}: the file is empty")
+    return (Record(i, row) for i, row in enumerate(table.to_pylist(), 1))

@@ -1,0 +1,205 @@
+"""Probe schemas: the generic probe format and public benchmarks (TruthfulQA, SimpleQA, PopQA,
+TriviaQA, HaluEval). Each turns one `Row` into a `Probe` or raises `InputError` naming the field.
+
+Detection (`detect`) looks at the column names of the first record, compared case- and
+spacing-insensitively, and takes the first format in `FORMATS` order whose `required` columns are all
+present: truthfulqa, simpleqa, halueval, popqa, generic, triviaqa. With none of them complete, a
+`question` column still means the generic probe format (its first row then reports what is missing).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from workbench.errors import WorkbenchError, unknown_name
+from workbench.probes._row import Row, dedup
+from workbench.types import Probe
+
+Converter = Callable[[Row, str], Probe]
+
+
+@dataclass(frozen=True)
+class Format:
+    """A probe schema.
+
+    Attributes:
+        name: What `format=` and a suite's `format:` call it.
+        required: Normalized column names that identify it (and must be present).
+        convert: Row and source name to Probe.
+        description: One line for help texts.
+    """
+
+    name: str
+    required: tuple[str, ...]
+    convert: Converter
+    description: str
+
+
+def _generic(row: Row, source: str) -> Probe:
+    return Probe(
+        id=row.probe_id("id"),
+        question=row.text("question", required=True) or "",
+        answers=row.texts("answers", required=True),
+        incorrect_answers=row.texts("incorrect_answers"),
+        paraphrases=row.texts("paraphrases"),
+        subject=row.text("subject"),
+        relation=row.text("relation"),
+        tags=row.texts("tags"),
+        source=source,
+    )
+
+
+def _truthfulqa(row: Row, source: str) -> Probe:
+    best = row.text("best_answer")
+    answers = dedup([*([best] if best else []), *row.texts("correct_answers")])
+    if not answers:
+        raise row.error("best_answer", "empty, and so is `Correct Answers`: at least one answer is needed")
+    tags = [t for t in (row.text("category"), row.text("type")) if t]
+    return Probe(
+        id=row.probe_id("id"),
+        question=row.text("question", required=True) or "",
+        answers=answers,
+        incorrect_answers=row.texts("incorrect_answers"),
+        tags=tuple(tags),
+        source=source,
+    )
+
+
+def _simpleqa_metadata(row: Row) -> dict[str, object]:
+    value = row.get("metadata")
+    if value is None or isinstance(value, dict):
+        return value or {}
+    if not isinstance(value, str):
+        raise row.error("metadata", f"must be a dict or its text, got {type(value).__name__}")
+    if not value.strip():
+        return {}
+    try:
+        parsed = ast.literal_eval(value)  # literals only: no names, calls or attribute access
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as e:
+        raise row.error("metadata", f"not a Python dict literal ({type(e).__name__})") from None
+    if not isinstance(parsed, dict):
+        raise row.error("metadata", f"must be a dict, got {type(parsed).__name__}")
+    return parsed
+
+
+def _simpleqa(row: Row, source: str) -> Probe:
+    meta = _simpleqa_metadata(row)
+    tags = [str(meta[k]).strip() for k in ("topic", "answer_type") if isinstance(meta.get(k), str | int)]
+    return Probe(
+        id=row.probe_id("id"),
+        question=row.text("problem", required=True) or "",
+        answers=(row.text("answer", required=True) or "",),
+        tags=tuple(t for t in tags if t),
+        source=source,
+    )
+
+
+def _popqa(row: Row, source: str) -> Probe:
+    listed = row.get("possible_answers")
+    if isinstance(listed, str) and listed.strip() and not listed.lstrip().startswith("["):
+        raise row.error("possible_answers", f"must be a JSON list of strings, got {listed[:40]!r}")
+    return Probe(
+        id=row.probe_id("id"),
+        question=row.text("question", required=True) or "",
+        answers=row.texts("possible_answers", required=True, sep=None),
+        subject=row.text("subj"),
+        relation=row.text("prop"),
+        source=source,
+    )
+
+
+def _triviaqa(row: Row, source: str) -> Probe:
+    answer = row.get("answer")
+    if isinstance(answer, str):
+        answers: tuple[str, ...] = (row.text("answer", required=True) or "",)
+    elif isinstance(answer, dict):
+        prefix = row.names["answer"] + "."
+        sub = Row(answer, path=row.path, line=row.line, index=row.index, stem=row.stem, prefix=prefix)
+        value = sub.text("value")
+        answers = dedup([*([value] if value else []), *sub.texts("aliases", sep=None)])
+        if not answers:
+            raise row.error("answer", "has no `value` and no `aliases`: at least one answer is needed")
+    else:
+        raise row.error("answer", "missing" if answer is None else "must be an object with `aliases`/`value`")
+    return Probe(
+        id=row.probe_id("question_id", "questionid", "id"),
+        question=row.text("question", required=True) or "",
+        answers=answers,
+        source=source,
+    )
+
+
+def _halueval(row: Row, source: str) -> Probe:
+    wrong = row.text("hallucinated_answer")
+    return Probe(
+        id=row.probe_id("id"),
+        question=row.text("question", required=True) or "",
+        answers=(row.text("right_answer", required=True) or "",),
+        incorrect_answers=(wrong,) if wrong else (),
+        source=source,
+    )
+
+
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format(
+            "truthfulqa",
+            ("question", "best_answer"),
+            _truthfulqa,
+            "TruthfulQA CSV: Type, Category, Question, Best Answer, Correct Answers, Incorrect Answers",
+        ),
+        Format("simpleqa", ("problem", "answer"), _simpleqa, "SimpleQA CSV: problem, answer, metadata"),
+        Format(
+            "halueval",
+            ("question", "right_answer"),
+            _halueval,
+            "HaluEval QA: question, right_answer, hallucinated_answer",
+        ),
+        Format(
+            "popqa",
+            ("question", "possible_answers"),
+            _popqa,
+            "PopQA: question, possible_answers (JSON list), subj, prop",
+        ),
+        Format(
+            "generic",
+            ("question", "answers"),
+            _generic,
+            "question, answers; optional id, incorrect_answers, paraphrases, subject, relation, tags",
+        ),
+        Format(
+            "triviaqa", ("question", "answer"), _triviaqa, "TriviaQA: question, answer.aliases, answer.value"
+        ),
+    )
+}
+
+#: Names that pick how the source is read (the schema is then detected).
+CONTAINERS = ("jsonl", "json", "csv", "tsv", "parquet", "hf")
+#: Every accepted `format=` value.
+FORMAT_NAMES = ("auto", *CONTAINERS, *(n for n in FORMATS if n != "generic"))
+
+
+def detect(columns: Iterable[str], source: str) -> Format:
+    """The first format whose required columns are all present (names already normalized)."""
+    have = set(columns)
+    for fmt in FORMATS.values():
+        if set(fmt.required) <= have:
+            return fmt
+    if "question" in have:  # a probe file whose first row lacks `answers`: report that row, not the file
+        return FORMATS["generic"]
+    raise WorkbenchError(
+        f"{source}: cannot tell the probe format from its columns ({', '.join(sorted(have)) or 'none'}). "
+        "A probe file needs `question` and `answers`; map other names with `columns` "
+        '(e.g. {"question": "q", "answers": "a"}) or name a format with --format '
+        f"({', '.join(n for n in FORMATS if n != 'generic')})."
+    )
+
+
+def get_format(name: str) -> Format:
+    """A schema by name; "generic" is the plain probe format."""
+    if name not in FORMATS:
+        raise unknown_name("format", name, FORMAT_NAMES)
+    return FORMATS[name]

@@ -1,0 +1,179 @@
+"""Suites: a named probe set plus prompt template and grading settings, read from YAML."""
+
+from __future__ import annotations
+
+import importlib.util
+import string
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import yaml
+
+from workbench.errors import WorkbenchError, did_you_mean, unknown_name
+from workbench.probes._row import PROBE_FIELDS
+from workbench.probes.formats import FORMAT_NAMES
+from workbench.probes.loader import HF_PREFIX, LoadResult, load_probes, with_tags
+
+GRADERS = ("match", "embedding", "judge")
+DEFAULT_ABSTENTIONS = (
+    "i don't know", "i do not know", "i'm not sure", "not sure",
+    "unknown", "cannot answer", "no answer", "i have no idea",
+)  # fmt: skip
+SUITE_SUFFIXES = (".yaml", ".yml")
+
+
+class Suite(pydantic.BaseModel, extra="forbid", use_attribute_docstrings=True):
+    """A named set of probes with the settings to prompt and grade them."""
+
+    name: str = pydantic.Field(min_length=1)
+    """Suite name; shown in runs and reports."""
+    data: str = pydantic.Field(min_length=1)
+    """Probe data: a path relative to the YAML file, or "hf:name[:config]" for a Hugging Face dataset."""
+    format: str = "auto"
+    """How to read `data`: auto, a container (jsonl, json, csv, tsv, parquet, hf) or a public format
+    (truthfulqa, simpleqa, popqa, triviaqa, halueval). "auto" detects both from extension and columns."""
+    columns: dict[str, str] = {}
+    """Maps probe fields to source columns, e.g. {"question": "q", "answers": "a"}."""
+    split: str | None = None
+    """Split of a Hugging Face dataset (None: its only split)."""
+    template: str = "Q: {question} A:"
+    """Prompt template; must contain {question}. The literal "chat" uses the tokenizer's chat template."""
+    system_prompt: str | None = None
+    """System message for chat templates (ignored by plain templates)."""
+    stop: list[str] = ["\n"]
+    """Generation stops before the first of these strings."""
+    max_tokens: int = pydantic.Field(default=16, ge=1)
+    """New tokens at most per answer."""
+    abstention_phrases: list[str] = list(DEFAULT_ABSTENTIONS)
+    """An answer containing one of these (case-insensitive) counts as NOT_ATTEMPTED."""
+    grader: str = "match"
+    """How answers are graded: match (normalized match against answers/aliases), embedding, judge."""
+    grader_options: dict[str, Any] = {}
+    """Options passed to the grader (e.g. a similarity threshold, the judge model)."""
+    tags: list[str] = []
+    """Tags added to every probe of the suite."""
+
+    _base_dir: Path | None = pydantic.PrivateAttr(default=None)
+
+    @pydantic.field_validator("format")
+    @classmethod
+    def _known_format(cls, v: str) -> str:
+        if v not in FORMAT_NAMES:
+            raise ValueError(
+                f"unknown format `{v}`.{did_you_mean(v, FORMAT_NAMES)} Known: {', '.join(FORMAT_NAMES)}"
+            )
+        return v
+
+    @pydantic.field_validator("grader")
+    @classmethod
+    def _known_grader(cls, v: str) -> str:
+        if v not in GRADERS:
+            raise ValueError(f"unknown grader `{v}`.{did_you_mean(v, GRADERS)} Known: {', '.join(GRADERS)}")
+        return v
+
+    @pydantic.field_validator("columns")
+    @classmethod
+    def _probe_fields(cls, v: dict[str, str]) -> dict[str, str]:
+        for field in v:
+            if field not in PROBE_FIELDS:
+                raise ValueError(f"`{field}` is not a probe field.{did_you_mean(field, PROBE_FIELDS)}")
+        return v
+
+    @pydantic.field_validator("template")
+    @classmethod
+    def _has_question(cls, v: str) -> str:
+        if v == "chat":
+            return v
+        try:
+            fields = {f for _, f, _, _ in string.Formatter().parse(v) if f is not None}
+        except ValueError as e:
+            raise ValueError(f"bad template ({e}); write literal braces as {{{{ and }}}}") from None
+        if "question" not in fields:
+            raise ValueError('must contain {question} (or be "chat")')
+        return v
+
+    def data_source(self) -> str:
+        """`data` as load_probes takes it: "hf:..." unchanged, a path resolved against the YAML's folder."""
+        if self.data.startswith(HF_PREFIX) or self.format == "hf" or self._base_dir is None:
+            return self.data
+        return str(self._base_dir / Path(self.data).expanduser())
+
+
+def suites_dir() -> Path | None:
+    """evals/suites of the installed project, found without importing evals."""
+    spec = importlib.util.find_spec("evals")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return Path(locations[0]) / "suites" if locations else None
+
+
+def _suite_path(path_or_name: str | Path) -> Path:
+    path = Path(path_or_name)
+    if path.suffix.lower() in SUITE_SUFFIXES or path.exists() or len(path.parts) > 1:
+        if not path.is_file():
+            raise WorkbenchError(f"{path}: no such suite file")
+        return path
+    folder = suites_dir()
+    known = {p.stem: p for p in folder.glob("*.y*ml")} if folder and folder.is_dir() else {}
+    if str(path_or_name) not in known:
+        raise unknown_name("suite", str(path_or_name), known)
+    return known[str(path_or_name)]
+
+
+def load_suite(path_or_name: str | Path) -> Suite:
+    """A suite from a YAML file, or by bare name from evals/suites/<name>.yaml."""
+    path = _suite_path(path_or_name)
+    try:
+        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise WorkbenchError(f"{path}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f", line {mark.line + 1}" if mark is not None else ""
+        raise WorkbenchError(f"{path}{where}: invalid YAML: {getattr(e, 'problem', None) or e}") from None
+    if not isinstance(spec, dict):
+        raise WorkbenchError(f"{path}: a suite must be a YAML mapping (name: ..., data: ...)")
+    suite = _validate(spec, str(path))
+    suite._base_dir = path.parent.resolve()
+    return suite
+
+
+def _validate(spec: dict[str, Any], where: str) -> Suite:
+    try:
+        return Suite.model_validate(spec)
+    except pydantic.ValidationError as e:
+        raise WorkbenchError(f"{where}: " + "; ".join(_describe(err) for err in e.errors())) from None
+
+
+def _describe(err: Any) -> str:
+    loc = ".".join(str(x) for x in err["loc"])
+    if err["type"] == "extra_forbidden":
+        return f"unknown key `{loc}`.{did_you_mean(str(err['loc'][0]), Suite.model_fields)}"
+    if err["type"] == "missing":
+        return f"missing required key `{loc}`"
+    return f"`{loc}`: {str(err['msg']).removeprefix('Value error, ')}"
+
+
+def resolve_probes(
+    spec: str | Path, *, format: str = "auto", skip_bad: bool = False
+) -> tuple[Suite, LoadResult]:
+    """Suite and probes from a suite YAML, a suite name, "hf:name[:config]", or a probe data file (then a
+    default Suite named after the file). A `format` other than "auto" overrides the suite's."""
+    text, path = str(spec), Path(spec)
+    bare_name = not path.suffix and len(path.parts) == 1 and not path.exists()
+    if path.suffix.lower() in SUITE_SUFFIXES:
+        suite = load_suite(spec)
+    elif text.startswith(HF_PREFIX) or format == "hf":
+        suite = _validate({"name": text.removeprefix(HF_PREFIX), "data": text, "format": format}, text)
+    elif bare_name:
+        suite = load_suite(spec)
+    else:
+        suite = _validate({"name": path.stem, "data": text, "format": format}, text)
+    result = load_probes(
+        suite.data_source(),
+        format=format if format != "auto" else suite.format,
+        columns=suite.columns,
+        skip_bad=skip_bad,
+        split=suite.split,
+    )
+    return suite, with_tags(result, suite.tags)

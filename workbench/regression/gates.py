@@ -1,0 +1,117 @@
+"""Evaluate a policy's gates against computed comparisons. Thresholds in points are x100 of fractions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from workbench.regression.policy import (
+    Gate,
+    HallucinationRateMustDrop,
+    MaxAbstentionOnPreviouslyCorrect,
+    MaxBroken,
+    MaxHallucinationIncrease,
+    MaxTagCorrectDrop,
+    McNemar,
+    Policy,
+)
+from workbench.regression.results import GateResult, GroupComparison
+from workbench.types import Verdict
+
+
+def evaluate_gates(
+    policy: Policy, overall: GroupComparison, by_tag: Mapping[str, GroupComparison]
+) -> tuple[GateResult, ...]:
+    """Every gate of the policy, in order."""
+    return tuple(evaluate_gate(g, overall, by_tag) for g in policy.gates)
+
+
+def evaluate_gate(gate: Gate, overall: GroupComparison, by_tag: Mapping[str, GroupComparison]) -> GateResult:
+    """One gate's result."""
+    hall = overall.metrics["incorrect"]
+    if isinstance(gate, MaxHallucinationIncrease):
+        value = _points(hall.bound(gate.bound))
+        ok = value <= gate.max_points
+        msg = (
+            f"Δ hallucination rate {gate.bound} {value:+.2f} pt {'<=' if ok else '>'} +{gate.max_points:g} pt"
+        )
+        return _result(gate, ok, value, gate.max_points, "points", msg)
+    if isinstance(gate, HallucinationRateMustDrop):
+        value, limit = _points(hall.bound(gate.bound)), -gate.min_drop_points
+        ok = value < limit
+        msg = f"Δ hallucination rate {gate.bound} {value:+.2f} pt {'<' if ok else '>='} {limit:+g} pt"
+        return _result(gate, ok, value, limit, "points", msg)
+    if isinstance(gate, MaxTagCorrectDrop):
+        return _tag_drop(gate, by_tag)
+    if isinstance(gate, MaxAbstentionOnPreviouslyCorrect):
+        tm = overall.transitions
+        was_correct = sum(tm.counts[0])
+        abstained = tm.count(Verdict.CORRECT, Verdict.NOT_ATTEMPTED)
+        frac = abstained / was_correct if was_correct else 0.0
+        ok = frac <= gate.max_fraction
+        msg = (
+            f"{abstained} of {was_correct} baseline-correct probes not attempted ({frac:.1%}) "
+            f"{'<=' if ok else '>'} {gate.max_fraction:.1%}"
+        )
+        return _result(gate, ok, frac, gate.max_fraction, "fraction", msg)
+    if isinstance(gate, MaxBroken):
+        broken = overall.transitions.broken
+        ok = broken <= gate.max_count
+        msg = f"{broken} probes broken (correct -> not correct) {'<=' if ok else '>'} {gate.max_count}"
+        return _result(gate, ok, broken, gate.max_count, "count", msg)
+    if isinstance(gate, McNemar):
+        mc = overall.mcnemar
+        ok = not (mc.worse and mc.p_value < gate.alpha)
+        verdict = "not significantly worse" if ok else "significantly worse"
+        msg = f"McNemar exact: {mc.broken} broken vs {mc.fixed} fixed, p = {mc.p_value:.4g}: {verdict}"
+        return _result(gate, ok, mc.p_value, gate.alpha, "p", msg)
+    raise TypeError(f"unhandled gate type {type(gate).__name__}")  # pragma: no cover
+
+
+def _tag_drop(gate: MaxTagCorrectDrop, by_tag: Mapping[str, GroupComparison]) -> GateResult:
+    wanted = by_tag if gate.tags is None else {t: by_tag[t] for t in gate.tags if t in by_tag}
+    checked = {t: g for t, g in wanted.items() if g.n >= gate.min_probes}
+    limit = -gate.max_points
+    values = {t: _points(g.metrics["correct"].bound(gate.bound)) for t, g in checked.items()}
+    failing = sorted((t for t, v in values.items() if v < limit), key=lambda t: values[t])
+    details = tuple(f"{t}: Δ correct {gate.bound} {values[t]:+.2f} pt < {limit:+g} pt" for t in failing)
+    missing = sorted(set(gate.tags or ()) - set(by_tag))
+    if missing:
+        details += (f"tags not present in the comparison: {', '.join(missing)}",)
+    if not values:
+        msg = "no tag to check"
+        return _result(gate, True, None, limit, "points", msg, details)
+    worst = min(values, key=lambda t: values[t])
+    ok = not failing
+    msg = (
+        f"{len(failing)} of {len(values)} tags drop below {limit:+g} pt; "
+        f"worst `{worst}` Δ correct {gate.bound} {values[worst]:+.2f} pt"
+    )
+    return _result(gate, ok, values[worst], limit, "points", msg, details)
+
+
+def _points(fraction: float) -> float:
+    """A fraction in points, rounded to 1e-9 so float noise (-1.0000000000000002) cannot decide a gate."""
+    return round(100 * fraction, 9)
+
+
+def _result(
+    gate: Gate,
+    passed: bool,
+    observed: float | None,
+    threshold: float,
+    unit: str,
+    message: str,
+    details: tuple[str, ...] = (),
+) -> GateResult:
+    return GateResult(
+        name=gate.name,
+        type=gate.type,
+        severity=gate.severity,
+        passed=passed,
+        observed=observed,
+        threshold=threshold,
+        unit=unit,
+        message=message,
+        description=gate.description,
+        details=details,
+    )

@@ -1,0 +1,257 @@
+"""The regression policy: bootstrap settings and a list of gates, read from YAML.
+
+Thresholds in *points* are percentage points (1 point = 0.01 of a rate). Gates that read a delta pick
+which number to read with `bound`: `ci_low` / `ci_high` (the paired bootstrap CI bounds) or `delta`
+(the point estimate). Unknown keys are refused with a "Did you mean ...?" hint.
+"""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from workbench.errors import WorkbenchError, did_you_mean
+
+Severity = Literal["fail", "warn"]
+Bound = Literal["ci_low", "delta", "ci_high"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class _GateBase(_Strict):
+    name: str = ""
+    """Unique name, shown in reports and as the JUnit test case; defaults to the gate's `type`."""
+    severity: Severity = "fail"
+    """`fail`: a failed gate fails the comparison (exit 1). `warn`: reported only (exit 0)."""
+    description: str = ""
+    """Free text shown next to the gate in reports."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("name"):
+            return {**data, "name": data.get("type", "")}
+        return data
+
+
+class MaxHallucinationIncrease(_GateBase):
+    """Fails if the chosen `bound` of Δ incorrect rate (hallucination rate) exceeds `max_points`.
+
+    `ci_high` (default) is a non-inferiority check (show that hallucination rose by at most X);
+    `ci_low` fails only when hallucination rose significantly by more than X.
+    """
+
+    type: Literal["max_hallucination_increase"]
+    max_points: float = Field(default=0.0, ge=0)
+    """Allowed increase of the hallucination rate, in points."""
+    bound: Bound = "ci_high"
+    """Which number of the delta is compared: `ci_low`, `delta` or `ci_high`."""
+
+
+class HallucinationRateMustDrop(_GateBase):
+    """Fails unless the chosen `bound` of Δ incorrect rate is below -`min_drop_points`.
+
+    `ci_high` (default): the drop must be significant; `delta`: the point estimate must drop.
+    """
+
+    type: Literal["hallucination_rate_must_drop"]
+    min_drop_points: float = Field(default=0.0, ge=0)
+    """Required drop of the hallucination rate, in points."""
+    bound: Bound = "ci_high"
+    """Which number of the delta is compared: `ci_low`, `delta` or `ci_high`."""
+
+
+class MaxTagCorrectDrop(_GateBase):
+    """Fails if, for any tag, the chosen `bound` of Δ correct rate is below -`max_points`.
+
+    With `ci_high` (default) a tag fails only when its whole CI lies below -X: the drop is
+    significantly larger than X points. `ci_low` is the strict non-inferiority reading.
+    """
+
+    type: Literal["max_tag_correct_drop"]
+    max_points: float = Field(default=1.0, ge=0)
+    """Allowed drop of any tag's correct rate, in points."""
+    bound: Bound = "ci_high"
+    """Which number of the delta is compared: `ci_low`, `delta` or `ci_high`."""
+    tags: list[str] | None = None
+    """Tags to check; None (default) checks every tag present."""
+    min_probes: int = Field(default=1, ge=1)
+    """Tags with fewer probes than this are skipped."""
+
+
+class MaxAbstentionOnPreviouslyCorrect(_GateBase):
+    """Fails if more than `max_fraction` of baseline-correct probes are not attempted by the candidate."""
+
+    type: Literal["max_abstention_on_previously_correct"]
+    max_fraction: float = Field(default=0.05, ge=0, le=1)
+    """Allowed fraction (0..1) of baseline-correct probes the candidate abstains on."""
+
+
+class MaxBroken(_GateBase):
+    """Fails if more than `max_count` probes went from correct to not correct."""
+
+    type: Literal["max_broken"]
+    max_count: int = Field(default=0, ge=0)
+    """Allowed number of broken probes (correct -> incorrect or not attempted)."""
+
+
+class McNemar(_GateBase):
+    """Fails if the candidate is significantly worse: more broken than fixed and exact McNemar p < alpha."""
+
+    type: Literal["mcnemar"]
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    """Significance level of the two-sided exact test."""
+
+
+Gate = Annotated[
+    MaxHallucinationIncrease
+    | HallucinationRateMustDrop
+    | MaxTagCorrectDrop
+    | MaxAbstentionOnPreviouslyCorrect
+    | MaxBroken
+    | McNemar,
+    Field(discriminator="type"),
+]
+GATE_TYPES: dict[str, type[_GateBase]] = {
+    typing.get_args(cls.model_fields["type"].annotation)[0]: cls
+    for cls in typing.get_args(typing.get_args(Gate)[0])
+}
+"""Gate classes by their `type` value."""
+
+
+class BootstrapSettings(_Strict):
+    """Paired bootstrap settings."""
+
+    resamples: int = Field(default=2000, ge=100, le=1_000_000)
+    """Bootstrap resamples."""
+    seed: int = 0
+    """Seed of numpy's default_rng; the same seed gives the same CIs."""
+    confidence: float = Field(default=0.95, gt=0, lt=1)
+    """Confidence level of the percentile CIs."""
+
+
+class Policy(_Strict):
+    """A regression policy: how to compute CIs and which gates must pass."""
+
+    bootstrap: BootstrapSettings = BootstrapSettings()
+    """Paired bootstrap settings."""
+    gates: list[Gate] = Field(min_length=1)
+    """The gates, evaluated in order; names must be unique."""
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Policy:
+        names = [g.name for g in self.gates]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"gate names must be unique; repeated: {', '.join(dupes)} (set `name`)")
+        return self
+
+
+DEFAULT_POLICY_YAML = """\
+bootstrap: {resamples: 2000, seed: 0, confidence: 0.95}
+gates:
+  - type: max_hallucination_increase
+    name: hallucination_not_significantly_up
+    description: The hallucination rate did not rise significantly.
+    max_points: 0.0
+    bound: ci_low
+  - type: mcnemar
+    name: not_significantly_worse
+    description: Not significantly more probes broken than fixed (exact McNemar).
+    alpha: 0.05
+  - type: max_tag_correct_drop
+    name: no_tag_drops_over_1_point
+    description: No tag's correct rate dropped significantly by more than 1 point.
+    max_points: 1.0
+  - type: max_hallucination_increase
+    name: hallucination_within_2_points
+    description: Confident that the hallucination rate rose by at most 2 points.
+    max_points: 2.0
+    bound: ci_high
+    severity: warn
+  - type: max_abstention_on_previously_correct
+    name: few_new_abstentions
+    description: At most 5% of baseline-correct probes are now not attempted.
+    max_fraction: 0.05
+    severity: warn
+"""
+
+
+def default_policy() -> Policy:
+    """The built-in policy (DEFAULT_POLICY_YAML)."""
+    return parse_policy(DEFAULT_POLICY_YAML, "<default policy>")
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read and validate a policy file; WorkbenchError names the file and the offending key."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise WorkbenchError(f"cannot read policy file {p}: {e.strerror or e}") from e
+    return parse_policy(text, str(p))
+
+
+def parse_policy(text: str, source: str = "<policy>") -> Policy:
+    """Validate policy YAML text; `source` names it in error messages."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise WorkbenchError(f"{source}: not valid YAML: {e}") from e
+    _check_keys(raw, source)
+    try:
+        return Policy.model_validate(raw)
+    except ValidationError as e:
+        raise WorkbenchError(_format_errors(e, source)) from e
+
+
+def _check_keys(raw: object, source: str) -> None:
+    """Refuse unknown keys and gate types early, with a "Did you mean" hint."""
+    if not isinstance(raw, dict):
+        raise WorkbenchError(f"{source}: a policy is a mapping with a `gates` list")
+    _known(raw, Policy, "", source)
+    if isinstance(raw.get("bootstrap"), dict):
+        _known(raw["bootstrap"], BootstrapSettings, "bootstrap.", source)
+    gates = raw.get("gates")
+    if not isinstance(gates, list):
+        return  # pydantic reports the missing or mistyped list
+    for i, gate in enumerate(gates):
+        where = f"gates[{i}]"
+        if not isinstance(gate, dict):
+            raise WorkbenchError(f"{source}: `{where}` must be a mapping with a `type`")
+        kind = gate.get("type")
+        if kind not in GATE_TYPES:
+            hint = did_you_mean(str(kind), GATE_TYPES) if kind is not None else ""
+            what = "is missing `type`" if kind is None else f"has unknown type `{kind}`."
+            raise WorkbenchError(f"{source}: `{where}` {what}{hint} Known: {', '.join(sorted(GATE_TYPES))}")
+        _known(gate, GATE_TYPES[kind], f"{where}.", source)
+
+
+def _known(raw: dict[Any, Any], model: type[BaseModel], where: str, source: str) -> None:
+    fields = list(model.model_fields)
+    for key in raw:
+        if key not in fields:
+            raise WorkbenchError(
+                f"{source}: unknown key `{where}{key}`.{did_you_mean(str(key), fields)} "
+                f"Known: {', '.join(fields)}"
+            )
+
+
+def _format_errors(error: ValidationError, source: str) -> str:
+    lines = []
+    for e in error.errors():
+        parts: list[str] = []
+        for item in e["loc"]:
+            if isinstance(item, int):
+                parts.append(f"[{item}]")
+            elif item not in GATE_TYPES:  # skip the discriminator's branch name
+                parts.append(("." if parts else "") + str(item))
+        loc = "".join(parts) or "(top level)"
+        lines.append(f"{source}: `{loc}`: {e['msg']}")
+    return "\n".join(lines)

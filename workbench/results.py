@@ -1,0 +1,86 @@
+"""A stored run read back as typed per-probe results: what attribution, regression and the app read."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from workbench.grading.normalize import normalize
+from workbench.store import RunRecord, Store
+from workbench.types import Probe, Verdict
+
+
+@dataclass(frozen=True)
+class Answer:
+    variant: int  # 0 = the question, 1.. = paraphrases
+    kind: str  # greedy | sample
+    sample_index: int
+    prompt: str
+    text: str
+    verdict: Verdict
+    mean_logprob: float | None
+    finish_reason: str
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    probe: Probe
+    greedy: tuple[Answer, ...]  # one per variant, the question's first
+    samples: tuple[Answer, ...]  # every variant's samples
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.greedy[0].verdict
+
+    @property
+    def answer(self) -> str:
+        return self.greedy[0].text
+
+    @property
+    def sample_accuracy(self) -> float:
+        """Share of samples (all variants) graded correct; 0 without samples."""
+        return sum(a.verdict == Verdict.CORRECT for a in self.samples) / len(self.samples) if self.samples else 0.0
+
+    @property
+    def agreement(self) -> float | None:
+        """Share of the most common normalized sample answer (of the question's samples)."""
+        texts = [normalize(a.text) for a in self.samples if a.variant == 0]
+        return Counter(texts).most_common(1)[0][1] / len(texts) if texts else None
+
+    @property
+    def mean_logprob(self) -> float | None:
+        return self.greedy[0].mean_logprob
+
+
+@dataclass(frozen=True)
+class RunResults:
+    run: RunRecord
+    probes: tuple[ProbeResult, ...]
+
+    def by_id(self) -> dict[str, ProbeResult]:
+        return {r.probe.id: r for r in self.probes}
+
+
+def probe_from_dict(d: dict[str, object]) -> Probe:
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+    return Probe(**fields)  # type: ignore[arg-type]
+
+
+def load_results(store: Store, run_id: str) -> RunResults:
+    run = store.get_run(run_id)
+    answers: dict[str, list[Answer]] = {}
+    for r in store.answer_rows(run.id):
+        answers.setdefault(r["probe_id"], []).append(Answer(
+            variant=r["variant"], kind=r["kind"], sample_index=r["sample_index"], prompt=r["prompt"],
+            text=r["text"], verdict=Verdict(r["verdict"]), mean_logprob=r["mean_logprob"],
+            finish_reason=r["finish_reason"]))
+    out = []
+    for d in store.probe_rows(run.id):
+        probe = probe_from_dict(d)
+        rows = answers.get(probe.id, [])
+        greedy = tuple(sorted((a for a in rows if a.kind == "greedy"), key=lambda a: a.variant))
+        if not greedy or greedy[0].variant != 0:  # unfinished run: the question is not answered yet
+            continue
+        samples = tuple(sorted((a for a in rows if a.kind == "sample"), key=lambda a: (a.variant, a.sample_index)))
+        out.append(ProbeResult(probe, greedy, samples))
+    return RunResults(run, tuple(out))

@@ -1,0 +1,5 @@
+"""The workspace store (runs, answers, cache, attributions, jobs, regressions, reviews)."""
+
+from workbench.store.db import RunRecord, Store, new_id, utcnow
+
+__all__ = ["RunRecord", "Store", "new_id", "utcnow"]

@@ -1,0 +1,210 @@
+"""The workspace store: SQLite (WAL) in `<workspace>/store.sqlite`, or any SQLAlchemy URL.
+
+Writes are small transactions committed as work finishes, so a killed process loses nothing it
+finished; readers (the app) see a run in progress while the CLI writes it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, insert, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import OperationalError
+
+from workbench.errors import WorkbenchError
+from workbench.store import schema as t
+
+
+def utcnow() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def new_id(prefix: str) -> str:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
+    return f"{prefix}-{stamp}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    created_at: str
+    finished_at: str | None
+    status: str
+    model: str
+    adapter: str | None
+    backend: str
+    fingerprint: str
+    suite: str
+    suite_config: dict[str, Any]
+    options: dict[str, Any]
+    n_probes: int
+    skipped_bad: int
+    generated: int
+    cached: int
+    metrics: dict[str, Any] | None
+
+
+class Store:
+    """One workspace's store. Open with `Store.open(workspace)`; an SQLAlchemy URL also works."""
+
+    def __init__(self, engine: Engine, workspace: Path) -> None:
+        self.engine = engine
+        self.workspace = workspace
+
+    @classmethod
+    def open(cls, workspace: str | os.PathLike[str], url: str | None = None) -> Store:
+        ws = Path(workspace)
+        url = url or os.environ.get("WORKBENCH_STORE_URL")
+        if url is None:
+            ws.mkdir(parents=True, exist_ok=True)
+            url = f"sqlite:///{ws / 'store.sqlite'}"
+        engine = create_engine(url, future=True)
+        if engine.dialect.name == "sqlite":
+            event.listen(engine, "connect", _sqlite_pragmas)
+        try:
+            t.metadata.create_all(engine)
+            with engine.begin() as c:
+                row = c.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).first()
+                if row is None:
+                    c.execute(insert(t.meta).values(key="schema_version", value=str(t.SCHEMA_VERSION)))
+                elif int(row[0]) != t.SCHEMA_VERSION:
+                    raise WorkbenchError(
+                        f"store {url} has schema version {row[0]}, this workbench writes {t.SCHEMA_VERSION}; "
+                        "use a new --workspace"
+                    )
+        except OperationalError as e:
+            raise WorkbenchError(f"cannot open store {url}: {e.orig}") from e
+        return cls(engine, ws)
+
+    # -- runs -------------------------------------------------------------------------------------
+    def create_run(self, *, model: str, adapter: str | None, backend: str, fingerprint: str, suite: str,
+                   suite_config: Mapping[str, Any], options: Mapping[str, Any], n_probes: int,
+                   skipped_bad: int) -> str:
+        run_id = new_id("run")
+        with self.engine.begin() as c:
+            c.execute(insert(t.runs).values(
+                id=run_id, created_at=utcnow(), status="running", model=model, adapter=adapter,
+                backend=backend, fingerprint=fingerprint, suite=suite,
+                suite_json=json.dumps(suite_config, sort_keys=True), options_json=json.dumps(options, sort_keys=True),
+                n_probes=n_probes, skipped_bad=skipped_bad, generated=0, cached=0,
+            ))
+        return run_id
+
+    def finish_run(self, run_id: str, *, status: str, metrics: Mapping[str, Any] | None,
+                   generated: int, cached: int) -> None:
+        with self.engine.begin() as c:
+            c.execute(update(t.runs).where(t.runs.c.id == run_id).values(
+                status=status, finished_at=utcnow(), generated=generated, cached=cached,
+                metrics_json=json.dumps(metrics) if metrics is not None else None,
+            ))
+
+    def list_runs(self) -> list[RunRecord]:
+        with self.engine.connect() as c:
+            rows = c.execute(select(t.runs).order_by(t.runs.c.created_at, t.runs.c.id)).mappings().all()
+        return [_run_record(r) for r in rows]
+
+    def get_run(self, run_id: str) -> RunRecord:
+        with self.engine.connect() as c:
+            row = c.execute(select(t.runs).where(t.runs.c.id == run_id)).mappings().first()
+            if row is None:
+                ids = [r[0] for r in c.execute(select(t.runs.c.id))]
+                # "latest" and unique prefixes are conveniences for people typing ids.
+                if run_id == "latest" and ids:
+                    return self.list_runs()[-1]
+                matches = [i for i in ids if i.startswith(run_id)]
+                if len(matches) == 1:
+                    return self.get_run(matches[0])
+                from workbench.errors import did_you_mean
+
+                raise WorkbenchError(f"no run `{run_id}` in {self.workspace}.{did_you_mean(run_id, ids)}")
+        return _run_record(row)
+
+    def add_probes(self, run_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        with self.engine.begin() as c:
+            c.execute(insert(t.probes), [
+                {"run_id": run_id, "probe_id": r["id"], "position": i, "data_json": json.dumps(r)}
+                for i, r in enumerate(rows)
+            ])
+
+    def probe_rows(self, run_id: str) -> list[dict[str, Any]]:
+        with self.engine.connect() as c:
+            rows = c.execute(select(t.probes.c.data_json).where(t.probes.c.run_id == run_id)
+                             .order_by(t.probes.c.position)).all()
+        return [json.loads(r[0]) for r in rows]
+
+    def add_answers(self, run_id: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        batch = [{"run_id": run_id, **r} for r in rows]
+        if batch:
+            with self.engine.begin() as c:
+                c.execute(insert(t.answers), batch)
+
+    def answer_rows(self, run_id: str) -> list[dict[str, Any]]:
+        with self.engine.connect() as c:
+            rows = c.execute(select(t.answers).where(t.answers.c.run_id == run_id)
+                             .order_by(t.answers.c.probe_id, t.answers.c.variant, t.answers.c.kind,
+                                       t.answers.c.sample_index)).mappings().all()
+        return [dict(r) for r in rows]
+
+    # -- generation cache -------------------------------------------------------------------------
+    def cache_get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+        with self.engine.connect() as c:
+            for i in range(0, len(keys), 500):  # stay under SQLite's bound-parameter limit
+                chunk = keys[i : i + 500]
+                for r in c.execute(select(t.gen_cache).where(t.gen_cache.c.key.in_(chunk))).mappings():
+                    found[r["key"]] = dict(r)
+        return found
+
+    def cache_put_many(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        if not rows:
+            return
+        with self.engine.begin() as c:
+            _insert_ignore(c, rows)
+
+    def connect(self) -> Connection:
+        return self.engine.connect()
+
+
+def _insert_ignore(c: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    now = utcnow()
+    values = [{"created_at": now, **r} for r in rows]
+    if c.dialect.name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        c.execute(sqlite_insert(t.gen_cache).on_conflict_do_nothing(), values)
+    elif c.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        c.execute(pg_insert(t.gen_cache).on_conflict_do_nothing(), values)
+    else:
+        existing = {r[0] for r in c.execute(select(t.gen_cache.c.key).where(
+            t.gen_cache.c.key.in_([v["key"] for v in values])))}
+        fresh = [v for v in values if v["key"] not in existing]
+        if fresh:
+            c.execute(insert(t.gen_cache), fresh)
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process kills
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+def _run_record(r: Mapping[str, Any]) -> RunRecord:
+    return RunRecord(
+        id=r["id"], created_at=r["created_at"], finished_at=r["finished_at"], status=r["status"],
+        model=r["model"], adapter=r["adapter"], backend=r["backend"], fingerprint=r["fingerprint"],
+        suite=r["suite"], suite_config=json.loads(r["suite_json"]), options=json.loads(r["options_json"]),
+        n_probes=r["n_probes"], skipped_bad=r["skipped_bad"], generated=r["generated"], cached=r["cached"],
+        metrics=json.loads(r["metrics_json"]) if r["metrics_json"] else None,
+    )

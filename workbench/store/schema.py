@@ -1,0 +1,143 @@
+"""The store's tables, all in one place so every layer shares one schema.
+
+Bump SCHEMA_VERSION when a column changes meaning; old stores are refused with a clear message.
+Per-answer rows can be large: `workbench export` writes them to Parquet beside the store.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text
+
+SCHEMA_VERSION = 1
+metadata = MetaData()
+
+meta = Table("meta", metadata, Column("key", String, primary_key=True), Column("value", Text, nullable=False))
+
+runs = Table(
+    "runs", metadata,
+    Column("id", String, primary_key=True),
+    Column("created_at", String, nullable=False),
+    Column("finished_at", String),
+    Column("status", String, nullable=False),  # running | done | failed
+    Column("model", String, nullable=False),
+    Column("adapter", String),
+    Column("backend", String, nullable=False),
+    Column("fingerprint", String, nullable=False),
+    Column("suite", String, nullable=False),
+    Column("suite_json", Text, nullable=False),  # the resolved suite, so a run is reproducible alone
+    Column("options_json", Text, nullable=False),  # samples, paraphrases, seed, temperature, ...
+    Column("n_probes", Integer, nullable=False),
+    Column("skipped_bad", Integer, nullable=False, default=0),
+    Column("generated", Integer, nullable=False, default=0),
+    Column("cached", Integer, nullable=False, default=0),
+    Column("metrics_json", Text),
+)
+
+probes = Table(
+    "probes", metadata,
+    Column("run_id", String, primary_key=True),
+    Column("probe_id", String, primary_key=True),
+    Column("position", Integer, nullable=False),
+    Column("data_json", Text, nullable=False),
+)
+
+answers = Table(
+    "answers", metadata,
+    Column("run_id", String, primary_key=True),
+    Column("probe_id", String, primary_key=True),
+    Column("variant", Integer, primary_key=True),  # 0 = the question, 1.. = paraphrases
+    Column("kind", String, primary_key=True),  # greedy | sample
+    Column("sample_index", Integer, primary_key=True),
+    Column("prompt", Text, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("verdict", String, nullable=False),
+    Column("mean_logprob", Float),
+    Column("finish_reason", String, nullable=False),
+)
+
+# Content-addressed: key = sha256(model fingerprint, adapter, prompt, sampling settings, seed, sample index).
+gen_cache = Table(
+    "gen_cache", metadata,
+    Column("key", String, primary_key=True),
+    Column("fingerprint", String, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("finish_reason", String, nullable=False),
+    Column("logprobs_json", Text),
+    Column("created_at", String, nullable=False),
+)
+
+attributions = Table(
+    "attributions", metadata,
+    Column("run_id", String, primary_key=True),
+    Column("probe_id", String, primary_key=True),
+    Column("category", String, nullable=False),
+    Column("confidence", Float, nullable=False),
+    Column("knowledge", String),
+    Column("fix", String),
+    Column("evidence_json", Text, nullable=False),
+    Column("created_at", String, nullable=False),
+)
+
+jobs = Table(
+    "jobs", metadata,
+    Column("id", String, primary_key=True),
+    Column("created_at", String, nullable=False),
+    Column("finished_at", String),
+    Column("status", String, nullable=False),  # pending | running | done | failed | stopped
+    Column("method", String, nullable=False),
+    Column("spec_json", Text, nullable=False),
+    Column("run_id", String),  # the eval run the fix set came from (lineage)
+    Column("fixset_path", String),
+    Column("fixset_hash", String),
+    Column("adapter_path", String),
+    Column("metrics_json", Text),
+)
+
+job_metrics = Table(
+    "job_metrics", metadata,
+    Column("job_id", String, primary_key=True),
+    Column("step", Integer, primary_key=True),
+    Column("name", String, primary_key=True),
+    Column("value", Float, nullable=False),
+)
+
+job_events = Table(
+    "job_events", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job_id", String, nullable=False),
+    Column("at", String, nullable=False),
+    Column("kind", String, nullable=False),  # nan | spike | early_stop | checkpoint | resume | ...
+    Column("message", Text, nullable=False),
+    Column("data_json", Text),
+)
+
+regressions = Table(
+    "regressions", metadata,
+    Column("id", String, primary_key=True),
+    Column("created_at", String, nullable=False),
+    Column("baseline_run", String, nullable=False),
+    Column("candidate_run", String, nullable=False),
+    Column("verdict", String, nullable=False),  # pass | warn | fail
+    Column("exit_code", Integer, nullable=False),
+    Column("policy_json", Text, nullable=False),
+    Column("result_json", Text, nullable=False),
+    Column("report_path", String),
+)
+
+# Reviews never overwrite: each override or sign-off is a new row; the latest row per target wins.
+reviews = Table(
+    "reviews", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", String, nullable=False),
+    Column("reviewer", String, nullable=False),
+    Column("target", String, nullable=False),  # verdict | attribution | release
+    Column("run_id", String, nullable=False),
+    Column("probe_id", String),
+    Column("old_value", String),
+    Column("new_value", String, nullable=False),
+    Column("reason", Text, nullable=False),
+)
+
+Index("ix_answers_run", answers.c.run_id)
+Index("ix_job_events_job", job_events.c.job_id)
+Index("ix_reviews_run", reviews.c.run_id)
