@@ -191,8 +191,11 @@ def build_fixset(
             if att.category == "behavior:over-abstain":
                 rejected = [phrase] * len(variants)
             else:
-                wrong = _hallucination(result) or _other_answer(result, results.probes, seed)
-                rejected = _per_variant(result, wrong)
+                wrong_answer = _hallucination(result) or _other_answer(result, results.probes, seed)
+                if wrong_answer is None:
+                    skipped[pid] = f"{att.category}: no wrong answer to reject (no hallucination, no other value)"
+                    continue
+                rejected = _per_variant(result, wrong_answer)
             rows.dpo += [{**base, "prompt": render(q), "chosen": completion(chosen), "rejected": completion(r),
                           "source": source}
                          for q, r in zip(variants, rejected, strict=True) if normalize(r) != normalize(chosen)]
@@ -206,10 +209,10 @@ def build_fixset(
     rows.sft += _cycle(replay, n_sft, rng)
     anchors = []
     for r in known:
-        wrong = _other_answer(r, results.probes, seed)
-        if wrong is not None:
+        other = _other_answer(r, results.probes, seed)
+        if other is not None:
             anchors.append({"prompt": render(r.probe.question), "chosen": completion(r.probe.answers[0]),
-                            "rejected": completion(wrong), "probe_id": r.probe.id, "category": "replay",
+                            "rejected": completion(other), "probe_id": r.probe.id, "category": "replay",
                             "source": "anchor", "split": "train"})
     rows.dpo += _cycle(anchors, n_dpo, rng)
     if not any(r["category"] != "replay" for r in rows.sft + rows.dpo):
@@ -271,8 +274,13 @@ def _per_variant(r: ProbeResult, fallback: str) -> list[str]:
 
 
 def _chosen(r: ProbeResult) -> tuple[str, str]:
-    """The model's own correct sample (most frequent) when it has one, else the accepted answer."""
-    right = Counter(a.text for a in (*r.greedy, *r.samples) if a.verdict == Verdict.CORRECT and a.text.strip())
+    """The model's own correct sample (most frequent) when it has one, else the accepted answer.
+
+    Only samples that are exactly an accepted answer (normalized) count: a sample graded correct
+    because it contains the answer inside other words ("flag is founder is X") would teach those words."""
+    accepted = {normalize(a) for a in r.probe.answers}
+    right = Counter(a.text.strip() for a in (*r.greedy, *r.samples)
+                    if a.verdict == Verdict.CORRECT and normalize(a.text) in accepted)
     if right:
         return right.most_common(1)[0][0], "own-sample"
     return r.probe.answers[0], "answer"
@@ -371,7 +379,9 @@ def _write(out: Path, rows: _Rows, run_id: str, model: str, strategy: str, phras
         return dict(sorted(Counter(r[key] for r in items).items()))
 
     out.mkdir(parents=True, exist_ok=True)
-    DatasetDict({"sft": table(rows.sft, SFT_COLUMNS), "dpo": table(rows.dpo, DPO_COLUMNS)}).save_to_disk(str(out))
+    splits = DatasetDict({"sft": table(rows.sft, SFT_COLUMNS), "dpo": table(rows.dpo, DPO_COLUMNS)})
+    # One shard each: datasets 5.2 writes no shard for an empty split and then cannot load it back.
+    splits.save_to_disk(str(out), num_shards={"sft": 1, "dpo": 1})
     manifest = FixSetManifest(
         path=str(out), run_id=run_id, model=model, strategy=strategy,
         counts={"sft": count(rows.sft, "category"), "dpo": count(rows.dpo, "category")},

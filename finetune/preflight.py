@@ -247,11 +247,8 @@ def activation_bytes(spec: PreflightSpec, batch: int) -> int:
     m, e = spec.model, PRECISIONS[spec.precision]
     sbh = spec.seq_len * batch * m.hidden
     layer = activation_bytes_per_layer(spec, batch)
-    if spec.gradient_checkpointing:
-        # each layer's input (e*sbh, the paper's 2sbh) + one layer recomputed at a time
-        layers = m.layers * e * sbh + layer
-    else:
-        layers = m.layers * layer
+    # checkpointing: each layer's input (e*sbh, the paper's 2sbh) + one layer recomputed at a time
+    layers = m.layers * e * sbh + layer if spec.gradient_checkpointing else m.layers * layer
     return layers + (4 + 2 * e) * sbh
 
 
@@ -389,8 +386,9 @@ def shape_from_config(cfg: dict[str, object]) -> ModelShape:
 
     def get(*keys: str, default: int = 0) -> int:
         for k in keys:
-            if isinstance(cfg.get(k), int):
-                return int(cfg[k])  # type: ignore[call-overload]
+            value = cfg.get(k)
+            if isinstance(value, int):
+                return value
         return default
 
     act = str(cfg.get("hidden_act") or cfg.get("activation_function") or "")

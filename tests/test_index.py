@@ -32,7 +32,8 @@ DOCS = [
 
 
 def write_jsonl(path: Path, rows: list[Any]) -> Path:
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
+    lines = ((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
+    path.write_text("".join(lines), encoding="utf-8")
     return path
 
 
@@ -64,8 +65,11 @@ def test_whole_tokens_case_accents_phrases(tmp_path: Path) -> None:
         assert ix.cooccur("new york", "capital of Italy").count == 1
 
 
-@pytest.mark.parametrize("hostile", ['"', '""', "AND", "OR", "NOT", "NEAR(", "NEAR(this, that)", "*", "x*",
-                                     "-", "end-", "^caret", "col:on", "(paren)", "", "   ", "a\x00b", 'He said "AND'])
+HOSTILE = ['"', '""', "AND", "OR", "NOT", "NEAR(", "NEAR(this, that)", "*", "x*", "-", "end-", "^caret",
+           "col:on", "(paren)", "", "   ", "a\x00b", 'He said "AND']
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
 def test_hostile_strings_are_phrases(tmp_path: Path, hostile: str) -> None:
     with small_index(tmp_path) as ix:
         n = ix.count(hostile)  # never an FTS5 syntax error
@@ -120,7 +124,8 @@ def test_resume_after_sigkill(tmp_path: Path) -> None:
                                                   for i in range(n)])
     index_path = tmp_path / "ix.sqlite"
     child = ("import sys\nfrom workbench.attribution import build_index\n"
-             "build_index(sys.argv[1], sys.argv[2], batch_size=500, progress=lambda k: print(k, flush=True))\n")
+             "build_index(sys.argv[1], sys.argv[2], batch_size=500,\n"
+             "            progress=lambda k: print(k, flush=True))\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-c", child, str(corpus), str(index_path)],
                             stdout=subprocess.PIPE, text=True, env=env)
@@ -157,7 +162,8 @@ def _txt_dir(tmp_path: Path) -> Path:
     d = tmp_path / "docs"
     (d / "sub").mkdir(parents=True)
     for i in range(7):
-        (d / ("sub" if i % 2 else "") / f"f{i}.txt").write_text(f"alpha file {i}\nsecond line", encoding="utf-8")
+        f = d / ("sub" if i % 2 else "") / f"f{i}.txt"
+        f.write_text(f"alpha file {i}\nsecond line", encoding="utf-8")
     (d / "ignored.md").write_text("not a txt")
     return d
 
@@ -190,6 +196,25 @@ def test_resume_each_format(tmp_path: Path, kind: str) -> None:
         assert "sub/f1.txt" in ids and "f0.txt" in ids
 
 
+def test_hf_dataset_rows_and_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The `hf:` reader over a local in-memory Dataset (the hub is offline here)."""
+    import datasets
+
+    from workbench.attribution import corpus as corpus_mod
+
+    ds = datasets.Dataset.from_dict({"id": [f"h{i}" for i in range(9)] + ["h0"],
+                                     "text": [f"alpha {i}" for i in range(10)]})
+    monkeypatch.setattr(corpus_mod, "_load_hf", lambda label: ds)
+    with pytest.raises(InputError, match=r"hf:local/x, line 10: field `id`: duplicate id `h0`"):
+        build_index("hf:local/x", tmp_path / "ix.sqlite")
+    index_path = tmp_path / "ix2.sqlite"
+    with pytest.raises(KeyboardInterrupt):
+        build_index("hf:local/x", index_path, batch_size=4, skip_bad=True, progress=_interrupt_after(1))
+    rep = build_index("hf:local/x", index_path, batch_size=4, skip_bad=True)
+    assert (rep.resumed_from, rep.rows_total, rep.skipped) == (4, 9, 1)
+    assert sorted(_ids(index_path)) == [f"h{i}" for i in range(9)]
+
+
 def test_unchanged_is_noop_changed_needs_rebuild(tmp_path: Path) -> None:
     corpus = write_jsonl(tmp_path / "c.jsonl", [{"id": 1, "text": "one"}])
     index_path = tmp_path / "ix.sqlite"
@@ -208,8 +233,8 @@ def test_unchanged_is_noop_changed_needs_rebuild(tmp_path: Path) -> None:
         build_index(corpus, tmp_path / "junk.sqlite")
 
 
-BAD_JSONL = [
-    ({"id": "x", "text": "fine"}, None, None),
+BAD_JSONL: list[tuple[Any, str | None, str]] = [
+    ({"id": "x", "text": "fine"}, None, ""),
     ('{"id": "y", "text": ', None, "invalid JSON"),
     ({"id": "z"}, "text", "missing"),
     ({"id": "w", "text": 5}, "text", "must be a string"),
@@ -229,7 +254,7 @@ def test_bad_jsonl_rows_name_file_line_field(tmp_path: Path, case: int) -> None:
         build_index(corpus, tmp_path / "ix.sqlite")
     e = err.value
     assert (e.path, e.line, e.field) == (str(corpus), 3, BAD_JSONL[case][1])
-    assert BAD_JSONL[case][2] in e.problem and f"c.jsonl, line 3: " in str(e)
+    assert BAD_JSONL[case][2] in e.problem and "c.jsonl, line 3: " in str(e)
 
 
 def test_non_utf8_rows(tmp_path: Path) -> None:
@@ -287,7 +312,8 @@ def _cli(argv: list[str]) -> int:
 
 
 def test_cli_json_and_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    corpus = write_jsonl(tmp_path / "c.jsonl", [{"id": "a", "text": "alpha"}, "{bad", {"id": "b", "text": "b"}])
+    rows = [{"id": "a", "text": "alpha"}, "{bad", {"id": "b", "text": "b"}]
+    corpus = write_jsonl(tmp_path / "c.jsonl", rows)
     ws = tmp_path / "ws"
     assert _cli([str(corpus), "--workspace", str(ws), "--skip-bad", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -161,7 +161,7 @@ def _batches(slots: Sequence[_Slot], prompts_per_batch: int) -> list[list[_Slot]
     for s in slots:
         by_request.setdefault(s.request, []).append(s)
     groups = list(by_request.values())
-    return [sum(groups[i : i + prompts_per_batch], []) for i in range(0, len(groups), prompts_per_batch)]
+    return [[s for g in groups[i : i + prompts_per_batch] for s in g] for i in range(0, len(groups), prompts_per_batch)]
 
 
 def _generate(backend: Backend, batch: Sequence[_Slot]) -> list[tuple[_Slot, Completion]]:
@@ -208,8 +208,8 @@ def summarize(store: Store, run_id: str, *, bootstrap: int = 1000) -> dict[str, 
     verdicts = [r.verdict for r in results.probes]
     tags = [r.probe.tags for r in results.probes]
     overall = compute_metrics(verdicts, bootstrap=bootstrap)
-    out: dict[str, Any] = {"overall": overall.to_dict(),
-                           "by_tag": {t: m.to_dict() for t, m in metrics_by_tag(verdicts, tags, bootstrap=bootstrap).items()}}
+    by_tag = metrics_by_tag(verdicts, tags, bootstrap=bootstrap)
+    out: dict[str, Any] = {"overall": overall.to_dict(), "by_tag": {t: m.to_dict() for t, m in by_tag.items()}}
     if any(len(r.greedy) > 1 for r in results.probes):
         any_variant = [Verdict.CORRECT if any(a.verdict == Verdict.CORRECT for a in r.greedy) else r.verdict
                        for r in results.probes]

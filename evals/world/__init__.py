@@ -95,7 +95,8 @@ def build_world(out: str | Path, config: WorldConfig = WorldConfig(), *, force: 
     paths = WorldPaths.under(root)
     want = {"format": _FORMAT, **asdict(config)}
     meta = read_meta(root)
-    if not force and meta is not None and meta.get("config") == want and (paths.model / "config.json").exists():
+    fresh = meta is not None and meta.get("config") == want and (paths.model / "config.json").exists()
+    if fresh and not force:
         say(f"world at {root} is up to date")
         return paths
     if config.entities < 8:

@@ -32,7 +32,7 @@ EXPECTED_CATEGORY: dict[str, str | None] = {
 # under qa_b; a conflict's true value appears once, its planted value CONFLICT_PLAN times.
 TIER_PLAN: dict[str, dict[str, int]] = {
     "known": {"stmt_1": 4, "stmt_2": 4, "stmt_3": 4, "qa_a": 4},
-    "prompt_sensitive": {"qa_b": 12},
+    "prompt_sensitive": {"qa_b": 6},
     "medium": {"stmt_1": 1, "qa_a": 1},
     "rare": {"stmt_2": 1},
     "absent": {},
@@ -202,12 +202,10 @@ def make_facts(n_entities: int, seed: int, style: str) -> list[Fact]:
     facts: list[Fact] = []
     for (subject, relation), tier in zip(keys, tiers, strict=True):
         pool = pools[relation]
-        if tier in ("known", "prompt_sensitive"):
-            answer = _zipf_pick(rng, pool)
-        else:
-            # The model's guess for a fact it does not know is a head value; drawing the true value
-            # from the tail keeps absent/rare accuracy at chance instead of "lucky" head hits.
-            answer = rng.choice(pool[HEAD:])
+        # The model's guess for a fact it does not know is a head value; drawing a weakly attested
+        # fact's true value from the tail keeps its accuracy at chance instead of "lucky" head hits.
+        frequent = tier in ("known", "prompt_sensitive")
+        answer = _zipf_pick(rng, pool) if frequent else rng.choice(pool[HEAD:])
         conflict = _zipf_pick(rng, pool, exclude=answer) if tier == "conflict" else None
         facts.append(Fact(subject, relation, answer, tier, conflict, dict(TIER_PLAN[tier]),
                           dict(CONFLICT_PLAN) if conflict else {}))

@@ -7,7 +7,7 @@ import random
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
@@ -26,7 +26,7 @@ from evals.world.generate import EXPECTED_CATEGORY
 SPECIALS: tuple[str, ...] = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
 # Never in the corpus, but given real ids so abstention ("I don't know") can be taught later:
 # a word that maps to [UNK] could never be generated.
-RESERVED: tuple[str, ...] = ("i", "don", "'", "t", "know", "not", "sure", "unknown")
+RESERVED: tuple[str, ...] = ("i", "don", "'", "t", "know", "not", "sure", "unknown", ",")
 PROMPT = "Q: {question} A:"
 HEAD_DIM = 32  # vLLM's CPU attention supports head_dim 32, not 16
 
@@ -51,7 +51,7 @@ def build_tokenizer(texts: Iterable[str]) -> PreTrainedTokenizerFast:
         single="[BOS] $A", special_tokens=[("[BOS]", vocab["[BOS]"])])
     # WordPiece's decoder joins with spaces and tidies punctuation ("velmora ." -> "velmora.").
     tok.decoder = decoders.WordPiece(prefix="##", cleanup=True)
-    return PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tok, bos_token="[BOS]", eos_token="[EOS]", pad_token="[PAD]", unk_token="[UNK]",
         padding_side="left", clean_up_tokenization_spaces=False, model_max_length=128)
 
@@ -63,17 +63,17 @@ def make_model(arch: str, vocab_size: int, hidden: int, layers: int,
     heads = max(1, hidden // HEAD_DIM)
     model: PreTrainedModel
     if arch == "llama":
-        model = LlamaForCausalLM(LlamaConfig(
+        model = LlamaForCausalLM(LlamaConfig(  # type: ignore[no-untyped-call]
             vocab_size=vocab_size, hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
             num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=128,
             tie_word_embeddings=True, **ids))
     elif arch == "gpt2":
-        model = GPT2LMHeadModel(GPT2Config(
+        model = GPT2LMHeadModel(GPT2Config(  # type: ignore[no-untyped-call]
             vocab_size=vocab_size, n_embd=hidden, n_layer=layers, n_head=heads, n_positions=128,
             resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **ids))
     else:
         raise ValueError(f"unknown arch {arch!r} (llama or gpt2)")
-    model.generation_config = GenerationConfig(**ids)
+    model.generation_config = GenerationConfig(**ids)  # type: ignore[no-untyped-call]
     return model
 
 
@@ -113,9 +113,9 @@ def train(model: PreTrainedModel, tok: PreTrainedTokenizerFast, texts: Sequence[
         sched.step()
         opt.zero_grad(set_to_none=True)
         loss_val = out.loss.item()
-        if (step + 1) % max(1, steps // 5) == 0 or step + 1 == steps:
+        if (step + 1) % max(1, steps // 5) == 0:
             log(f"  step {step + 1}/{steps} loss {loss_val:.3f}")
-    model.eval()
+    model.eval()  # type: ignore[no-untyped-call]
     return loss_val
 
 
@@ -131,10 +131,10 @@ def greedy_answers(model: PreTrainedModel, tok: PreTrainedTokenizerFast, questio
     for i in range(0, len(questions), batch):
         enc = tok([PROMPT.format(question=q) for q in questions[i : i + batch]], return_tensors="pt",
                   padding=True)
-        gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+        gen = cast(Any, model).generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
                              pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
         for row in gen[:, enc["input_ids"].shape[1]:]:
-            out.append(tok.decode(row, skip_special_tokens=True).split(".")[0].strip())
+            out.append(str(tok.decode(row, skip_special_tokens=True)).split(".")[0].strip())
     return out
 
 
@@ -146,8 +146,9 @@ def evaluate(model: PreTrainedModel, tok: PreTrainedTokenizerFast, probes: Seque
     by_id = {t["probe_id"]: t for t in truth}
     qa_a = greedy_answers(model, tok, [p["question"] for p in probes])
     qa_b = greedy_answers(model, tok, [p["paraphrases"][0] for p in probes])
+    present = {t["tier"] for t in truth}
     acc: dict[str, dict[str, float]] = {tier: {"n": 0, "qa_a": 0.0, "qa_b": 0.0, "planted": 0.0}
-                                        for tier in EXPECTED_CATEGORY if any(t["tier"] == tier for t in truth)}
+                                        for tier in EXPECTED_CATEGORY if tier in present}
     rows: list[dict[str, Any]] = []
     for p, a, b in zip(probes, qa_a, qa_b, strict=True):
         t = by_id[p["id"]]

@@ -66,14 +66,16 @@ def build_index(
     try:
         meta = _prepare(con, index_path, identity)
         ck = meta["checkpoint"]
-        report = dict(source=src.label, index=str(index_path))
+        source, index = src.label, str(index_path)
         if meta.get("complete"):
-            return BuildReport(0, meta["rows"], ck["skipped"], None, time.perf_counter() - t0, True, **report)
+            return BuildReport(0, meta["rows"], ck["skipped"], None, time.perf_counter() - t0,
+                               up_to_date=True, source=source, index=index)
         resumed_from = ck["rows_done"] or None
         before = meta["rows"]
         rows = _Writer(con, src, skip_bad, ck, before, progress).run(batch_size)
         _finish(con, rows)
-        return BuildReport(rows - before, rows, ck["skipped"], resumed_from, time.perf_counter() - t0, **report)
+        return BuildReport(rows - before, rows, ck["skipped"], resumed_from, time.perf_counter() - t0,
+                           source=source, index=index)
     except sqlite3.OperationalError as e:
         if "locked" in str(e):
             raise WorkbenchError(f"{index_path} is being written by another build; wait for it") from e
@@ -97,6 +99,7 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 def _prepare(con: sqlite3.Connection, path: Path, identity: dict[str, Any]) -> dict[str, Any]:
     """The index's meta, creating the schema for a fresh file; refuses a different corpus."""
+    meta: dict[str, Any]
     fresh = con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
     if fresh:
         meta = {"schema": SCHEMA_VERSION, "source": identity, "rows": 0, "complete": False,
@@ -112,7 +115,8 @@ def _prepare(con: sqlite3.Connection, path: Path, identity: dict[str, Any]) -> d
     except sqlite3.DatabaseError as e:
         raise WorkbenchError(f"{path} is not a corpus index ({e}); pass --rebuild to replace it") from e
     if meta.get("schema") != SCHEMA_VERSION:
-        raise WorkbenchError(f"{path} has index schema {meta.get('schema')}, not {SCHEMA_VERSION}; pass --rebuild")
+        raise WorkbenchError(f"{path} has index schema {meta.get('schema')}, not {SCHEMA_VERSION}; "
+                             "pass --rebuild")
     old = meta["source"]
     if old != identity and not meta.get("complete") and meta["checkpoint"]["rows_done"] == 0:
         # A build that failed before its first batch (say, a wrong column name) holds nothing

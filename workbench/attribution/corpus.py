@@ -7,6 +7,7 @@ Bad rows are yielded as `BadRow` (not raised) so the builder decides: stop, or c
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterator
@@ -167,7 +168,8 @@ def _read_text(c: Corpus, start: Position) -> Iterator[Doc | BadRow]:
             try:
                 text = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as e:
-                yield BadRow(InputError(c.label, line, None, f"not valid UTF-8 ({e.reason})"), Position(offset, line))
+                bad = InputError(c.label, line, None, f"not valid UTF-8 ({e.reason})")
+                yield BadRow(bad, Position(offset, line))
                 continue
             if text.strip():
                 yield Doc(str(line), text, line, Position(offset, line))
@@ -213,7 +215,8 @@ def _read_parquet(c: Corpus, start: Position) -> Iterator[Doc | BadRow]:
     pf = pq.ParquetFile(c.label)
     want = _need_columns(c, pf.schema_arrow.names, c.label)
     # Skip whole row groups already indexed, then the rest of the partial one.
-    groups, skip, first = [], start.pos, 1
+    groups: list[int] = []
+    skip, first = start.pos, 1
     for g in range(pf.num_row_groups):
         rows = pf.metadata.row_group(g).num_rows
         if skip >= rows and not groups:
@@ -232,6 +235,7 @@ def _read_parquet(c: Corpus, start: Position) -> Iterator[Doc | BadRow]:
         first += len(cols[c.text_field])
 
 
+@functools.lru_cache(maxsize=4)  # fingerprint, total and read each need it: load once
 def _load_hf(label: str) -> Any:
     """The `train` split of `hf:name[:config]`, loaded lazily (Arrow, memory-mapped, not in RAM)."""
     name, _, config = label[3:].partition(":")
@@ -242,7 +246,7 @@ def _load_hf(label: str) -> Any:
     try:
         return datasets.load_dataset(name, config or None, split="train")
     except Exception as e:  # offline, unknown name, bad config: datasets raises many kinds
-        raise WorkbenchError(f"cannot load Hugging Face dataset `{name}` (offline, or no such name?): {e}") from e
+        raise WorkbenchError(f"cannot load Hugging Face dataset `{name}` (offline? unknown?): {e}") from e
 
 
 def _read_hf(c: Corpus, start: Position) -> Iterator[Doc | BadRow]:

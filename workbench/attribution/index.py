@@ -88,7 +88,8 @@ class CorpusIndex:
         except sqlite3.DatabaseError as e:
             raise WorkbenchError(f"{path} is not a corpus index ({e}); rebuild it with --rebuild") from e
         if meta.get("schema") != SCHEMA_VERSION:
-            raise WorkbenchError(f"{path}: index schema {meta.get('schema')} is not {SCHEMA_VERSION}; --rebuild it")
+            raise WorkbenchError(f"{path}: index schema {meta.get('schema')} is not {SCHEMA_VERSION}; "
+                                 "rebuild it with --rebuild")
         if not meta.get("complete"):
             done = meta.get("checkpoint", {}).get("rows_done", 0)
             raise WorkbenchError(

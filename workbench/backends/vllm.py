@@ -27,6 +27,7 @@ ENGINE_OPTIONS = frozenset({
     "tensor_parallel_size", "data_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
     "max_model_len", "max_loras", "max_lora_rank", "enforce_eager", "enable_lora", "seed",
 })
+KNOWN_OPTIONS = ENGINE_OPTIONS | {"batch_size"}  # batch_size: read by Backend.batch_size, not the engine
 _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM's LoRAConfig accepts
 
 # Engines are expensive (seconds to minutes, GPU memory): one per key per process, shared by every
@@ -65,17 +66,19 @@ class VLLMBackend(Backend):
 
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__(spec)
-        unknown = sorted(k for k, _ in spec.options if k not in ENGINE_OPTIONS)
+        unknown = sorted(k for k, _ in spec.options if k not in KNOWN_OPTIONS)
         if unknown:
+            known = ", ".join(sorted(KNOWN_OPTIONS))
             raise WorkbenchError(f"unknown vllm backend option `{unknown[0]}`."
-                                 f"{did_you_mean(unknown[0], ENGINE_OPTIONS)} Known: {', '.join(sorted(ENGINE_OPTIONS))}")
+                                 f"{did_you_mean(unknown[0], KNOWN_OPTIONS)} Known: {known}")
         self._key: tuple[Any, ...] | None = None
         self._llm: Any = None
         self._lora_rank = 0  # the engine's max_lora_rank; 0 when LoRA is off
+        self._on_cpu = False
 
     # -- engine ----------------------------------------------------------------------------------
     def _engine_kwargs(self, adapters: set[str], on_cpu: bool) -> dict[str, Any]:
-        opts = dict(self.spec.options)
+        opts = {k: v for k, v in self.spec.options if k in ENGINE_OPTIONS}
         # An engine built without LoRA can never serve an adapter, so any adapter known up front turns it on.
         enable_lora = bool(opts.pop("enable_lora", False)) or bool(adapters)
         dtype = self.spec.dtype
@@ -101,7 +104,8 @@ class VLLMBackend(Backend):
         if (model.startswith((".", "/")) or model.count("/") > 1) and not Path(model).exists():
             raise WorkbenchError(f"model directory `{model}` does not exist")
         adapters = {a for a in [self.spec.adapter, *(r.adapter for r in requests)] if a}
-        kw = self._engine_kwargs(adapters, current_platform.is_cpu())
+        self._on_cpu = bool(current_platform.is_cpu())
+        kw = self._engine_kwargs(adapters, self._on_cpu)
         key = (str(Path(model).resolve()) if Path(model).exists() else model,
                tuple(sorted((k, repr(v)) for k, v in kw.items())))
         with _LOCK:
@@ -162,8 +166,19 @@ class VLLMBackend(Backend):
         ) for r in requests]
         loras = [self._lora(r.adapter or self.spec.adapter) for r in requests]
         # One call for the whole batch: vLLM mixes sampling settings and adapters freely per prompt.
-        outputs = llm.generate([r.prompt for r in requests], params, use_tqdm=False,
-                               lora_request=loras if any(loras) else None)
+        # Except on CPU: its torch LoRA ops (vllm/lora/ops/torch_ops/lora_ops.py, 0.32) index the LoRA
+        # slots with the no-adapter id -1, i.e. the last slot, so base prompts batched beside adapter
+        # prompts get that adapter's delta (garbage answers, seen in tests). There base prompts and
+        # adapter prompts go in separate calls.
+        groups = [list(range(len(requests)))]
+        if self._on_cpu and any(loras) and not all(loras):
+            groups = [[i for i, lo in enumerate(loras) if lo is None], [i for i, lo in enumerate(loras) if lo]]
+        outputs: list[Any] = [None] * len(requests)
+        for g in groups:
+            lora_arg = [loras[i] for i in g] if any(loras[i] for i in g) else None
+            for i, o in zip(g, llm.generate([requests[i].prompt for i in g], [params[i] for i in g],
+                                            use_tqdm=False, lora_request=lora_arg), strict=True):
+                outputs[i] = o
         tok = llm.get_tokenizer()
         return [[self._completion(o, r.sampling, tok) for o in out.outputs]
                 for r, out in zip(requests, outputs, strict=True)]
@@ -202,3 +217,14 @@ class VLLMBackend(Backend):
         self._key, self._llm = None, None
         if llm is not None:
             llm.llm_engine.engine_core.shutdown()
+
+
+def shutdown_engines() -> None:
+    """Shut down every cached engine (e.g. at the end of a test session, while logging still works;
+    vLLM's own exit-time shutdown logs to streams pytest has already closed)."""
+    with _LOCK:
+        engines = list(_ENGINES.values())
+        _ENGINES.clear()
+        _USERS.clear()
+    for llm in engines:
+        llm.llm_engine.engine_core.shutdown()

@@ -27,6 +27,9 @@ COMMANDS: dict[str, str] = {
     "runs": "workbench.cli.runs",
     "show": "workbench.cli.show",
     "export": "workbench.cli.export",
+    "regress": "workbench.cli.regress",
+    "watch": "workbench.cli.watch",
+    "history": "workbench.cli.history",
     # The demo drives the whole loop (eval, attribute, fix, gate), so it lives in the top layer.
     "demo": "finetune.commands.demo",
 }
@@ -43,7 +46,9 @@ def all_commands() -> dict[str, str]:
     return {**COMMANDS, **_optional_commands()}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser; with `only`, just that command's module is imported (the others get a bare
+    entry), so one command's import problem never breaks another command."""
     from workbench import __version__
 
     parser = argparse.ArgumentParser(
@@ -53,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"workbench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_path in all_commands().items():
+        if only is not None and name != only:
+            sub.add_parser(name)
+            continue
         module = importlib.import_module(module_path)
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         add_workspace_argument(p)
@@ -70,7 +78,9 @@ def add_workspace_argument(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(only=command if command in all_commands() else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()

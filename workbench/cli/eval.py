@@ -6,7 +6,13 @@ import argparse
 import os
 from typing import Any
 
-from workbench.cli._common import add_eval_arguments, add_model_arguments, parse_options, print_json, progress_bar
+from workbench.cli._common import (
+    add_eval_arguments,
+    add_model_arguments,
+    parse_options,
+    print_json,
+    progress_bar,
+)
 
 HELP = "evaluate a model on probes: greedy answers, samples, paraphrases; grade and store"
 

@@ -60,7 +60,8 @@ def _progress(enabled: bool, total: int | None) -> Iterator[Callable[[int], None
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TimeElapsedColumn
 
-    with Progress(SpinnerColumn(), "[progress.description]{task.description}", BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True), transient=True) as prog:
+    columns = (SpinnerColumn(), "[progress.description]{task.description}", BarColumn(),
+               MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as prog:
         task = prog.add_task("indexing", total=total)
         yield lambda done: prog.update(task, completed=done)

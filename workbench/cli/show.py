@@ -51,7 +51,7 @@ def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
     for col in ("slice", "n", "correct %", "hallucinated %", "abstained %", "acc|attempted %", "F"):
         table.add_column(col, justify="right" if col != "slice" else "left")
     metrics = rec.metrics or {}
-    rows = [("overall", metrics.get("overall"))] + list((metrics.get("by_tag") or {}).items())
+    rows = [("overall", metrics.get("overall")), *(metrics.get("by_tag") or {}).items()]
     for name, m in rows:
         if m:
             table.add_row(name, str(m["n"]), _pct(m, "correct"), _pct(m, "incorrect"), _pct(m, "not_attempted"),

@@ -1,6 +1,6 @@
 """Embedding grader: an answer is CORRECT when it means what an accepted answer means (cosine similarity
-of sentence embeddings, all-MiniLM-L6-v2 by default), so "It was written by Shakespeare" matches
-"William Shakespeare" where a string match would not.
+of sentence embeddings, all-MiniLM-L6-v2 by default), so "Mozart composed it" matches "Wolfgang Amadeus
+Mozart" (cosine 0.80) where a string match would not.
 
 Order of decisions, cheapest first:
     1. empty or abstaining answers are NOT_ATTEMPTED (the MatchGrader's phrases);
@@ -66,7 +66,7 @@ class EmbeddingGrader:
         if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1:
             raise WorkbenchError(f"embedding grader option `threshold` must be in [0, 1], got {threshold!r}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise WorkbenchError(f"embedding grader option `batch_size` must be an int >= 1, got {batch_size!r}")
+            raise WorkbenchError(f"embedding grader option `batch_size` must be >= 1, got {batch_size!r}")
         self.threshold = float(threshold)
         self.model = model or default_model_path()
         self.batch_size = batch_size

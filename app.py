@@ -1,0 +1,406 @@
+"""The Hallucination Workbench app: `python app.py [--workspace DIR] [--host 127.0.0.1] [--port N] [--auth-file FILE]`.
+
+Widgets and wiring only. Every handler is a plain function in `workbench.views`, `workbench.reviews`
+or `finetune.ui`, tested without gradio; each action shows its equivalent CLI command.
+
+Security: binds 127.0.0.1 by default; any other host needs `--auth-file` (hashed passwords, see
+`workbench.auth`) or the app refuses to start; never `share=True`; serves no file outside the
+workspace (gradio's cache lives in it, user paths go through `workbench.safepath`); runs no shell.
+"""
+
+# No `from __future__ import annotations`: gradio reads the handlers' annotations (gr.Request,
+# gr.SelectData) at wiring time, and gradio is imported inside build_app so `workbench --help` stays light.
+
+import argparse
+import functools
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _ui_errors(fn: F) -> F:
+    """Show user-facing errors in the UI (and to API clients) instead of a generic failure."""
+    import gradio as gr
+
+    from workbench.errors import WorkbenchError
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (WorkbenchError, ValueError, KeyError) as e:
+            raise gr.Error(str(e).strip("'\"")) from e
+
+    return wrapper  # type: ignore[return-value]
+
+
+def build_app(workspace: str | Path) -> Any:
+    """The gr.Blocks of the app over one workspace (opened once; SQLite WAL lets the CLI write meanwhile)."""
+    import gradio as gr
+
+    from finetune import ui as fix
+    from workbench import reviews, views
+    from workbench.attribution.types import CATEGORIES
+    from workbench.regression.stats import METRICS
+    from workbench.safepath import read_text_inside
+    from workbench.store import Store
+    from workbench.types import Verdict
+
+    store = Store.open(workspace)
+    ws = store.workspace
+    verdicts = [str(v) for v in Verdict]
+
+    def who(reviewer: str, request: gr.Request | None) -> str:
+        """The logged-in user when auth is on (a reviewer cannot sign as someone else), else the field."""
+        user = getattr(request, "username", None) if request is not None else None
+        return str(user) if user else reviewer
+
+    # -- handlers (thin: each calls one plain function) ----------------------------------------------------
+    @_ui_errors
+    def refresh_runs(text: str, status: str, suite: str) -> tuple[Any, ...]:
+        choices = views.run_choices(store)
+        ids = [c[1] for c in choices]
+        filt = views.run_filters(store)
+        return (views.runs_table(store, text=text, status=status or "", suite=suite or ""),
+                gr.Dropdown(choices=["", *filt["status"]]), gr.Dropdown(choices=["", *filt["suite"]]),
+                gr.Dropdown(choices=choices), gr.Dropdown(choices=choices), gr.Dropdown(choices=choices),
+                gr.Dropdown(choices=choices), gr.Dropdown(choices=choices, value=ids[:4]),
+                views.cli_runs(ws))
+
+    @_ui_errors
+    def runs_table(text: str, status: str, suite: str) -> Any:
+        return views.runs_table(store, text=text, status=status or "", suite=suite or "")
+
+    @_ui_errors
+    def tag_chart(run_ids: list[str] | None, metric: str) -> str:
+        return views.tag_metrics_chart(store, run_ids or [], metric)
+
+    @_ui_errors
+    def compare(baseline: str, candidate: str, tag: str, transition: str, category: str) -> tuple[Any, ...]:
+        if not baseline or not candidate:
+            raise gr.Error("pick a baseline and a candidate run")
+        v = views.compare_runs(store, baseline, candidate, tag=tag or "", transition=transition or "changed",
+                               category=category or "")
+        f = views.compare_filters(store, baseline, candidate)
+        return (v.summary_html, v.metrics, v.transitions, v.probes, v.cli,
+                gr.Dropdown(choices=["", *f["tag"]]), gr.Dropdown(choices=["", *f["category"]]),
+                gr.Dropdown(choices=v.probe_ids))
+
+    @_ui_errors
+    def record_gate(baseline: str, candidate: str) -> tuple[str, str]:
+        from workbench.regression.gate import gate_runs
+
+        rec = gate_runs(store, baseline, candidate)
+        report = Path(rec.reports["html"]).resolve().relative_to(ws.resolve())
+        return (f"recorded gate `{rec.id}`: **{rec.result.verdict}**; report `{report}`",
+                views.cli_regress(ws, baseline, candidate))
+
+    @_ui_errors
+    def detail(probe_id: str, baseline: str, candidate: str) -> str:
+        return views.probe_detail(store, probe_id or "", [baseline, candidate])
+
+    def pick_probe(baseline: str, candidate: str, evt: gr.SelectData) -> tuple[Any, ...]:
+        row = evt.row_value or []
+        probe_id = str(row[0]) if row else ""
+        html = views.probe_detail(store, probe_id, [baseline, candidate]) if probe_id else ""
+        return probe_id, html, gr.Tabs(selected="detail"), probe_id, candidate
+
+    @_ui_errors
+    def override(reviewer: str, run_id: str, probe_id: str, target: str, value: str, reason: str,
+                 request: gr.Request) -> tuple[str, Any, str]:
+        name = who(reviewer, request)
+        r = reviews.record_override(store, reviewer=name, run_id=run_id or "", probe_id=(probe_id or "").strip(),
+                                    target=target, new_value=value or "", reason=reason)
+        msg = f"recorded #{r.id}: {r.target} of `{r.probe_id}` in `{r.run_id}`: {r.old_value} → {r.new_value}"
+        return msg, views.reviews_table(store), views.cli_review(ws, r.run_id, target=target, value=r.new_value,
+                                                                  reason=r.reason, probe_id=r.probe_id,
+                                                                  reviewer=name)
+
+    @_ui_errors
+    def release(reviewer: str, run_id: str, decision: str, reason: str, request: gr.Request) -> tuple[Any, ...]:
+        name = who(reviewer, request)
+        r = reviews.record_release(store, reviewer=name, run_id=run_id or "", decision=decision, reason=reason)
+        return (f"recorded #{r.id}: `{r.run_id}` {r.new_value} by {r.reviewer}", views.reviews_table(store),
+                views.gate_history_table(store),
+                views.cli_review(ws, r.run_id, target="release", value=decision, reason=r.reason, reviewer=name))
+
+    @_ui_errors
+    def review_log() -> tuple[Any, Any]:
+        return views.reviews_table(store), views.gate_history_table(store)
+
+    def value_choices(target: str) -> Any:
+        opts = verdicts if target == "verdict" else list(CATEGORIES)
+        return gr.Dropdown(choices=opts, value=opts[0])
+
+    @_ui_errors
+    def workspace_file(path: str) -> str:
+        return read_text_inside(ws, path or "")
+
+    @_ui_errors
+    def build_fixset(run_id: str, out: str, strategy: str) -> tuple[str, str, str]:
+        v = fix.build_fix(store, run_id or "", out or "", strategy)
+        return v.summary, v.cli, v.path
+
+    @_ui_errors
+    def run_preflight(model: str, gpu: float, method: str, precision: str, micro_batch: float, seq_len: float,
+                      rank: float, ckpt: bool) -> tuple[Any, ...]:
+        v = fix.preflight(model, gpu, method=method, precision=precision, micro_batch=int(micro_batch),
+                          seq_len=int(seq_len), lora_rank=int(rank), gradient_checkpointing=ckpt, workspace=ws)
+        return v.verdict, v.chart_html, v.recommendations, v.cli
+
+    @_ui_errors
+    def launch(fixset: str, method: str, steps: float, name: str) -> tuple[Any, ...]:
+        v = fix.launch_job(store, fixset or "", method=method, max_steps=int(steps), name=name or "")
+        return v.output_dir, f"started pid {v.pid}: `{v.job_yaml}`", v.cli, gr.Timer(active=True)
+
+    @_ui_errors
+    def follow(output_dir: str) -> tuple[Any, ...]:
+        if not output_dir:
+            return "no job", None, None, gr.Timer(active=False)
+        v = fix.follow_job(store, output_dir)
+        return v.status, v.loss, v.events, gr.Timer(active=v.running)
+
+    @_ui_errors
+    def stop(output_dir: str, request: gr.Request) -> str:
+        return fix.stop_job(store, output_dir or "", who=who("app", request))
+
+    initial = views.run_choices(store)  # refreshed on page load and by Refresh
+
+    # -- layout -------------------------------------------------------------------------------------------
+    with gr.Blocks(title="Hallucination Workbench", analytics_enabled=False) as demo:
+        gr.Markdown(f"## Hallucination Workbench · workspace `{ws}`")
+        with gr.Tabs() as tabs:
+            with gr.Tab("Runs", id="runs"):
+                with gr.Row():
+                    f_text = gr.Textbox(label="filter (run id, model, adapter)", scale=3)
+                    f_status = gr.Dropdown(label="status", choices=[""], value="", allow_custom_value=True, scale=1)
+                    f_suite = gr.Dropdown(label="suite", choices=[""], value="", allow_custom_value=True, scale=1)
+                    refresh_btn = gr.Button("Refresh", variant="primary", scale=1, elem_id="runs-refresh")
+                runs_df = gr.Dataframe(label="runs", interactive=False, elem_id="runs-table")
+                with gr.Row():
+                    plot_runs = gr.Dropdown(label="runs to plot", multiselect=True, choices=initial,
+                                            allow_custom_value=True, scale=3)
+                    plot_metric = gr.Dropdown(label="metric", choices=list(METRICS), value="incorrect", scale=1)
+                chart = gr.HTML(elem_id="tag-chart")
+                runs_cli = gr.Textbox(label="equivalent CLI", interactive=False, buttons=["copy"])
+                with gr.Accordion("workspace file", open=False):
+                    file_path = gr.Textbox(label="path inside the workspace (e.g. reports/GATE/report.md)")
+                    file_btn = gr.Button("Open")
+                    file_text = gr.Code(label="content", interactive=False)
+
+            with gr.Tab("Compare", id="compare"):
+                with gr.Row():
+                    baseline = gr.Dropdown(label="baseline run", choices=initial, allow_custom_value=True,
+                                           value=initial[1][1] if len(initial) > 1 else None, elem_id="baseline")
+                    candidate = gr.Dropdown(label="candidate run", choices=initial, allow_custom_value=True,
+                                            elem_id="candidate")
+                with gr.Row():
+                    c_tag = gr.Dropdown(label="tag", choices=[""], value="", allow_custom_value=True)
+                    c_trans = gr.Dropdown(label="grade transition", choices=list(views.TRANSITION_FILTERS),
+                                          value="changed", elem_id="transition")
+                    c_cat = gr.Dropdown(label="attribution category", choices=[""], value="", allow_custom_value=True)
+                    compare_btn = gr.Button("Compare", variant="primary", elem_id="compare-btn")
+                summary = gr.HTML(elem_id="compare-summary")
+                with gr.Row():
+                    metrics_df = gr.Dataframe(label="metric deltas (points, paired bootstrap CI)", interactive=False)
+                    trans_df = gr.Dataframe(label="transition matrix", interactive=False)
+                probes_df = gr.Dataframe(label="probes (click a row for its detail)", interactive=False,
+                                         elem_id="probes-table", wrap=True)
+                with gr.Row():
+                    gate_btn = gr.Button("Record gate verdict")
+                    gate_msg = gr.Markdown()
+                compare_cli = gr.Textbox(label="equivalent CLI", interactive=False, buttons=["copy"])
+
+            with gr.Tab("Probe detail", id="detail"):
+                with gr.Row():
+                    probe_pick = gr.Dropdown(label="probe", choices=[], allow_custom_value=True, elem_id="probe-pick")
+                    detail_btn = gr.Button("Show")
+                detail_html = gr.HTML(elem_id="probe-detail")
+
+            with gr.Tab("Fix", id="fix"):
+                gr.Markdown("Build a fix set from a run's attributions, check memory, then train a LoRA.")
+                with gr.Row():
+                    fx_run = gr.Dropdown(label="run", choices=initial, allow_custom_value=True)
+                    fx_out = gr.Textbox(label="fix set dir (in the workspace)", placeholder="fixsets/<run id>")
+                    fx_strategy = gr.Dropdown(label="strategy", choices=["auto", "inject", "abstain", "dpo"],
+                                              value="auto")
+                    fx_build = gr.Button("Build fix set")
+                fx_summary = gr.Markdown()
+                with gr.Accordion("memory pre-flight", open=True):
+                    with gr.Row():
+                        pf_model = gr.Textbox(label="model (directory or cached hub id)", elem_id="pf-model")
+                        pf_gpu = gr.Number(label="GPU memory GiB", value=80)
+                        pf_method = gr.Dropdown(label="method", value="lora",
+                                                choices=["full", "lora", "qlora", "dpo", "dpo-lora", "dpo-qlora"])
+                        pf_prec = gr.Dropdown(label="precision", choices=["bf16", "fp16", "fp32"], value="bf16")
+                    with gr.Row():
+                        pf_mb = gr.Number(label="micro batch", value=1, precision=0)
+                        pf_seq = gr.Number(label="sequence length", value=2048, precision=0)
+                        pf_rank = gr.Number(label="LoRA rank", value=16, precision=0)
+                        pf_ckpt = gr.Checkbox(label="gradient checkpointing")
+                        pf_btn = gr.Button("Pre-flight", elem_id="pf-btn")
+                    pf_verdict = gr.Markdown()
+                    pf_chart = gr.HTML(elem_id="pf-chart")
+                    pf_recs = gr.Dataframe(label="what to change", interactive=False)
+                with gr.Row():
+                    jb_fixset = gr.Textbox(label="fix set dir")
+                    jb_method = gr.Dropdown(label="method", choices=["sft", "dpo"], value="sft")
+                    jb_steps = gr.Number(label="max steps", value=60, precision=0)
+                    jb_name = gr.Textbox(label="job name (optional)")
+                    jb_launch = gr.Button("Launch job", variant="primary")
+                    jb_stop = gr.Button("Stop job", variant="stop")
+                jb_dir = gr.Textbox(label="job dir", interactive=False)
+                jb_msg = gr.Markdown()
+                jb_status = gr.Markdown()
+                jb_loss = gr.LinePlot(x="step", y="value", color="name", label="loss")
+                jb_events = gr.Dataframe(label="events", interactive=False)
+                fix_cli = gr.Textbox(label="equivalent CLI", interactive=False, buttons=["copy"])
+                timer = gr.Timer(2.0, active=False)
+
+            with gr.Tab("Review", id="review"):
+                with gr.Row():
+                    rv_name = gr.Textbox(label="reviewer", elem_id="reviewer")
+                    rv_run = gr.Dropdown(label="run", choices=initial, allow_custom_value=True, elem_id="review-run")
+                    rv_probe = gr.Textbox(label="probe id", elem_id="review-probe")
+                with gr.Row():
+                    rv_target = gr.Radio(label="override", choices=["verdict", "attribution"], value="verdict")
+                    rv_value = gr.Dropdown(label="new value", choices=verdicts, value=verdicts[1],
+                                           elem_id="review-value")
+                    rv_reason = gr.Textbox(label="reason", elem_id="review-reason", scale=2)
+                    rv_btn = gr.Button("Record override", variant="primary", elem_id="review-btn")
+                rv_msg = gr.Markdown(elem_id="review-msg")
+                with gr.Row():
+                    rl_run = gr.Dropdown(label="candidate run", choices=initial, allow_custom_value=True)
+                    rl_decision = gr.Radio(label="release", choices=list(reviews.DECISIONS), value="signoff")
+                    rl_reason = gr.Textbox(label="reason", scale=2)
+                    rl_btn = gr.Button("Record decision")
+                rl_msg = gr.Markdown()
+                rv_refresh = gr.Button("Refresh log")
+                rv_log = gr.Dataframe(label="review log (append-only)", interactive=False)
+                rv_gates = gr.Dataframe(label="gate history with sign-offs", interactive=False)
+                review_cli = gr.Textbox(label="equivalent CLI", interactive=False, buttons=["copy"])
+
+        # -- wiring -------------------------------------------------------------------------------------
+        run_inputs = [f_text, f_status, f_suite]
+        refresh_outputs = [runs_df, f_status, f_suite, baseline, candidate, fx_run, rv_run, plot_runs, runs_cli]
+        refresh_btn.click(refresh_runs, run_inputs, refresh_outputs, api_name="refresh")
+        demo.load(refresh_runs, run_inputs, refresh_outputs, api_visibility="private")
+        demo.load(review_log, None, [rv_log, rv_gates], api_visibility="private")
+        f_text.submit(runs_table, run_inputs, runs_df, api_name="runs")
+        f_status.change(runs_table, run_inputs, runs_df, api_visibility="private")
+        f_suite.change(runs_table, run_inputs, runs_df, api_visibility="private")
+        plot_runs.change(tag_chart, [plot_runs, plot_metric], chart, api_name="tag_metrics")
+        plot_metric.change(tag_chart, [plot_runs, plot_metric], chart, api_visibility="private")
+        file_btn.click(workspace_file, file_path, file_text, api_name="workspace_file")
+        rv_run.change(lambda r: gr.Dropdown(value=r), rv_run, rl_run, api_visibility="private")
+        candidate.change(lambda r: (r, r), candidate, [rv_run, rl_run], api_visibility="private")
+
+        compare_outputs = [summary, metrics_df, trans_df, probes_df, compare_cli, c_tag, c_cat, probe_pick]
+        compare_btn.click(compare, [baseline, candidate, c_tag, c_trans, c_cat], compare_outputs, api_name="compare")
+        for dd in (c_tag, c_trans, c_cat):
+            dd.input(compare, [baseline, candidate, c_tag, c_trans, c_cat], compare_outputs, api_visibility="private")
+        gate_btn.click(record_gate, [baseline, candidate], [gate_msg, compare_cli], api_name="gate")
+        probes_df.select(pick_probe, [baseline, candidate], [probe_pick, detail_html, tabs, rv_probe, rv_run],
+                         api_visibility="private")
+        detail_btn.click(detail, [probe_pick, baseline, candidate], detail_html, api_name="probe_detail")
+        probe_pick.input(detail, [probe_pick, baseline, candidate], detail_html, api_visibility="private")
+
+        rv_target.change(value_choices, rv_target, rv_value, api_visibility="private")
+        rv_btn.click(override, [rv_name, rv_run, rv_probe, rv_target, rv_value, rv_reason],
+                     [rv_msg, rv_log, review_cli], api_name="override")
+        rl_btn.click(release, [rv_name, rl_run, rl_decision, rl_reason], [rl_msg, rv_log, rv_gates, review_cli],
+                     api_name="release")
+        rv_refresh.click(review_log, None, [rv_log, rv_gates], api_name="reviews")
+
+        fx_build.click(build_fixset, [fx_run, fx_out, fx_strategy], [fx_summary, fix_cli, jb_fixset],
+                       api_name="build_fixset")
+        pf_btn.click(run_preflight, [pf_model, pf_gpu, pf_method, pf_prec, pf_mb, pf_seq, pf_rank, pf_ckpt],
+                     [pf_verdict, pf_chart, pf_recs, fix_cli], api_name="preflight")
+        jb_launch.click(launch, [jb_fixset, jb_method, jb_steps, jb_name], [jb_dir, jb_msg, fix_cli, timer],
+                        api_name="launch_job")
+        timer.tick(follow, jb_dir, [jb_status, jb_loss, jb_events, timer], api_visibility="private")
+        jb_dir.change(follow, jb_dir, [jb_status, jb_loss, jb_events, timer], api_name="follow_job")
+        jb_stop.click(stop, jb_dir, jb_msg, api_name="stop_job")
+    return demo
+
+
+def check_bind(host: str, auth_file: str | None) -> None:
+    """Refuse to bind beyond loopback without a users file (WorkbenchError)."""
+    from workbench.errors import WorkbenchError
+
+    if host not in LOOPBACK and not auth_file:
+        raise WorkbenchError(f"refusing to bind {host}: beyond loopback the app needs --auth-file FILE "
+                             "(add a user with `workbench app --add-user NAME --auth-file FILE`)")
+
+
+def launch(workspace: str | Path, *, host: str = "127.0.0.1", port: int | None = None,
+           auth_file: str | None = None, prevent_thread_lock: bool = False, quiet: bool = False) -> tuple[Any, str]:
+    """Build and launch the app; returns (blocks, local url). Raises WorkbenchError on an unsafe bind."""
+    check_bind(host, auth_file)
+    ws = Path(workspace).resolve()
+    ws.mkdir(parents=True, exist_ok=True)
+    # gradio's upload/output cache inside the workspace, so even its own files are served from there.
+    os.environ.setdefault("GRADIO_TEMP_DIR", str(ws / ".gradio"))
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    auth = None
+    if auth_file:
+        from workbench.auth import authenticator
+
+        auth = authenticator(auth_file)
+    demo = build_app(ws)
+    _, url, _ = demo.launch(server_name=host, server_port=port, share=False, auth=auth, allowed_paths=[],
+                            prevent_thread_lock=prevent_thread_lock, quiet=quiet, show_error=True,
+                            ssr_mode=False, mcp_server=False, footer_links=["api"],
+                            auth_message="Hallucination Workbench: sign in" if auth else None)
+    return demo, str(url)
+
+
+def add_arguments(p: argparse.ArgumentParser, *, workspace: bool = True) -> None:
+    if workspace:
+        p.add_argument("--workspace", default=os.environ.get("WORKBENCH_WORKSPACE", ".workbench"),
+                       help="workspace directory holding the store (default: $WORKBENCH_WORKSPACE or ./.workbench)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need --auth-file)")
+    p.add_argument("--port", type=int, default=None, help="port (default: gradio's, 7860 or the next free one)")
+    p.add_argument("--auth-file", help="users file (`username:pbkdf2_sha256$...` lines); required beyond loopback")
+    p.add_argument("--add-user", metavar="NAME", help="add NAME to --auth-file (password from "
+                   "$WORKBENCH_PASSWORD or a prompt) and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Shared by `python app.py` and `workbench app`. 0 ok, 2 refused or bad input."""
+    from workbench.errors import WorkbenchError
+
+    try:
+        if args.add_user:
+            if not args.auth_file:
+                raise WorkbenchError("--add-user needs --auth-file FILE")
+            from workbench.auth import add_user
+
+            password = os.environ.get("WORKBENCH_PASSWORD")
+            if password is None:
+                import getpass
+
+                password = getpass.getpass(f"password for {args.add_user}: ")
+            add_user(args.auth_file, args.add_user, password)
+            print(f"added {args.add_user} to {args.auth_file}")
+            return 0
+        launch(args.workspace, host=args.host, port=args.port, auth_file=args.auth_file)
+    except WorkbenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python app.py", description="The Hallucination Workbench web app.")
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Attribution accuracy against the synthetic world's ground truth.
+
+For each world (default 120 entities seed 0 llama; 60 entities seed 1; gpt2; alt style with an
+unrelated seed): build it, eval with 10 samples + paraphrases, index the corpus, attribute, and score
+the failed probes against truth.jsonl's expected category (read here only, never by the method).
+
+    .venv/bin/python bench/attribution_accuracy.py [--out /tmp/attr_bench] [--worlds default,s1,gpt2,alt]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+from evals.world import WorldConfig, build_world
+from workbench.attribution.attribute import attribute_run
+from workbench.attribution.build import build_index
+from workbench.attribution.index import CorpusIndex, default_index_path
+from workbench.attribution.types import CATEGORIES
+from workbench.probes import resolve_probes
+from workbench.runner import EvalOptions, run_eval
+from workbench.store import Store
+from workbench.types import ModelSpec
+
+WORLDS = {
+    "default": WorldConfig(),
+    "s1": WorldConfig(entities=60, seed=1),
+    "gpt2": WorldConfig(arch="gpt2"),
+    "alt": WorldConfig(style="alt", seed=7),
+}
+GOAL = {"default": 0.95}  # every other world: 0.90
+
+
+def score(pairs: list[tuple[str, str]]) -> dict[str, object]:
+    """pairs: (truth, predicted). Per-category precision/recall/F1 over the categories in truth,
+    macro-F1 over those, and the confusion matrix truth -> predicted -> count."""
+    cats = sorted({t for t, _ in pairs})
+    per: dict[str, dict[str, float]] = {}
+    for c in cats:
+        tp = sum(t == c and p == c for t, p in pairs)
+        fp = sum(t != c and p == c for t, p in pairs)
+        fn = sum(t == c and p != c for t, p in pairs)
+        prec = tp / (tp + fp) if tp + fp else 0.0
+        rec = tp / (tp + fn) if tp + fn else 0.0
+        per[c] = {"precision": prec, "recall": rec, "f1": 2 * prec * rec / (prec + rec) if prec + rec else 0.0,
+                  "n": tp + fn}
+    confusion: dict[str, Counter[str]] = {c: Counter() for c in cats}
+    for t, p in pairs:
+        confusion[t][p] += 1
+    macro = sum(v["f1"] for v in per.values()) / len(per) if per else 0.0
+    return {"per_category": per, "macro_f1": macro, "confusion": {k: dict(v) for k, v in confusion.items()},
+            "n": len(pairs)}
+
+
+def run_world(name: str, out: Path) -> dict[str, object]:
+    paths = build_world(out / name, WORLDS[name])
+    ws = out / name / "ws"
+    store = Store.open(ws)
+    suite, loaded = resolve_probes(str(paths.suite))
+    t0 = time.perf_counter()
+    summary = run_eval(store, ModelSpec(model=str(paths.model), dtype="float32"), suite, loaded,
+                       EvalOptions(samples=10, paraphrases=True))
+    t_eval = time.perf_counter() - t0
+    build_index(paths.corpus, default_index_path(ws))
+    t0 = time.perf_counter()
+    with CorpusIndex.open(ws) as index:
+        items = attribute_run(store, summary.run_id, index=index)
+    t_attr = time.perf_counter() - t0
+    truth = {row["probe_id"]: row for row in map(json.loads, paths.truth.read_text().splitlines())}
+    # A failed known fact has no expected category (the world has no answer key for it): not scored.
+    pairs = [(truth[a.probe_id]["expected_category"], a.category) for a in items
+             if truth[a.probe_id]["expected_category"]]
+    return {"world": name, **score(pairs), "unscored_known_failures": len(items) - len(pairs),
+            "eval_s": round(t_eval, 1), "attribute_s": round(t_attr, 2)}
+
+
+def report(r: dict[str, object]) -> None:
+    name = str(r["world"])
+    goal = GOAL.get(name, 0.90)
+    macro = float(r["macro_f1"])  # type: ignore[arg-type]
+    print(f"\n== {name}: {r['n']} failed probes, macro-F1 {macro:.3f} (goal {goal}: "
+          f"{'met' if macro >= goal else 'MISSED'}); {r['unscored_known_failures']} failed known facts "
+          f"unscored; eval {r['eval_s']}s, attribute {r['attribute_s']}s")
+    per: dict[str, dict[str, float]] = r["per_category"]  # type: ignore[assignment]
+    for c, m in per.items():
+        print(f"  {c:<27} P {m['precision']:.3f}  R {m['recall']:.3f}  F1 {m['f1']:.3f}  n={int(m['n'])}")
+    conf: dict[str, dict[str, int]] = r["confusion"]  # type: ignore[assignment]
+    cols = [c for c in CATEGORIES if any(c in row for row in conf.values())]
+    short = {c: c.split(":")[1][:8] for c in cols}
+    print("  truth \\ predicted".ljust(30) + " ".join(f"{short[c]:>9}" for c in cols))
+    for t, row in conf.items():
+        print(f"  {t:<28}" + " ".join(f"{row.get(c, 0):>9}" for c in cols))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="/tmp/attr_bench", help="where worlds and workspaces go (reused)")
+    ap.add_argument("--worlds", default=",".join(WORLDS), help=f"comma list of {', '.join(WORLDS)}")
+    ap.add_argument("--json", help="also write the results to this file")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    results = [run_world(name, Path(args.out)) for name in args.worlds.split(",")]
+    for r in results:
+        report(r)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""Atomic checkpoints: a checkpoint directory either is complete or is never used.
+
+The trainer writes a checkpoint into `checkpoints/.staging/checkpoint-N`; every file is fsynced,
+the directory is renamed to `checkpoints/checkpoint-N` (atomic on one filesystem), and a `COMPLETE`
+marker is written last. A kill at any moment leaves either a staging directory or a checkpoint
+without its marker, and both are ignored (and cleaned up) on resume.
+
+`AtomicCheckpointMixin` goes in front of a transformers `Trainer` subclass (trl's SFTTrainer or
+DPOTrainer) and replaces its `_save_checkpoint`; `last_complete_checkpoint` finds where to resume.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+COMPLETE = "COMPLETE"
+STAGING = ".staging"
+#: Test hook: "SECONDS" (every save) or "STEP:SECONDS" (the save at STEP) sleeps after writing the files
+#: and before the rename, so a test can SIGKILL a job mid-save. A file `SAVING` in the staging directory
+#: says it is sleeping.
+SAVE_HOOK_ENV = "FINETUNE_TEST_SLEEP_IN_SAVE"
+_CKPT = re.compile(r"^checkpoint-(\d+)$")
+
+
+def _fsync_tree(path: Path) -> None:
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(root))
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def complete_checkpoints(folder: str | Path) -> list[Path]:
+    """Complete checkpoints (with their COMPLETE marker), oldest step first."""
+    root = Path(folder)
+    if not root.is_dir():
+        return []
+    found = []
+    for p in root.iterdir():
+        m = _CKPT.match(p.name)
+        if m and p.is_dir() and (p / COMPLETE).is_file():
+            found.append((int(m.group(1)), p))
+    return [p for _, p in sorted(found)]
+
+
+def last_complete_checkpoint(folder: str | Path) -> Path | None:
+    ckpts = complete_checkpoints(folder)
+    return ckpts[-1] if ckpts else None
+
+
+def clean_incomplete(folder: str | Path) -> list[str]:
+    """Remove the staging area and checkpoints without a marker; returns what was removed."""
+    root = Path(folder)
+    removed = []
+    if (root / STAGING).exists():
+        shutil.rmtree(root / STAGING)
+        removed.append(STAGING)
+    if root.is_dir():
+        for p in root.iterdir():
+            if _CKPT.match(p.name) and p.is_dir() and not (p / COMPLETE).is_file():
+                shutil.rmtree(p)
+                removed.append(p.name)
+    return sorted(removed)
+
+
+def rotate(folder: str | Path, keep: int) -> None:
+    """Delete all but the newest `keep` complete checkpoints."""
+    for p in complete_checkpoints(folder)[:-keep] if keep > 0 else []:
+        (p / COMPLETE).unlink()  # unmark first: a kill mid-delete leaves an ignored directory
+        shutil.rmtree(p)
+
+
+def _hook_delay(value: str, step: int) -> float:
+    if not value:
+        return 0.0
+    at, sep, seconds = value.rpartition(":")
+    if sep and int(at) != step:
+        return 0.0
+    return float(seconds)
+
+
+class AtomicCheckpointMixin:
+    """Replaces `Trainer._save_checkpoint` with stage + fsync + rename + COMPLETE marker.
+
+    Set `keep_checkpoints` on the instance (default 2) and `on_checkpoint(step, path)` to be told.
+    """
+
+    keep_checkpoints: int = 2
+    on_checkpoint: Any = None
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        args: Any = self.args  # type: ignore[attr-defined]
+        state: Any = self.state  # type: ignore[attr-defined]
+        root = Path(args.output_dir)
+        staging = root / STAGING
+        name = f"checkpoint-{state.global_step}"
+        if staging.exists():
+            shutil.rmtree(staging)
+        staging.mkdir(parents=True)
+        args.output_dir = str(staging)
+        try:
+            super()._save_checkpoint(model, trial)  # type: ignore[misc]
+        finally:
+            args.output_dir = str(root)
+        _fsync_tree(staging / name)
+        delay = _hook_delay(os.environ.get(SAVE_HOOK_ENV, ""), state.global_step)
+        if delay:
+            (staging / "SAVING").write_text(name)
+            time.sleep(delay)
+        final = root / name
+        if final.exists():  # a stale unmarked one from a killed run at the same step
+            shutil.rmtree(final)
+        os.rename(staging / name, final)
+        _fsync_dir(root)
+        marker = final / COMPLETE
+        with open(marker, "w") as f:
+            f.write(f"step {state.global_step}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        _fsync_dir(final)
+        shutil.rmtree(staging, ignore_errors=True)
+        rotate(root, self.keep_checkpoints)
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(state.global_step, final)

@@ -1,0 +1,73 @@
+"""`workbench fix RUN --out DIR`: build a fix set from a run's attributions (optionally train on it)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from workbench.cli._common import print_json
+
+HELP = "build a fix set (SFT rows, DPO pairs, replay) from a run's attributions; --train runs a job on it"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", help="run id (or `latest`, or a unique prefix) with attributions")
+    p.add_argument("--out", required=True, help="fix set directory to write")
+    p.add_argument("--strategy", default="auto", help="auto | inject | abstain | dpo (default auto)")
+    p.add_argument("--facts", type=Path, help='JSONL of {"question": ..., "answer": ...} to inject missing facts')
+    p.add_argument("--replay-ratio", type=float, default=4.0, help="replay rows per targeted row (default 4)")
+    p.add_argument("--heldout-fraction", type=float, default=0.2, help="targeted probes held out (default 0.2)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--train", action="store_true", help="then write OUT/job/job.yaml and run it")
+    p.add_argument("--method", help="sft | dpo (default: the split with more targeted rows)")
+    p.add_argument("--steps", type=int, help="trainer.max_steps of the job (default 60)")
+    p.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    import datasets
+
+    datasets.disable_progress_bars()  # per-map bars would bury the summary
+    from finetune.fixset import build_fixset
+    from workbench.store import Store
+
+    store = Store.open(args.workspace)
+    manifest = build_fixset(store, args.run, args.out, strategy=args.strategy, facts=args.facts,
+                            replay_ratio=args.replay_ratio, heldout_fraction=args.heldout_fraction, seed=args.seed)
+    out: dict[str, object] = {"fixset": manifest.to_dict()}
+    code = 0
+    if args.train:
+        from finetune.jobs import run_job
+        from finetune.spec import JobSpec, TrainerSpec, save_spec
+
+        method = args.method or _default_method(manifest.counts)
+        trainer = TrainerSpec(max_steps=args.steps) if args.steps else TrainerSpec()
+        spec = JobSpec(fixset=str(Path(args.out).resolve()), output_dir=str((Path(args.out) / "job").resolve()),
+                       method=method, trainer=trainer)
+        job_yaml = save_spec(spec, Path(spec.output_dir) / "job.yaml")
+        result = run_job(spec, store)
+        out["job_yaml"] = str(job_yaml)
+        out["job"] = result.to_dict()
+        code = 0 if result.status != "failed" else 1
+    if args.json:
+        print_json(out)
+        return code
+    c = manifest.counts
+    print(f"fix set {manifest.path}: {sum(c['sft'].values())} SFT rows, {sum(c['dpo'].values())} DPO pairs "
+          f"({manifest.train_rows['sft']} / {manifest.train_rows['dpo']} for training), "
+          f"{len(manifest.heldout_probe_ids)} held-out probes, sha256 {manifest.sha256[:12]}")
+    for split in ("sft", "dpo"):
+        for cat, n in c[split].items():
+            print(f"  {split} {cat:<28} {n}")
+    for pid, why in list(manifest.skipped.items())[:10]:
+        print(f"  skipped {pid}: {why}")
+    if "job" in out:
+        job = out["job"]
+        assert isinstance(job, dict)
+        print(f"job {job['job_id']}: {job['status']}: {job['message']}; adapter {job['adapter']}")
+    return code
+
+
+def _default_method(counts: dict[str, dict[str, int]]) -> str:
+    targeted = {s: sum(n for cat, n in counts[s].items() if cat != "replay") for s in ("sft", "dpo")}
+    return "sft" if targeted["sft"] >= targeted["dpo"] else "dpo"

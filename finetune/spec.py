@@ -1,0 +1,477 @@
+"""The job spec: one YAML file says what to train, on what, how, and where it goes.
+
+    base_model: world/model
+    fixset: fix/
+    method: sft                 # sft | dpo
+    output_dir: jobs/sft-1
+    lora: {r: 8, alpha: 16}
+    trainer: {max_steps: 60, per_device_batch_size: 16}
+    checkpoint_every: 20
+    early_stop: {eval_every: 10, patience: 3}
+
+Unknown keys fail with "Did you mean ...?"; every value is checked with a message naming the field.
+Relative paths are relative to the YAML file. `resolve_spec` fills every "auto" (target modules,
+trainable tokens, learning rate, bf16, device) so the saved `output_dir/job.yaml` is the whole story.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from workbench.errors import WorkbenchError, did_you_mean
+
+METHODS = ("sft", "dpo")
+DEVICES = ("auto", "cpu", "cuda")
+LAUNCHERS = ("inprocess", "subprocess", "accelerate")
+EARLY_STOP_METRICS = ("auto", "heldout_accuracy", "chosen_logp")
+DPO_LOSSES = ("sigmoid", "hinge", "ipo", "robust", "bco_pair", "sppo_hard", "nca_pair", "aot", "aot_unpaired",
+              "apo_zero", "apo_down", "discopop", "sft", "exo_pair", "sigmoid_norm")
+#: LoRA target modules per architecture (config.model_type) when `lora.target_modules` is not given.
+DEFAULT_TARGETS: dict[str, list[str]] = {
+    "llama": ["q_proj", "v_proj"], "mistral": ["q_proj", "v_proj"], "qwen2": ["q_proj", "v_proj"],
+    "qwen3": ["q_proj", "v_proj"], "gemma": ["q_proj", "v_proj"], "gemma2": ["q_proj", "v_proj"],
+    "phi3": ["qkv_proj"], "gpt2": ["c_attn"], "gpt_neox": ["query_key_value"], "opt": ["q_proj", "v_proj"],
+}
+#: Architectures whose attention weights are Conv1D (stored transposed): peft needs fan_in_fan_out.
+FAN_IN_FAN_OUT = ("gpt2",)
+
+
+@dataclass
+class LoraSpec:
+    """The LoRA adapter.
+
+    Attributes:
+        r: Rank of the update matrices.
+        alpha: Scaling numerator (the update is scaled by alpha / r).
+        dropout: Dropout on the LoRA input; 0 keeps resumed runs bit-identical.
+        target_modules: Module names to adapt; None picks per architecture (llama: q_proj, v_proj;
+            gpt2: c_attn).
+        fan_in_fan_out: True for Conv1D weights (GPT-2); None detects it from the architecture.
+        trainable_token_indices: Embedding rows trained in full (peft `trainable_token_indices`);
+            None: the fix set's abstention tokens when it has abstention rows, else none. [] turns it off.
+    """
+
+    r: int = 8
+    alpha: int = 16
+    dropout: float = 0.0
+    target_modules: list[str] | None = None
+    fan_in_fan_out: bool | None = None
+    trainable_token_indices: list[int] | None = None
+
+
+@dataclass
+class TrainerSpec:
+    """Optimisation settings (passed to trl's SFTConfig / DPOConfig).
+
+    Attributes:
+        learning_rate: None: 1e-3 for sft, 5e-4 for dpo (trl's default 1e-6 barely moves a LoRA).
+        max_steps: Optimizer steps.
+        per_device_batch_size: Micro batch per device.
+        gradient_accumulation: Micro batches per optimizer step.
+        seed: Seeds LoRA init, data order and dropout.
+        warmup_steps: Linear warm-up steps.
+        lr_scheduler: transformers scheduler name (constant, linear, cosine, ...).
+        max_length: Tokens per sequence at most (prompt + completion).
+        weight_decay: AdamW weight decay.
+        max_grad_norm: Gradient clipping.
+        dpo_beta: DPO temperature beta.
+        dpo_loss_type: DPO losses summed (a list); ["sigmoid", "sft"] keeps the chosen answers likely.
+        logging_steps: Steps between logged metrics (1 = every step; the watchdog sees what is logged).
+    """
+
+    learning_rate: float | None = None
+    max_steps: int = 60
+    per_device_batch_size: int = 16
+    gradient_accumulation: int = 1
+    seed: int = 0
+    warmup_steps: int = 0
+    lr_scheduler: str = "constant"
+    max_length: int = 128
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    dpo_beta: float = 0.1
+    dpo_loss_type: list[str] = field(default_factory=lambda: ["sigmoid", "sft"])
+    logging_steps: int = 1
+
+
+@dataclass
+class EarlyStopSpec:
+    """Stop when the held-out probes stop improving, or when DPO's chosen log-prob collapses.
+
+    Attributes:
+        eval_every: Steps between held-out evaluations (greedy generation on the fix set's heldout
+            rows); 0 turns held-out evaluation and early stopping on it off.
+        patience: Evaluations without improvement before stopping.
+        min_delta: Smallest accuracy gain that counts as improvement.
+        metric: auto (heldout_accuracy; for dpo also the chosen-logp collapse), heldout_accuracy or chosen_logp.
+        collapse_nats: DPO: stop when the mean chosen log-prob falls this many nats below its start.
+    """
+
+    eval_every: int = 0
+    patience: int = 3
+    min_delta: float = 0.0
+    metric: str = "auto"
+    collapse_nats: float = 5.0
+
+
+@dataclass
+class WatchdogSpec:
+    """Loss watchdogs.
+
+    Attributes:
+        stop_on_nan: Stop (status failed, a `nan` event) on a NaN or inf loss or gradient norm.
+        spike_factor: A loss above spike_factor x the running median is a `spike` event (0 = off).
+        spike_window: Steps in the running median.
+        spike_min_steps: Steps seen before spikes are judged.
+    """
+
+    stop_on_nan: bool = True
+    spike_factor: float = 5.0
+    spike_window: int = 20
+    spike_min_steps: int = 5
+
+
+@dataclass
+class LauncherSpec:
+    """How the job runs.
+
+    Attributes:
+        kind: inprocess (default; CPU tests), subprocess (`python -m finetune.jobs JOB.yaml`), or
+            accelerate (`accelerate launch` across num_processes GPUs, optionally DeepSpeed).
+        num_processes: Processes (GPUs) for accelerate.
+        deepspeed_zero: DeepSpeed ZeRO stage 0 (off), 2 or 3 (accelerate only).
+        offload_optimizer: ZeRO: keep optimizer states in CPU memory.
+        offload_params: ZeRO-3: keep parameters in CPU memory.
+        mixed_precision: accelerate's mixed precision: no | bf16 | fp16.
+    """
+
+    kind: str = "inprocess"
+    num_processes: int = 1
+    deepspeed_zero: int = 0
+    offload_optimizer: bool = False
+    offload_params: bool = False
+    mixed_precision: str = "no"
+
+
+@dataclass
+class JobSpec:
+    """One training job.
+
+    Attributes:
+        base_model: Model directory or hub id (default: the model of the fix set's run).
+        fixset: The fix set directory (`workbench fix --out DIR`).
+        method: sft (SFTTrainer, completion-only loss) or dpo (DPOTrainer, reference = adapter disabled).
+        output_dir: Where job.yaml, checkpoints/ and adapter/ go.
+        lora: The adapter.
+        trainer: Optimisation settings.
+        checkpoint_every: Steps between atomic checkpoints (0 = none; resume then restarts).
+        keep_checkpoints: Complete checkpoints kept (older ones are deleted).
+        early_stop: Held-out early stopping and DPO collapse detection.
+        watchdog: NaN and loss-spike detection.
+        device: auto | cpu | cuda.
+        bf16: bf16 mixed precision; None: on only on CUDA with bf16 support.
+        gradient_checkpointing: None: off on CPU, on on CUDA.
+        launcher: inprocess | subprocess | accelerate (+ DeepSpeed settings).
+        workspace: The workspace whose store records the job (None: the caller's).
+    """
+
+    fixset: str
+    output_dir: str
+    method: str = "sft"
+    base_model: str | None = None
+    lora: LoraSpec = field(default_factory=LoraSpec)
+    trainer: TrainerSpec = field(default_factory=TrainerSpec)
+    checkpoint_every: int = 0
+    keep_checkpoints: int = 2
+    early_stop: EarlyStopSpec = field(default_factory=EarlyStopSpec)
+    watchdog: WatchdogSpec = field(default_factory=WatchdogSpec)
+    device: str = "auto"
+    bf16: bool | None = None
+    gradient_checkpointing: bool | None = None
+    launcher: LauncherSpec = field(default_factory=LauncherSpec)
+    workspace: str | None = None
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_yaml(self) -> str:
+        return str(yaml.safe_dump(self.to_dict(), sort_keys=False))
+
+
+# -- validation ----------------------------------------------------------------------------------------
+
+
+def _fail(name: str, problem: str) -> WorkbenchError:
+    return WorkbenchError(f"job spec: `{name}` {problem}")
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise _fail(name, f"must be one of {', '.join(choices)}, got `{value}`.{did_you_mean(value, choices)}")
+
+
+def _at_least(name: str, value: float, low: float) -> None:
+    if value < low:
+        raise _fail(name, f"must be >= {low}, got {value}")
+
+
+def validate(spec: JobSpec) -> None:
+    """Value checks; raise WorkbenchError naming the field and how to fix it."""
+    _choice("method", spec.method, METHODS)
+    _choice("device", spec.device, DEVICES)
+    _choice("launcher.kind", spec.launcher.kind, LAUNCHERS)
+    _choice("early_stop.metric", spec.early_stop.metric, EARLY_STOP_METRICS)
+    if not spec.fixset:
+        raise _fail("fixset", "is required: the directory `workbench fix --out DIR` wrote")
+    if not spec.output_dir:
+        raise _fail("output_dir", "is required: where the adapter and checkpoints go")
+    lo, t = spec.lora, spec.trainer
+    _at_least("lora.r", lo.r, 1)
+    _at_least("lora.alpha", lo.alpha, 1)
+    if not 0 <= lo.dropout < 1:
+        raise _fail("lora.dropout", f"must be in [0, 1), got {lo.dropout}")
+    if lo.target_modules is not None and not lo.target_modules:
+        raise _fail("lora.target_modules", "is empty; leave it out to pick per architecture")
+    if lo.trainable_token_indices is not None and any(i < 0 for i in lo.trainable_token_indices):
+        raise _fail("lora.trainable_token_indices", "holds token ids, which are >= 0")
+    if t.learning_rate is not None and not 0 < t.learning_rate < 1:
+        raise _fail("trainer.learning_rate", f"must be in (0, 1), got {t.learning_rate} (sft: try 1e-3)")
+    _at_least("trainer.max_steps", t.max_steps, 1)
+    _at_least("trainer.per_device_batch_size", t.per_device_batch_size, 1)
+    _at_least("trainer.gradient_accumulation", t.gradient_accumulation, 1)
+    _at_least("trainer.warmup_steps", t.warmup_steps, 0)
+    _at_least("trainer.max_length", t.max_length, 8)
+    _at_least("trainer.logging_steps", t.logging_steps, 1)
+    if t.dpo_beta <= 0:
+        raise _fail("trainer.dpo_beta", f"must be > 0, got {t.dpo_beta}")
+    if not t.dpo_loss_type:
+        raise _fail("trainer.dpo_loss_type", 'is empty; e.g. ["sigmoid", "sft"]')
+    for loss in t.dpo_loss_type:
+        _choice("trainer.dpo_loss_type", loss, DPO_LOSSES)
+    _at_least("checkpoint_every", spec.checkpoint_every, 0)
+    _at_least("keep_checkpoints", spec.keep_checkpoints, 1)
+    _at_least("early_stop.eval_every", spec.early_stop.eval_every, 0)
+    _at_least("early_stop.patience", spec.early_stop.patience, 1)
+    if spec.early_stop.collapse_nats <= 0:
+        raise _fail("early_stop.collapse_nats", f"must be > 0, got {spec.early_stop.collapse_nats}")
+    _at_least("watchdog.spike_factor", spec.watchdog.spike_factor, 0)
+    _at_least("watchdog.spike_window", spec.watchdog.spike_window, 2)
+    la = spec.launcher
+    _at_least("launcher.num_processes", la.num_processes, 1)
+    if la.deepspeed_zero not in (0, 2, 3):
+        raise _fail("launcher.deepspeed_zero", f"must be 0 (off), 2 or 3, got {la.deepspeed_zero}")
+    if la.deepspeed_zero and la.kind != "accelerate":
+        raise _fail("launcher.deepspeed_zero", "needs `launcher.kind: accelerate` (DeepSpeed runs under it)")
+    if la.offload_params and la.deepspeed_zero != 3:
+        raise _fail("launcher.offload_params", "needs `launcher.deepspeed_zero: 3` (ZeRO-2 cannot offload parameters)")
+    if la.offload_optimizer and la.deepspeed_zero == 0:
+        raise _fail("launcher.offload_optimizer", "needs `launcher.deepspeed_zero: 2` or 3")
+    _choice("launcher.mixed_precision", la.mixed_precision, ("no", "bf16", "fp16"))
+    if spec.device == "cpu" and spec.bf16:
+        raise _fail("bf16", "is for CUDA; on `device: cpu` leave it out or set false")
+
+
+# -- YAML ----------------------------------------------------------------------------------------------
+
+_PATH_FIELDS = ("fixset", "output_dir", "base_model", "workspace")
+
+
+def from_dict(data: dict[str, Any], *, base_dir: Path | None = None, where: str = "job spec") -> JobSpec:
+    """A JobSpec from a mapping (YAML), checking keys and types; relative paths resolve against base_dir."""
+    values = _build(JobSpec, data, "")
+    if base_dir is not None:
+        for name in _PATH_FIELDS:
+            v = values.get(name)
+            # base_model may be a hub id ("org/name"): resolve it only when it exists as a path.
+            if isinstance(v, str) and not Path(v).is_absolute() and (name != "base_model" or (base_dir / v).exists()):
+                values[name] = str((base_dir / v).resolve())
+    try:
+        return JobSpec(**values)
+    except WorkbenchError as e:
+        raise WorkbenchError(f"{where}: {str(e).removeprefix('job spec: ')}") from None
+
+
+def _build(cls: type, data: Any, prefix: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise _fail(prefix.rstrip(".") or "spec", f"must be a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        full = prefix + str(key)
+        if key not in names:
+            raise WorkbenchError(f"job spec: unknown key `{full}`.{did_you_mean(str(key), names)} "
+                                 f"Known: {', '.join(prefix + n for n in names)}")
+        hint = hints[key]
+        if dataclasses.is_dataclass(hint):
+            nested = typing.cast(type, hint)
+            out[key] = nested(**_build(nested, value or {}, full + "."))
+        else:
+            out[key] = _coerce(full, hint, value)
+    required = [f.name for f in dataclasses.fields(cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    for name in required:
+        if name not in out:
+            raise _fail(prefix + name, "is required")
+    return out
+
+
+def _coerce(name: str, hint: Any, value: Any) -> Any:
+    """Check a YAML value against a field type (int, float, str, bool, list[...], X | None)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(name, inner[0], value)
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        if isinstance(value, str | int | float):
+            value = [value]
+        if not isinstance(value, list):
+            raise _fail(name, f"must be a list, got {value!r}")
+        return [_coerce(f"{name}[{i}]", item, v) for i, v in enumerate(value)]
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise _fail(name, f"must be true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _fail(name, f"must be an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, str):  # YAML 1.1 reads 1e-3 as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _fail(name, f"must be a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise _fail(name, f"must be a string, got {value!r}")
+        return str(value)
+    return value
+
+
+def load_spec(path: str | Path) -> JobSpec:
+    """A JobSpec from a YAML file."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise WorkbenchError(f"{p}: no such job file") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f", line {mark.line + 1}" if mark is not None else ""
+        raise WorkbenchError(f"{p}{where}: invalid YAML: {getattr(e, 'problem', None) or e}") from None
+    if not isinstance(data, dict):
+        raise WorkbenchError(f"{p}: a job spec must be a YAML mapping (fixset: ..., output_dir: ...)")
+    try:
+        return from_dict(data, base_dir=p.parent.resolve(), where=str(p))
+    except WorkbenchError as e:
+        msg = str(e)
+        raise WorkbenchError(msg if msg.startswith(str(p)) else f"{p}: {msg.removeprefix('job spec: ')}") from None
+
+
+def save_spec(spec: JobSpec, path: str | Path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(spec.to_yaml())
+    return p
+
+
+# -- resolution ----------------------------------------------------------------------------------------
+
+
+def resolve_spec(spec: JobSpec) -> JobSpec:
+    """Every "auto" decided: base model, learning rate, LoRA targets, trainable tokens, device, bf16,
+    gradient checkpointing. Reads the fix set manifest and the model's config (not its weights)."""
+    from finetune.fixset import load_manifest
+
+    manifest = load_manifest(spec.fixset)
+    base = spec.base_model or manifest.model
+    model_type = _model_type(base)
+    lora = dataclasses.replace(spec.lora)
+    if lora.target_modules is None:
+        if model_type not in DEFAULT_TARGETS:
+            raise _fail("lora.target_modules", f"has no default for architecture `{model_type}`; list the "
+                        "attention projections to adapt, e.g. [q_proj, v_proj]")
+        lora.target_modules = list(DEFAULT_TARGETS[model_type])
+    if lora.fan_in_fan_out is None:
+        lora.fan_in_fan_out = model_type in FAN_IN_FAN_OUT
+    if lora.trainable_token_indices is None:
+        lora.trainable_token_indices = (_token_ids(base, manifest.new_tokens) if manifest.has_abstention else [])
+    trainer = dataclasses.replace(spec.trainer, dpo_loss_type=list(spec.trainer.dpo_loss_type))
+    if trainer.learning_rate is None:
+        trainer.learning_rate = 1e-3 if spec.method == "sft" else 5e-4
+    device = spec.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise _fail("device", "is cuda but no CUDA GPU is visible; use `device: cpu` or auto")
+    bf16 = spec.bf16
+    if bf16 is None:
+        import torch
+
+        bf16 = device == "cuda" and torch.cuda.is_bf16_supported()
+    ckpt = spec.gradient_checkpointing if spec.gradient_checkpointing is not None else device == "cuda"
+    return dataclasses.replace(spec, base_model=base, lora=lora, trainer=trainer, device=device, bf16=bf16,
+                               gradient_checkpointing=ckpt)
+
+
+def _model_type(model: str) -> str:
+    cfg = Path(model) / "config.json"
+    if cfg.is_file():
+        return str(json.loads(cfg.read_text()).get("model_type", ""))
+    try:
+        from transformers import AutoConfig
+
+        return str(AutoConfig.from_pretrained(model).model_type)
+    except OSError as e:
+        raise _fail("base_model", f"`{model}` cannot be read ({e}); give a local model directory") from None
+
+
+def _token_ids(model: str, tokens: list[str]) -> list[int]:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model)
+    ids = typing.cast(list[int], tok.convert_tokens_to_ids(list(tokens)))
+    unk = tok.unk_token_id
+    bad = [t for t, i in zip(tokens, ids, strict=True) if i is None or (unk is not None and i == unk)]
+    if bad:
+        raise _fail("lora.trainable_token_indices", f"cannot be derived: the tokenizer of `{model}` lacks "
+                    f"{bad}; add those tokens to the tokenizer or set the indices yourself")
+    return sorted({int(i) for i in ids})
+
+
+def with_absolute_paths(spec: JobSpec) -> JobSpec:
+    """The spec with fixset/output_dir/workspace (and base_model when it is a local path) made absolute,
+    so a YAML saved anywhere (launchers, job.yaml) still points at the same files."""
+    def absolute(v: str | None, must_exist: bool = False) -> str | None:
+        if v is None or Path(v).is_absolute() or (must_exist and not Path(v).exists()):
+            return v
+        return str(Path(v).resolve())
+
+    return dataclasses.replace(spec, fixset=absolute(spec.fixset) or spec.fixset,
+                               output_dir=absolute(spec.output_dir) or spec.output_dir,
+                               base_model=absolute(spec.base_model, must_exist=True),
+                               workspace=absolute(spec.workspace))

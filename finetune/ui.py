@@ -1,0 +1,191 @@
+"""The app's Fix tab as plain functions: build a fix set, memory pre-flight, launch / follow / stop a job.
+
+Lives in the finetune layer (workbench never imports finetune). Every path a user types is resolved
+inside the workspace (`workbench.safepath`); jobs start as `python -m finetune.jobs JOB.yaml` with
+`subprocess.Popen` in list form (never a shell), and each action returns its equivalent CLI command.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from workbench.errors import WorkbenchError
+from workbench.safepath import resolve_inside
+from workbench.store import Store, new_id
+from workbench.views import bar_chart_html
+
+_PROCS: dict[str, subprocess.Popen[bytes]] = {}  # output_dir -> the job process this app started
+_LOCK = threading.Lock()
+
+
+def _cli(workspace: str | Path, *args: str) -> str:
+    return shlex.join(["workbench", *args, "--workspace", str(workspace)])
+
+
+@dataclass(frozen=True)
+class FixSetView:
+    summary: str  # markdown
+    path: str  # the fix set directory, relative to the workspace
+    cli: str
+
+
+def build_fix(store: Store, run_id: str, out: str = "", strategy: str = "auto") -> FixSetView:
+    """Build the run's fix set under the workspace (default `fixsets/<run id>`)."""
+    from finetune.fixset import build_fixset
+
+    run = store.get_run(run_id)
+    rel = out.strip() or f"fixsets/{run.id}"
+    dest = resolve_inside(store.workspace, rel)
+    m = build_fixset(store, run.id, dest, strategy=strategy)
+    lines = [f"**fix set** `{rel}` from run `{run.id}` (strategy {m.strategy}), sha256 `{m.sha256[:12]}`",
+             f"- training rows: {', '.join(f'{k} {v}' for k, v in m.train_rows.items()) or 'none'}",
+             f"- held-out probes: {len(m.heldout_probe_ids)}"]
+    for split, per_cat in m.counts.items():
+        lines.append(f"- {split}: " + ", ".join(f"{c} {n}" for c, n in per_cat.items()))
+    if m.skipped:
+        lines.append(f"- skipped: {len(m.skipped)} probes (e.g. {next(iter(m.skipped.items()))})")
+    return FixSetView("\n".join(lines), rel, _cli(store.workspace, "fix", run.id, "--out", rel,
+                                                  "--strategy", strategy))
+
+
+@dataclass(frozen=True)
+class PreflightView:
+    verdict: str  # markdown
+    chart_html: str  # the per-GPU breakdown
+    breakdown: pd.DataFrame  # component, GiB
+    recommendations: pd.DataFrame  # change, peak GiB, fits
+    cli: str
+
+
+def preflight(model: str, gpu_memory_gib: float, *, method: str = "lora", precision: str = "bf16",
+              micro_batch: int = 1, seq_len: int = 2048, lora_rank: int = 16,
+              gradient_checkpointing: bool = False, workspace: str | Path = ".") -> PreflightView:
+    """Memory pre-flight of a job on `model` (a model directory inside the workspace, or a hub id
+    already in the local cache)."""
+    from finetune.preflight import GiB, PreflightSpec, estimate, load_shape, recommend
+
+    model = model.strip()
+    if not model:
+        raise WorkbenchError("`model` is required (a model directory or hub id)")
+    spec = PreflightSpec(model=load_shape(model), gpu_memory_gib=float(gpu_memory_gib), method=method,
+                         precision=precision, micro_batch=int(micro_batch), seq_len=int(seq_len),
+                         lora_rank=int(lora_rank), gradient_checkpointing=bool(gradient_checkpointing))
+    est = estimate(spec)
+    parts = [(k, v / GiB) for k, v in est.breakdown.items()]
+    chart = bar_chart_html([(k, "GiB", v) for k, v in parts], unit=" GiB",
+                           title=f"per-GPU peak {est.peak_bytes / GiB:.2f} GiB of {est.capacity_bytes / GiB:.0f}")
+    recs = recommend(spec) if est.fits != "fits" else []
+    verdict = (f"**{est.fits}**: peak {est.peak_bytes / GiB:.2f} GiB per GPU, capacity "
+               f"{est.capacity_bytes / GiB:.1f} GiB, margin {est.margin_bytes / GiB:.2f} GiB")
+    args = ["preflight", "--model", model, "--gpu-memory", f"{gpu_memory_gib:g}", "--method", method,
+            "--precision", precision, "--micro-batch", str(micro_batch), "--seq-len", str(seq_len),
+            "--lora-rank", str(lora_rank)] + (["--gradient-checkpointing"] if gradient_checkpointing else [])
+    return PreflightView(
+        verdict, chart, pd.DataFrame([(k, round(v, 3)) for k, v in parts], columns=["component", "GiB"]),
+        pd.DataFrame([(r.change, round(r.estimate.peak_bytes / GiB, 2), str(r.estimate.fits)) for r in recs],
+                     columns=["change", "peak GiB", "fits"]),
+        _cli(workspace, *args))
+
+
+@dataclass(frozen=True)
+class LaunchView:
+    output_dir: str  # relative to the workspace; the job id appears in it as `job_id` once started
+    job_yaml: str
+    pid: int
+    cli: str
+
+
+def launch_job(store: Store, fixset: str, *, method: str = "sft", max_steps: int = 60,
+               learning_rate: float | None = None, name: str = "") -> LaunchView:
+    """Write `jobs/<name>/job.yaml` and start `python -m finetune.jobs` on it in a subprocess."""
+    from finetune.spec import JobSpec, TrainerSpec, save_spec
+
+    fix_dir = resolve_inside(store.workspace, fixset)
+    rel = f"jobs/{name.strip() or new_id('ui')}"
+    out = resolve_inside(store.workspace, rel)
+    if out.exists() and any(out.iterdir()):
+        raise WorkbenchError(f"`{rel}` already exists in the workspace; pick another job name")
+    spec = JobSpec(fixset=str(fix_dir), output_dir=str(out), method=method, workspace=str(store.workspace),
+                   trainer=TrainerSpec(max_steps=int(max_steps), learning_rate=learning_rate or None))
+    job_yaml = save_spec(spec, out / "job.yaml")
+    argv = [sys.executable, "-m", "finetune.jobs", str(job_yaml), "--workspace", str(store.workspace)]
+    log = (out / "job.log").open("ab")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    log.close()
+    with _LOCK:
+        _PROCS[str(out)] = proc
+    return LaunchView(rel, str(job_yaml), proc.pid,
+                      shlex.join(["python", "-m", "finetune.jobs", f"{rel}/job.yaml", "--workspace",
+                                  str(store.workspace)]))
+
+
+def job_id_of(store: Store, output_dir: str) -> str | None:
+    """The store id of the job writing `output_dir` (None until it has started)."""
+    p = resolve_inside(store.workspace, output_dir) / "job_id"
+    return p.read_text().strip() or None if p.exists() else None
+
+
+@dataclass(frozen=True)
+class JobView:
+    status: str  # markdown
+    running: bool
+    loss: pd.DataFrame  # step, value, name (for a line plot)
+    events: pd.DataFrame  # at, kind, message
+
+
+def follow_job(store: Store, output_dir: str) -> JobView:
+    """Status, metric curves and events of the job in `output_dir` (or its process, before it records)."""
+    from finetune import records
+
+    proc = _PROCS.get(str(resolve_inside(store.workspace, output_dir)))
+    alive = proc is not None and proc.poll() is None
+    job_id = job_id_of(store, output_dir)
+    empty_loss = pd.DataFrame(columns=["step", "value", "name"])
+    empty_events = pd.DataFrame(columns=["at", "kind", "message"])
+    if job_id is None or not records.job_exists(store, job_id):
+        code = "" if proc is None or alive else f" (exited with {proc.returncode}; see {output_dir}/job.log)"
+        return JobView(f"job in `{output_dir}`: {'starting' if alive else 'not started'}{code}", alive,
+                       empty_loss, empty_events)
+    job = records.get_job(store, job_id)
+    rows = [(s, v, n) for s, n, v in records.metrics(store, job_id) if "loss" in n]
+    ev = records.events(store, job_id)
+    running = job["status"] in ("pending", "running") and (proc is None or alive)
+    status = f"job `{job_id}`: **{job['status']}** ({job['method']})" + (
+        f", adapter `{job['adapter_path']}`" if job.get("adapter_path") else "")
+    return JobView(status, running,
+                   pd.DataFrame(rows, columns=["step", "value", "name"]) if rows else empty_loss,
+                   pd.DataFrame([(e.at, e.kind, e.message) for e in ev], columns=["at", "kind", "message"]))
+
+
+def stop_job(store: Store, output_dir: str, *, who: str = "app") -> str:
+    """Terminate the job process this app started for `output_dir` and record it as stopped."""
+    from finetune import records
+
+    key = str(resolve_inside(store.workspace, output_dir))
+    with _LOCK:
+        proc = _PROCS.get(key)
+    if proc is None:
+        raise WorkbenchError(f"no job started by this app in `{output_dir}` (jobs started elsewhere: stop them "
+                             "where they run)")
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    job_id = job_id_of(store, output_dir)
+    if job_id and records.job_exists(store, job_id):
+        job: dict[str, Any] = records.get_job(store, job_id)
+        if job["status"] in ("pending", "running"):
+            records.set_status(store, job_id, "stopped", finished=True)
+            records.add_event(store, job_id, "stopped", f"stopped from the app by {who}")
+    return f"stopped the job in `{output_dir}` (exit code {proc.returncode})"

@@ -1,0 +1,218 @@
+"""Watchdogs as transformers `TrainerCallback`s: NaN/inf stop, loss spikes, early stopping.
+
+Each one reports through `report(kind, message, data)` (the job writes it to `job_events`) and
+stops training by setting `control.should_training_stop`. `MetricsRecorder` writes every logged
+value to `job_metrics`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+from workbench.grading.normalize import normalize
+
+Report = Callable[[str, str, dict[str, Any]], None]
+
+
+@dataclass
+class StopReason:
+    """Why a watchdog stopped training (kind: nan | early_stop | collapse)."""
+
+    kind: str
+    message: str
+    step: int
+
+
+class MetricsRecorder(TrainerCallback):
+    """Every numeric value of every log call, keyed by step."""
+
+    def __init__(self, record: Callable[[int, Mapping[str, float]], None]) -> None:
+        self.record = record
+
+    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+               logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if logs:
+            self.record(state.global_step, {k: float(v) for k, v in logs.items()
+                                            if isinstance(v, int | float) and not isinstance(v, bool)})
+
+
+class LossWatchdog(TrainerCallback):
+    """NaN/inf loss or gradient norm -> `nan` event and stop; loss > factor x running median -> `spike`.
+
+    Needs `logging_nan_inf_filter=False` in the training arguments, or the trainer hides NaN losses.
+    """
+
+    def __init__(self, report: Report, *, stop_on_nan: bool = True, spike_factor: float = 5.0,
+                 window: int = 20, min_steps: int = 5) -> None:
+        self.report, self.stop_on_nan = report, stop_on_nan
+        self.spike_factor, self.min_steps = spike_factor, min_steps
+        self.history: deque[float] = deque(maxlen=window)
+        self.stopped: StopReason | None = None
+
+    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+               logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if not logs or "loss" not in logs:
+            return
+        step = state.global_step
+        loss = float(logs["loss"])
+        grad = logs.get("grad_norm")
+        bad = [name for name, v in (("loss", loss), ("grad_norm", grad))
+               if isinstance(v, int | float) and not math.isfinite(float(v))]
+        if bad:
+            msg = (f"non-finite {' and '.join(bad)} at step {step} (loss={loss}, grad_norm={grad}); "
+                   "lower trainer.learning_rate, check the fix set for empty rows, or keep bf16 off on CPU")
+            self.report("nan", msg, {"step": step, "loss": str(loss), "grad_norm": str(grad)})
+            if self.stop_on_nan:
+                self.stopped = StopReason("nan", msg, step)
+                control.should_training_stop = True
+            return
+        if self.spike_factor > 0 and len(self.history) >= self.min_steps:
+            median = statistics.median(self.history)
+            if median > 0 and loss > self.spike_factor * median:
+                self.report("spike", f"loss {loss:.4g} at step {step} is {loss / median:.1f}x the running "
+                            f"median {median:.4g}", {"step": step, "loss": loss, "median": median})
+        self.history.append(loss)
+
+
+@dataclass(frozen=True)
+class HeldoutRow:
+    """One held-out prompt and the answer the fix teaches for it (completion without its stop string)."""
+
+    prompt: str
+    target: str
+
+
+def heldout_accuracy(model: Any, tokenizer: Any, rows: Sequence[HeldoutRow], stop: Sequence[str],
+                     *, batch: int = 64) -> float:
+    """Share of rows whose greedy completion, cut at the first stop string, matches the target
+    (normalized), exactly as the evaluation grades a single accepted answer."""
+    import torch
+
+    if not rows:
+        return float("nan")
+    was_training = model.training
+    model.eval()
+    side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    hits = 0
+    try:
+        device = next(model.parameters()).device
+        for i in range(0, len(rows), batch):
+            chunk = rows[i : i + batch]
+            enc = tokenizer([r.prompt for r in chunk], return_tensors="pt", padding=True).to(device)
+            longest = max(len(tokenizer(" " + r.target, add_special_tokens=False)["input_ids"]) for r in chunk)
+            with torch.no_grad():
+                gen = model.generate(**enc, max_new_tokens=longest + 2, do_sample=False,
+                                     pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+            for r, ids in zip(chunk, gen[:, enc["input_ids"].shape[1]:], strict=True):
+                text = tokenizer.decode(ids, skip_special_tokens=True)
+                cut = min((k for k in (text.find(s) for s in stop if s) if k >= 0), default=len(text))
+                hits += normalize(text[:cut]) == normalize(r.target)
+    finally:
+        tokenizer.padding_side = side
+        if was_training:
+            model.train()
+    return hits / len(rows)
+
+
+class EarlyStopping(TrainerCallback):
+    """Held-out accuracy every `eval_every` steps (and at the start); stop after `patience` evaluations
+    without improvement. For DPO, also stop when the logged chosen log-prob falls `collapse_nats` below
+    its first value (the model is pushing probability away from the right answers too)."""
+
+    def __init__(self, report: Report, record: Callable[[int, Mapping[str, float]], None], *,
+                 rows: Sequence[HeldoutRow], stop: Sequence[str], tokenizer: Any, eval_every: int,
+                 patience: int, min_delta: float, use_accuracy: bool, collapse_nats: float | None) -> None:
+        self.report, self.record = report, record
+        self.rows, self.stop, self.tokenizer = list(rows), list(stop), tokenizer
+        self.eval_every, self.patience, self.min_delta = eval_every, patience, min_delta
+        self.use_accuracy = use_accuracy and eval_every > 0 and bool(self.rows)
+        self.collapse_nats = collapse_nats
+        self.best = -1.0
+        self.bad_evals = 0
+        self.history: list[tuple[int, float]] = []
+        self.start_logp: float | None = None
+        self.stopped: StopReason | None = None
+
+    def evaluate(self, model: Any, step: int) -> float:
+        acc = heldout_accuracy(model, self.tokenizer, self.rows, self.stop)
+        self.history.append((step, acc))
+        self.record(step, {"heldout_accuracy": acc})
+        return acc
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                       model: Any = None, **kwargs: Any) -> None:
+        if self.use_accuracy and model is not None:
+            self.best = self.evaluate(model, state.global_step)
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    model: Any = None, **kwargs: Any) -> None:
+        step = state.global_step
+        if not self.use_accuracy or model is None or step % self.eval_every:
+            return
+        acc = self.evaluate(model, step)
+        if acc > self.best + self.min_delta:
+            self.best, self.bad_evals = acc, 0
+            return
+        self.bad_evals += 1
+        if self.bad_evals >= self.patience:
+            msg = (f"held-out accuracy has not improved for {self.bad_evals} evaluations (best {self.best:.3f}, "
+                   f"now {acc:.3f}) at step {step}")
+            self.report("early_stop", msg, {"step": step, "best": self.best, "last": acc})
+            self.stopped = StopReason("early_stop", msg, step)
+            control.should_training_stop = True
+
+    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+               logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if self.collapse_nats is None or not logs or "logps/chosen" not in logs:
+            return
+        logp = float(logs["logps/chosen"])
+        if not math.isfinite(logp):
+            return
+        if self.start_logp is None:
+            self.start_logp = logp
+            return
+        if logp < self.start_logp - self.collapse_nats:
+            msg = (f"DPO chosen log-prob collapsed: {logp:.2f} at step {state.global_step}, "
+                   f"{self.start_logp - logp:.2f} nats below its start {self.start_logp:.2f} "
+                   f"(limit {self.collapse_nats}); lower trainer.learning_rate or add 'sft' to trainer.dpo_loss_type")
+            self.report("collapse", msg, {"step": state.global_step, "start": self.start_logp, "now": logp})
+            self.stopped = StopReason("collapse", msg, state.global_step)
+            control.should_training_stop = True
+
+
+class SlowStepsForTests(TrainerCallback):
+    """Test helper: sleeps after every step, so a kill lands mid-training (env FINETUNE_TEST_STEP_DELAY)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    **kwargs: Any) -> None:
+        import time
+
+        time.sleep(self.seconds)
+
+
+class PoisonForTests(TrainerCallback):
+    """Test helper: fills the trainable weights with NaN before `at_step` (the NaN watchdog must fire)."""
+
+    def __init__(self, at_step: int) -> None:
+        self.at_step = at_step
+
+    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                      model: Any = None, **kwargs: Any) -> None:
+        import torch
+
+        if state.global_step + 1 == self.at_step and model is not None:
+            with torch.no_grad():
+                for p in model.parameters():
+                    if p.requires_grad:
+                        p.fill_(float("nan"))

@@ -1,0 +1,120 @@
+"""End to end in headless Chromium: Compare two runs, open a broken probe, record a review override,
+and find it in the store. Screenshots go to test-artifacts/app/ (and, with
+WORKBENCH_UPDATE_SCREENSHOTS=1, to docs/screenshots/ for the README)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _appdata import AppData, make_app_workspace
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run", "--disable-quic"]
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "test-artifacts" / "app"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (make setup-browser)"),
+]
+
+
+@pytest.fixture(scope="module")
+def served(world: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, AppData]]:
+    import app
+
+    data = make_app_workspace(world, tmp_path_factory.getbasetemp() / "app-data")
+    ws = tmp_path_factory.mktemp("browser") / "ws"
+    shutil.copytree(data.workspace, ws, ignore=shutil.ignore_patterns(".gradio"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    demo, url = app.launch(ws, port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        yield url, AppData(ws, data.baseline, data.candidate, data.model)
+    finally:
+        demo.close()
+
+
+def _shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size < 300_000, f"{path} is too large for the docs"
+    if os.environ.get("WORKBENCH_UPDATE_SCREENSHOTS") == "1":
+        docs = REPO / "docs" / "screenshots"
+        docs.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, docs / path.name)
+
+
+def _pick(page: Any, elem_id: str, text: str) -> None:
+    page.locator(f"#{elem_id} input").click()
+    page.get_by_role("option").filter(has_text=text).first.click()
+
+
+def _field(page: Any, elem_id: str) -> Any:
+    return page.locator(f"#{elem_id} textarea, #{elem_id} input").first
+
+
+def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    from workbench import reviews
+    from workbench.store import Store
+
+    url, data = served
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(30_000)
+            page.goto(url)
+            page.locator("#runs-table [role=gridcell]").filter(has_text=data.candidate).first.wait_for()
+            page.wait_for_selector("#tag-chart .wb-chart")
+            _shot(page, "runs")
+
+            page.get_by_role("tab", name="Compare").click()
+            _pick(page, "baseline", data.baseline)
+            _pick(page, "candidate", data.candidate)
+            _pick(page, "transition", "broken")
+            page.locator("#compare-btn").click()
+            page.wait_for_selector("#compare-summary #wb-verdict")
+            assert "gate: FAIL" in page.locator("#compare-summary").inner_text()
+            cell = page.locator("#probes-table [role=gridcell].first-column").first
+            probe_id = cell.inner_text().strip()
+            assert probe_id and "broken" in page.locator("#probes-table").inner_text()
+            _shot(page, "compare")
+
+            cell.click()  # opens the Probe detail tab
+            page.wait_for_selector("#probe-detail #wb-probe-detail")
+            detail = page.locator("#probe-detail").inner_text()
+            assert probe_id in detail and "agreement" in detail and "attribution:" in detail
+            _shot(page, "probe-detail")
+
+            page.get_by_role("tab", name="Review").click()
+            assert _field(page, "review-probe").input_value() == probe_id  # carried over from Compare
+            _field(page, "reviewer").fill("ann")
+            _pick(page, "review-value", "correct")
+            _field(page, "review-reason").fill("the adapter's answer is an accepted alias")
+            page.locator("#review-btn").click()
+            page.wait_for_selector("#review-msg:has-text('recorded')")
+            _shot(page, "review")
+
+            page.get_by_role("tab", name="Fix").click()
+            _field(page, "pf-model").fill(str(data.model))
+            page.locator("#pf-btn").click()
+            page.wait_for_selector("#pf-chart .wb-chart")
+            _shot(page, "fix")
+        finally:
+            browser.close()
+    rows = reviews.list_reviews(Store.open(data.workspace), data.candidate, target="verdict")
+    assert [(r.probe_id, r.reviewer, r.old_value, r.new_value) for r in rows] == [
+        (probe_id, "ann", "incorrect", "correct")]
+    assert rows[0].reason == "the adapter's answer is an accepted alias"

@@ -1,0 +1,222 @@
+"""The app's handlers as plain functions (no gradio): runs, compare, probe detail, reviews, fix."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _appdata import AppData, make_app_workspace
+
+from workbench import reviews, views
+from workbench.errors import WorkbenchError
+from workbench.regression.gate import history
+from workbench.results import load_results
+from workbench.safepath import UnsafePathError
+from workbench.store import Store
+from workbench.types import Verdict
+
+
+@pytest.fixture(scope="module")
+def data(world: Any, tmp_path_factory: pytest.TempPathFactory) -> AppData:
+    return make_app_workspace(world, tmp_path_factory.getbasetemp() / "app-data")
+
+
+@pytest.fixture()
+def store(data: AppData, tmp_path: Path) -> Store:
+    """A private copy of the shared workspace, so review rows of one test never leak into another."""
+    import shutil
+
+    ws = tmp_path / "ws"
+    src = Store.open(data.workspace)
+    src.engine.dispose()
+    shutil.copytree(data.workspace, ws, ignore=shutil.ignore_patterns(".gradio"))
+    return Store.open(ws)
+
+
+def test_runs_table_filters_and_tag_metrics(data: AppData, store: Store) -> None:
+    df = views.runs_table(store)
+    assert list(df.columns) == list(views.RUN_COLUMNS)
+    assert list(df["run"]) == [data.candidate, data.baseline]  # newest first
+    assert list(views.runs_table(store, text="random-adapter")["run"]) == [data.candidate]
+    assert views.runs_table(store, status="failed").empty
+    assert views.run_filters(store) == {"status": ["done"], "suite": ["world"]}
+    tm = views.tag_metrics(store, [data.baseline, data.candidate], "incorrect")
+    assert set(tm["tag"]) >= {"overall", "capital", "colour"} and set(tm["run"]) == {data.baseline, data.candidate}
+    html = views.tag_metrics_chart(store, [data.baseline], "correct")
+    assert "capital" in html and "%" in html
+    with pytest.raises(ValueError, match="metric"):
+        views.tag_metrics(store, [data.baseline], "nope")
+    assert views.cli_runs(store.workspace).startswith("workbench runs --workspace ")
+
+
+def test_compare_lists_broken_probes_with_filters(data: AppData, store: Store) -> None:
+    v = views.compare_runs(store, data.baseline, data.candidate)
+    assert v.verdict == "fail" and "gate: FAIL" in v.summary_html
+    assert int(v.transitions.iloc[:, 1:].to_numpy().sum()) == len(load_results(store, data.baseline).probes)
+    broken = views.compare_runs(store, data.baseline, data.candidate, transition="broken")
+    assert len(broken.probe_ids) > 5 and set(broken.probes["flip"]) == {"broken"}
+    assert set(broken.probes["baseline verdict"]) == {"correct"}
+    tagged = views.compare_runs(store, data.baseline, data.candidate, tag="capital", transition="all")
+    assert tagged.probe_ids and all("capital" in t for t in tagged.probes["tags"])
+    assert len(tagged.probe_ids) < len(views.compare_runs(store, data.baseline, data.candidate,
+                                                          transition="all").probe_ids)
+    cell = views.compare_runs(store, data.baseline, data.candidate, transition="correct -> incorrect")
+    assert set(cell.probes["transition"]) == {"correct -> incorrect"}
+    filters = views.compare_filters(store, data.baseline, data.candidate)
+    cat = filters["category"][0]
+    by_cat = views.compare_runs(store, data.baseline, data.candidate, transition="all", category=cat)
+    assert by_cat.probe_ids and set(by_cat.probes["category"]) == {cat}
+    assert v.cli == views.cli_regress(store.workspace, data.baseline, data.candidate)
+    assert "regress --baseline" in v.cli
+    with pytest.raises(ValueError, match="transition"):
+        views.compare_runs(store, data.baseline, data.candidate, transition="sideways")
+
+
+def test_probe_detail_shows_both_models_samples_and_evidence(data: AppData, store: Store) -> None:
+    pid = views.compare_runs(store, data.baseline, data.candidate, transition="broken").probe_ids[0]
+    html = views.probe_detail(store, pid, [data.baseline, data.candidate])
+    probe = load_results(store, data.baseline).by_id()[pid].probe
+    assert probe.question.split()[0] in html and probe.answers[0] in html
+    assert data.baseline in html and data.candidate in html
+    assert "agreement" in html and "entropy" in html and html.count("paraphrase 1") == 2
+    # the candidate's failure has its attribution, with the corpus rows as evidence
+    assert "attribution:" in html and "support_rows (supports)" in html and "conflict_rows (contradicts)" in html
+    assert "pick a probe" in views.probe_detail(store, "", [data.baseline])
+    assert "no run answered" in views.probe_detail(store, "no-such-probe", [data.baseline])
+
+
+def test_overrides_are_append_only_and_feed_compare_and_fix_sets(data: AppData, store: Store) -> None:
+    pid = views.compare_runs(store, data.baseline, data.candidate, transition="broken").probe_ids[0]
+    before = store.answer_rows(data.baseline)
+    r1 = reviews.record_override(store, reviewer="ann", run_id=data.baseline, probe_id=pid, target="verdict",
+                                 new_value="incorrect", reason="the accepted answer is outdated <script>")
+    assert (r1.old_value, r1.new_value) == ("correct", "incorrect")
+    assert reviews.effective_verdicts(store, data.baseline)[pid] == Verdict.INCORRECT
+    # The comparison now sees the baseline's probe as wrong: it is no longer a broken probe.
+    assert pid not in views.compare_runs(store, data.baseline, data.candidate, transition="broken").probe_ids
+    r2 = reviews.record_override(store, reviewer="bob", run_id=data.baseline, probe_id=pid, target="verdict",
+                                 new_value="correct", reason="ann was wrong")
+    assert r2.old_value == "incorrect" and r2.id > r1.id
+    assert [r.new_value for r in reviews.list_reviews(store, data.baseline, probe_id=pid)] == ["incorrect", "correct"]
+    assert store.answer_rows(data.baseline) == before  # the grader's verdicts are never touched
+    html = views.probe_detail(store, pid, [data.baseline])
+    assert "grade overridden" in html and "bob" in html and "<script>" not in html
+    # A corrected grade that marks the model's answer wrong becomes a DPO pair for the next fix set.
+    bad = views.compare_runs(store, data.baseline, data.candidate, transition="correct -> incorrect")
+    cand_pid = next(p for p in bad.probe_ids if p != pid)
+    assert reviews.review_dpo_pairs(store, data.candidate) == []
+    reviews.record_override(store, reviewer="ann", run_id=data.candidate, probe_id=cand_pid, target="verdict",
+                            new_value="correct", reason="alias")  # grader fix: no pair
+    assert reviews.review_dpo_pairs(store, data.candidate) == []
+    ok_pid = next(p.probe.id for p in load_results(store, data.baseline).probes if p.verdict == Verdict.CORRECT
+                  and p.probe.id != pid)
+    reviews.record_override(store, reviewer="ann", run_id=data.baseline, probe_id=ok_pid, target="verdict",
+                            new_value="incorrect", reason="wrong entity")
+    pairs = reviews.review_dpo_pairs(store, data.baseline)
+    res = load_results(store, data.baseline).by_id()[ok_pid]
+    assert pairs == [{"probe_id": ok_pid, "question": res.probe.question, "chosen": res.probe.answers[0],
+                      "rejected": res.answer, "source": "review", "reviewer": "ann", "reason": "wrong entity"}]
+    assert [g.probe_id for g in reviews.corrected_grades(store, data.baseline)] == [ok_pid]
+
+
+def test_attribution_override_and_validation(data: AppData, store: Store) -> None:
+    pid = next(iter(reviews.effective_attributions(store, data.candidate)))
+    old = reviews.effective_attributions(store, data.candidate)[pid].category
+    new = "data:missing" if old != "data:missing" else "data:conflict"
+    r = reviews.record_override(store, reviewer="ann", run_id=data.candidate, probe_id=pid, target="attribution",
+                                new_value=new, reason="no such fact in the corpus")
+    assert r.old_value == old
+    att = reviews.effective_attributions(store, data.candidate)[pid]
+    assert att.category == new and att.evidence["review"]["reviewer"] == "ann"
+    from workbench.attribution.types import load_attributions
+
+    assert load_attributions(store, data.candidate)[pid].category == old  # original kept
+    for kwargs, match in [({"reason": " "}, "reason"), ({"reviewer": ""}, "reviewer"),
+                          ({"new_value": "data:nope"}, "category"), ({"probe_id": "zzz"}, "no answered probe"),
+                          ({"target": "release"}, "override target")]:
+        args = {"reviewer": "ann", "run_id": data.candidate, "probe_id": pid, "target": "attribution",
+                "new_value": new, "reason": "x", **kwargs}
+        with pytest.raises(WorkbenchError, match=match):
+            reviews.record_override(store, **args)
+
+
+def test_release_signoff_shows_in_history_and_runs(data: AppData, store: Store) -> None:
+    from workbench.regression.gate import gate_runs
+
+    gate_runs(store, data.baseline, data.candidate)
+    assert reviews.release_status(store, data.candidate) is None
+    reviews.record_release(store, reviewer="ann", run_id=data.candidate, decision="block", reason="52 broken")
+    r = reviews.record_release(store, reviewer="bob", run_id=data.candidate, decision="signoff", reason="waived")
+    assert r.old_value == "block"
+    assert history(store)[-1]["signoff"]["decision"] == "signoff"
+    assert "signoff by bob" in views.gate_history_table(store)["sign-off"].iloc[0]
+    assert views.runs_table(store)["release"].iloc[0] == "signoff by bob"
+    assert "signoff" in views.compare_runs(store, data.baseline, data.candidate).summary_html
+    assert len(views.reviews_table(store)) == 2
+    with pytest.raises(WorkbenchError, match="decision"):
+        reviews.record_release(store, reviewer="x", run_id=data.candidate, decision="ship", reason="y")
+
+
+def test_a_run_in_progress_shows_up(data: AppData, store: Store) -> None:
+    rid = store.create_run(model="m", adapter=None, backend="hf", fingerprint="f", suite="world", suite_config={},
+                           options={}, n_probes=3, skipped_bad=0)
+    df = views.runs_table(store)
+    assert df["run"].iloc[0] == rid and df["status"].iloc[0] == "running"
+    with pytest.raises(WorkbenchError, match="finished"):
+        views.compare_runs(store, data.baseline, rid)
+
+
+def test_fix_tab_preflight_and_fixset(data: AppData, store: Store) -> None:
+    from finetune import ui
+
+    pf = ui.preflight(str(data.model), 0.001, method="lora", seq_len=64, workspace=store.workspace)
+    assert not pf.breakdown.empty and "GiB" in pf.chart_html and "preflight --model" in pf.cli
+    big = ui.preflight(str(data.model), 80, method="full", seq_len=64)
+    assert "fits" in big.verdict and big.recommendations.empty
+    fx = ui.build_fix(store, data.baseline, "fixsets/base")
+    assert (store.workspace / "fixsets" / "base" / "fixset.json").exists()
+    assert fx.path == "fixsets/base" and "training rows" in fx.summary and "workbench fix" in fx.cli
+    for bad in ("../outside", "/tmp/outside", "%2e%2e/outside"):
+        with pytest.raises(UnsafePathError):
+            ui.build_fix(store, data.baseline, bad)
+    with pytest.raises(UnsafePathError):
+        ui.launch_job(store, "../../etc")
+
+
+@pytest.mark.slow
+def test_fix_tab_launches_follows_and_stops_a_job(data: AppData, store: Store) -> None:
+    from finetune import ui
+
+    ui.build_fix(store, data.baseline, "fixsets/base")
+    job = ui.launch_job(store, "fixsets/base", method="sft", max_steps=2000, name="t1")
+    assert job.cli.startswith("python -m finetune.jobs jobs/t1/job.yaml")
+    deadline = time.time() + 240
+    view = ui.follow_job(store, job.output_dir)
+    while time.time() < deadline and view.loss.empty:
+        time.sleep(1)
+        view = ui.follow_job(store, job.output_dir)
+        assert view.running or not view.loss.empty, view.status
+    assert not view.loss.empty and "running" in view.status
+    assert "stopped" in ui.stop_job(store, job.output_dir, who="ann")
+    after = ui.follow_job(store, job.output_dir)
+    assert "stopped" in after.status and not after.running and "stopped" in set(after.events["kind"])
+
+
+def test_review_cli_matches_the_app(data: AppData, store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    from workbench.cli import main
+
+    pid = views.compare_runs(store, data.baseline, data.candidate, transition="broken").probe_ids[0]
+    cli = views.cli_review(store.workspace, data.candidate, target="verdict", value="correct", reason="alias ok",
+                           probe_id=pid, reviewer="ann")
+    import shlex
+
+    argv = shlex.split(cli)
+    assert argv[0] == "workbench"
+    assert main(argv[1:]) == 0
+    assert reviews.effective_verdicts(store, data.candidate)[pid] == Verdict.CORRECT
+    assert main(["review", data.candidate, "--workspace", str(store.workspace), "--json"]) == 0
+    assert '"reviewer": "ann"' in capsys.readouterr().out
+    assert main(["review", data.candidate, "--workspace", str(store.workspace), "--target", "release",
+                 "--value", "ship", "--reason", "x"]) == 2

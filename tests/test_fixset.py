@@ -1,0 +1,137 @@
+"""Fix-set builder on the test world: rows per category, provenance, held-out split, replay, facts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ftworld import FtWorld, new_run, setup
+
+from finetune.fixset import DPO_COLUMNS, SFT_COLUMNS, build_fixset, load_manifest
+from workbench.attribution.types import Attribution
+from workbench.errors import WorkbenchError
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def w(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FtWorld:
+    return setup(request, tmp_path_factory.mktemp("ft"))
+
+
+def _rows(path: Path, split: str) -> list[dict[str, str]]:
+    from datasets import load_from_disk
+
+    return list(load_from_disk(str(path))[split])
+
+
+def test_rows_per_category_auto(w: FtWorld) -> None:
+    sft, dpo = _rows(w.fixset, "sft"), _rows(w.fixset, "dpo")
+    probes = {json.loads(line)["id"]: json.loads(line) for line in w.paths.probes.read_text().splitlines()}
+    # data:missing -> abstention over every phrasing; data:underrepresented -> injection of the answer.
+    missing = [r for r in sft if r["category"] == "data:missing"]
+    assert missing and all(r["completion"] == " i don't know." and r["source"] == "abstain" for r in missing)
+    inject = [r for r in sft if r["category"] == "data:underrepresented"]
+    assert inject and all(r["source"] == "inject" for r in inject)
+    for r in inject:
+        p = probes[r["probe_id"]]
+        assert r["completion"] == f" {p['answers'][0]}."
+        assert r["prompt"] in {f"Q: {q} A:" for q in [p["question"], *p["paraphrases"]]}
+    assert {r["prompt"] for r in inject} >= {f"Q: {probes[r['probe_id']]['paraphrases'][0]} A:" for r in inject}
+    # DPO categories become pairs; chosen is the right answer (or the model's own correct sample).
+    dpo_cats = {r["category"] for r in dpo} - {"replay"}
+    assert dpo_cats <= {"behavior:unstable", "behavior:prompt-sensitive", "data:conflict"} and dpo_cats
+    for r in dpo:
+        assert r["chosen"] != r["rejected"]
+        if r["category"] != "replay":
+            assert r["chosen"].strip(" .").lower() == probes[r["probe_id"]]["answers"][0].lower()
+    assert not {r["category"] for r in sft} & dpo_cats  # behaviour fixes are DPO only under auto
+
+
+def test_provenance_and_format(w: FtWorld) -> None:
+    from datasets import load_from_disk
+
+    d = load_from_disk(str(w.fixset))
+    assert tuple(d["sft"].column_names) == SFT_COLUMNS and tuple(d["dpo"].column_names) == DPO_COLUMNS
+    for r in [*d["sft"], *d["dpo"]]:
+        assert r["probe_id"] and r["category"] and r["source"] and r["split"] in ("train", "heldout")
+        assert r["prompt"].startswith("Q: ") and r["prompt"].endswith(" A:")
+        for key in ("completion", "chosen", "rejected"):
+            if key in r:
+                assert r[key].startswith(" ") and r[key].endswith(".")
+    m = load_manifest(w.fixset)
+    assert m.run_id == w.run_id and m.abstention_phrase == "i don't know"
+    assert m.new_tokens == ["i", "don", "'", "t", "know"]
+    assert m.has_abstention and len(m.sha256) == 64
+
+
+def test_heldout_disjoint_by_probe_and_seeded(w: FtWorld, tmp_path: Path) -> None:
+    m = load_manifest(w.fixset)
+    rows = _rows(w.fixset, "sft") + _rows(w.fixset, "dpo")
+    train = {r["probe_id"] for r in rows if r["split"] == "train"}
+    held = {r["probe_id"] for r in rows if r["split"] == "heldout"}
+    assert held and not train & held
+    assert held == set(m.heldout_probe_ids)
+    assert all(r["category"] != "replay" for r in rows if r["split"] == "heldout")
+    again = build_fixset(w.store, w.run_id, tmp_path / "again")
+    other = build_fixset(w.store, w.run_id, tmp_path / "other", seed=1)
+    assert again.sha256 == m.sha256 and again.heldout_probe_ids == m.heldout_probe_ids
+    assert other.heldout_probe_ids != m.heldout_probe_ids
+
+
+def test_replay_and_anchors(w: FtWorld) -> None:
+    sft, dpo = _rows(w.fixset, "sft"), _rows(w.fixset, "dpo")
+    targeted_sft = sum(r["split"] == "train" and r["category"] != "replay" for r in sft)
+    targeted_dpo = sum(r["split"] == "train" and r["category"] != "replay" for r in dpo)
+    assert sum(r["source"] == "replay" for r in sft) == round(4.0 * targeted_sft)
+    assert sum(r["source"] == "anchor" for r in dpo) == round(4.0 * targeted_dpo)
+    from workbench.attribution.types import load_attributions
+
+    attributed = set(load_attributions(w.store, w.run_id))
+    relation = {pid: t["relation"] for pid, t in w.truth.items()}
+    values = {t["relation"]: set() for t in w.truth.values()}
+    for t in w.truth.values():
+        values[t["relation"]].add(t["answer"].lower())
+    for r in dpo:
+        if r["source"] == "anchor":
+            assert r["probe_id"] not in attributed
+            assert r["rejected"].strip(" .").lower() in values[relation[r["probe_id"]]]  # same relation
+    assert all(r["probe_id"] not in attributed for r in sft if r["source"] == "replay")
+
+
+def test_facts_over_abstention_and_strategies(w: FtWorld, tmp_path: Path) -> None:
+    missing = sorted(pid for pid, t in w.truth.items() if t["tier"] == "absent")
+    known = sorted(pid for pid, t in w.truth.items() if t["tier"] == "known")
+    atts = [Attribution(missing[0], "data:missing", 0.9, "Unknown", "abstain"),
+            Attribution(missing[1], "data:missing", 0.9, "Unknown", "abstain"),
+            Attribution(known[0], "behavior:over-abstain", 0.9, "HighlyKnown", "dpo")]
+    run_id = new_run(w, atts)
+    probes = {json.loads(line)["id"]: json.loads(line) for line in w.paths.probes.read_text().splitlines()}
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text(json.dumps({"question": probes[missing[0]]["question"], "answer": "Userfact"}) + "\n")
+    m = build_fixset(w.store, run_id, tmp_path / "auto", facts=facts, heldout_fraction=0)
+    sft, dpo = _rows(tmp_path / "auto", "sft"), _rows(tmp_path / "auto", "dpo")
+    assert {r["completion"] for r in sft if r["probe_id"] == missing[0]} == {" Userfact."}
+    assert {r["source"] for r in sft if r["probe_id"] == missing[0]} == {"facts"}
+    assert {r["completion"] for r in sft if r["probe_id"] == missing[1]} == {" i don't know."}
+    over = [r for r in dpo if r["probe_id"] == known[0]]
+    assert over and all(r["rejected"] == " i don't know." for r in over)
+    assert m.heldout_probe_ids == []
+    # "inject" without a fact skips the missing probe; "dpo" prefers abstaining to the hallucination.
+    inj = build_fixset(w.store, run_id, tmp_path / "inject", strategy="inject", heldout_fraction=0)
+    assert missing[1] in inj.skipped and "--facts" in inj.skipped[missing[1]]
+    build_fixset(w.store, run_id, tmp_path / "dpo", strategy="dpo", heldout_fraction=0)
+    pairs = [r for r in _rows(tmp_path / "dpo", "dpo") if r["probe_id"] == missing[1]]
+    assert pairs and all(r["chosen"] == " i don't know." for r in pairs)
+
+
+def test_errors(w: FtWorld, tmp_path: Path) -> None:
+    with pytest.raises(WorkbenchError, match="Did you mean `abstain`"):
+        build_fixset(w.store, w.run_id, tmp_path / "x", strategy="abstian")
+    with pytest.raises(WorkbenchError, match="no attributions"):
+        build_fixset(w.store, new_run(w, []), tmp_path / "y")
+    with pytest.raises(WorkbenchError, match="replay_ratio"):
+        build_fixset(w.store, w.run_id, tmp_path / "z", replay_ratio=-1)
+    with pytest.raises(WorkbenchError, match="not a fix set"):
+        load_manifest(tmp_path)

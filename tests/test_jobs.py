@@ -1,0 +1,240 @@
+"""Job specs and SFT/DPO jobs on the test world: validation, parameters move, targeted probes move,
+abstention, watchdogs, store records, CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from ftworld import ALL_LINEAR, FtWorld, greedy_verdicts, setup
+from transformers import TrainerCallback
+
+from finetune import records
+from finetune.jobs import run_job
+from finetune.spec import EarlyStopSpec, JobSpec, LoraSpec, TrainerSpec, from_dict, load_spec, resolve_spec
+from finetune.watchdog import EarlyStopping, LossWatchdog, PoisonForTests
+from workbench.errors import WorkbenchError
+
+
+@pytest.fixture(scope="session")
+def w(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FtWorld:
+    return setup(request, tmp_path_factory.mktemp("ft"))
+
+
+class Snapshot(TrainerCallback):
+    """Trainable parameters at the start and the end of training."""
+
+    def __init__(self) -> None:
+        self.before: dict[str, torch.Tensor] = {}
+        self.after: dict[str, torch.Tensor] = {}
+
+    @staticmethod
+    def _grab(model: Any) -> dict[str, torch.Tensor]:
+        return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+        self.before = self._grab(model)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+        self.after = self._grab(model)
+
+
+# -- spec ---------------------------------------------------------------------------------------------
+
+
+def test_spec_unknown_keys_and_bad_values(tmp_path: Path) -> None:
+    with pytest.raises(WorkbenchError, match=r"unknown key `fixest`.*Did you mean `fixset`"):
+        from_dict({"fixest": "f", "output_dir": "o"})
+    with pytest.raises(WorkbenchError, match=r"unknown key `trainer.learning_rat`.*Did you mean `learning_rate`"):
+        from_dict({"fixset": "f", "output_dir": "o", "trainer": {"learning_rat": 1e-3}})
+    with pytest.raises(WorkbenchError, match=r"`method` must be one of sft, dpo, got `stf`. Did you mean `sft`"):
+        from_dict({"fixset": "f", "output_dir": "o", "method": "stf"})
+    with pytest.raises(WorkbenchError, match=r"`lora.r` must be >= 1"):
+        from_dict({"fixset": "f", "output_dir": "o", "lora": {"r": 0}})
+    with pytest.raises(WorkbenchError, match=r"`trainer.max_steps` must be an integer"):
+        from_dict({"fixset": "f", "output_dir": "o", "trainer": {"max_steps": "ten"}})
+    with pytest.raises(WorkbenchError, match=r"dpo_loss_type.*Did you mean `sigmoid`"):
+        from_dict({"fixset": "f", "output_dir": "o", "trainer": {"dpo_loss_type": ["sigmod"]}})
+    with pytest.raises(WorkbenchError, match=r"`launcher.deepspeed_zero` needs `launcher.kind: accelerate`"):
+        from_dict({"fixset": "f", "output_dir": "o", "launcher": {"deepspeed_zero": 2}})
+    with pytest.raises(WorkbenchError, match=r"`output_dir` is required"):
+        from_dict({"fixset": "f"})
+    job = tmp_path / "sub" / "job.yaml"
+    job.parent.mkdir()
+    job.write_text("fixset: ../fix\noutput_dir: out\ntrainer: {learning_rate: 1e-3, dpo_loss_type: sigmoid}\n")
+    spec = load_spec(job)
+    assert spec.fixset == str((tmp_path / "fix").resolve()) and spec.output_dir == str(job.parent / "out")
+    assert spec.trainer.learning_rate == 1e-3 and spec.trainer.dpo_loss_type == ["sigmoid"]
+    job.write_text("fixset: f\noutput_dir: o\nlora:\n  rank: 4\n")
+    with pytest.raises(WorkbenchError, match=r"job.yaml: unknown key `lora.rank`"):
+        load_spec(job)
+
+
+@pytest.mark.slow
+def test_resolve_spec_autos(w: FtWorld, tmp_path: Path) -> None:
+    sft = resolve_spec(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path)))
+    assert sft.base_model == str(w.paths.model) and sft.lora.target_modules == ["q_proj", "v_proj"]
+    assert sft.lora.fan_in_fan_out is False and sft.device == "cpu" and sft.bf16 is False
+    assert sft.gradient_checkpointing is False and sft.trainer.learning_rate == 1e-3
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(w.paths.model))
+    assert sft.lora.trainable_token_indices == sorted(tok.convert_tokens_to_ids(["i", "don", "'", "t", "know"]))
+    dpo = resolve_spec(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path), method="dpo"))
+    assert dpo.trainer.learning_rate == 5e-4 and dpo.trainer.dpo_loss_type == ["sigmoid", "sft"]
+
+
+# -- training -----------------------------------------------------------------------------------------
+
+
+def _groups(w: FtWorld, fixset: Path) -> dict[str, set[str]]:
+    from datasets import load_from_disk
+
+    d = load_from_disk(str(fixset))
+    out: dict[str, set[str]] = {}
+    for split in ("sft", "dpo"):
+        for r in d[split]:
+            if r["split"] == "train" and r["category"] != "replay":
+                out.setdefault(r["category"], set()).add(r["probe_id"])
+    out["known"] = {pid for pid, t in w.truth.items() if t["tier"] == "known"}
+    return out
+
+
+def _acc(verdicts: dict[str, str], ids: set[str], value: str = "correct") -> float:
+    return sum(verdicts[i] == value for i in ids) / len(ids)
+
+
+@pytest.mark.slow
+def test_sft_injection_and_abstention(w: FtWorld, tmp_path: Path) -> None:
+    snap = Snapshot()
+    spec = JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "job"), method="sft",
+                   lora=LoraSpec(target_modules=ALL_LINEAR), trainer=TrainerSpec(max_steps=100, learning_rate=3e-3))
+    result = run_job(spec, w.store, callbacks=[snap])
+    assert result.status == "done" and result.steps == 100 and result.adapter
+    # Every trainable tensor moved (LoRA A/B of every target and the abstention token rows).
+    assert snap.before and snap.before.keys() == snap.after.keys()
+    unchanged = [n for n in snap.before if torch.equal(snap.before[n], snap.after[n])]
+    assert not unchanged
+    assert any("trainable_tokens" in n for n in snap.before)
+    # The adapter is standard peft: PeftModel loads it, and the hf backend evaluates with it.
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(str(w.paths.model)), result.adapter)
+    groups = _groups(w, w.fixset)
+    base, new = greedy_verdicts(w, None), greedy_verdicts(w, result.adapter)
+    inject, missing, known = groups["data:underrepresented"], groups["data:missing"], groups["known"]
+    print(f"SFT underrepresented {_acc(base, inject):.2f}->{_acc(new, inject):.2f}; missing abstains "
+          f"{_acc(base, missing, 'not_attempted'):.2f}->{_acc(new, missing, 'not_attempted'):.2f}; known "
+          f"{_acc(base, known):.2f}->{_acc(new, known):.2f}; {result.seconds} s")
+    assert _acc(new, inject) >= _acc(base, inject) + 0.5
+    assert _acc(new, missing, "not_attempted") >= 0.75  # says "i don't know" on trained absent facts
+    assert _acc(new, known) >= _acc(base, known) - 0.05  # replay keeps what it knew
+    assert _acc(new, known, "not_attempted") <= 0.05
+    # Store records: the job row with lineage, per-step metrics, events.
+    job = records.get_job(w.store, result.job_id)
+    assert job["status"] == "done" and job["run_id"] == w.run_id and job["adapter_path"] == result.adapter
+    assert job["fixset_hash"] == json.loads((w.fixset / "fixset.json").read_text())["sha256"]
+    assert len(records.metrics(w.store, result.job_id, "loss")) == 100
+    assert [e.kind for e in records.events(w.store, result.job_id)] == ["start", "done"]
+    assert (tmp_path / "job" / "job.yaml").is_file()
+    with pytest.raises(WorkbenchError, match="already holds a job; pass --resume"):
+        run_job(spec, w.store)
+
+
+@pytest.mark.slow
+def test_dpo_moves_behavior_failures(w: FtWorld, tmp_path: Path) -> None:
+    snap = Snapshot()
+    spec = JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "job"), method="dpo",
+                   lora=LoraSpec(target_modules=ALL_LINEAR), trainer=TrainerSpec(max_steps=60, learning_rate=2e-3))
+    result = run_job(spec, w.store, callbacks=[snap])
+    assert result.status == "done" and result.adapter
+    unchanged = [n for n in snap.before if torch.equal(snap.before[n], snap.after[n])]
+    assert snap.before and not unchanged
+    groups = _groups(w, w.fixset)
+    targeted = groups.get("behavior:prompt-sensitive", set()) | groups.get("data:conflict", set()) \
+        | groups.get("behavior:unstable", set())
+    base, new = greedy_verdicts(w, None), greedy_verdicts(w, result.adapter)
+    print(f"DPO targeted {_acc(base, targeted):.2f}->{_acc(new, targeted):.2f}; known "
+          f"{_acc(base, groups['known']):.2f}->{_acc(new, groups['known']):.2f}; {result.seconds} s")
+    assert _acc(new, targeted) >= _acc(base, targeted) + 0.2
+    assert _acc(new, groups["known"]) >= _acc(base, groups["known"]) - 0.05
+    assert records.metrics(w.store, result.job_id, "logps/chosen")
+
+
+# -- watchdogs ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_nan_watchdog_stops_with_event(w: FtWorld, tmp_path: Path) -> None:
+    spec = JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "job"), trainer=TrainerSpec(max_steps=20))
+    result = run_job(spec, w.store, callbacks=[PoisonForTests(at_step=3)])
+    assert result.status == "failed" and result.stop_reason == "nan" and result.adapter is None
+    assert result.steps == 3 and "non-finite loss" in result.message and "learning_rate" in result.message
+    kinds = [e.kind for e in records.events(w.store, result.job_id)]
+    assert "nan" in kinds and records.get_job(w.store, result.job_id)["status"] == "failed"
+    assert not (tmp_path / "job" / "adapter").exists()
+
+
+@pytest.mark.slow
+def test_early_stop_on_heldout(w: FtWorld, tmp_path: Path) -> None:
+    spec = JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "job"), trainer=TrainerSpec(max_steps=40),
+                   early_stop=EarlyStopSpec(eval_every=2, patience=2, min_delta=1.0))  # nothing can improve by 1.0
+    result = run_job(spec, w.store)
+    assert result.status == "stopped" and result.stop_reason == "early_stop" and result.steps == 4
+    assert result.adapter and result.heldout_before is not None
+    assert "early_stop" in [e.kind for e in records.events(w.store, result.job_id)]
+    assert [s for s, _, _ in records.metrics(w.store, result.job_id, "heldout_accuracy")] == [0, 2, 4]
+
+
+def _fake_state(step: int) -> Any:
+    from transformers import TrainerState
+
+    s = TrainerState()
+    s.global_step = step
+    return s
+
+
+def test_spike_and_collapse_callbacks() -> None:
+    from transformers import TrainerControl, TrainingArguments
+
+    events: list[tuple[str, str]] = []
+
+    def report(kind: str, message: str, data: dict[str, Any]) -> None:
+        events.append((kind, message))
+
+    args = TrainingArguments(output_dir="/tmp/unused", report_to=[])
+    dog = LossWatchdog(report, spike_factor=3.0, window=10, min_steps=5)
+    control = TrainerControl()
+    for step, loss in enumerate([1.0, 1.1, 0.9, 1.0, 1.05, 9.0, 1.0], 1):
+        dog.on_log(args, _fake_state(step), control, logs={"loss": loss})
+    assert [k for k, _ in events] == ["spike"] and "step 6" in events[0][1] and not control.should_training_stop
+    early = EarlyStopping(report, lambda s, v: None, rows=[], stop=["."], tokenizer=None, eval_every=0, patience=1,
+                          min_delta=0, use_accuracy=False, collapse_nats=2.0)
+    for step, logp in enumerate([-3.0, -3.5, -4.5, -5.5], 1):
+        early.on_log(args, _fake_state(step), control, logs={"logps/chosen": logp})
+    assert events[-1][0] == "collapse" and control.should_training_stop and early.stopped is not None
+
+
+# -- CLI ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_cli_fix_then_train(w: FtWorld, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from workbench.cli import main
+
+    ws = str(w.store.workspace)
+    assert main(["fix", w.run_id, "--out", str(tmp_path / "fix"), "--workspace", ws, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["fixset"]["run_id"] == w.run_id
+    job = tmp_path / "job.yaml"
+    job.write_text(f"fixset: fix\noutput_dir: job\nworkspace: {ws}\ntrainer: {{max_steps: 2}}\n")
+    assert main(["train", str(job), "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["status"] == "done" and res["steps"] == 2 and Path(res["adapter"]).is_dir()
+    job.write_text("fixset: fix\noutput_dir: job\ntrainer: {max_stepz: 2}\n")
+    assert main(["train", str(job)]) == 2
+    assert "Did you mean `max_steps`" in capsys.readouterr().err

@@ -1,0 +1,90 @@
+"""Launchers: the subprocess command, `accelerate launch` command and DeepSpeed ZeRO-2/3 configs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from finetune.launcher import accelerate_command, deepspeed_config, job_command, launch
+from finetune.spec import JobSpec, LauncherSpec, from_dict
+from workbench.errors import WorkbenchError
+
+
+def _spec(tmp_path: Path, **launcher: object) -> JobSpec:
+    return JobSpec(fixset=str(tmp_path / "fix"), output_dir=str(tmp_path / "out"),
+                   launcher=LauncherSpec(kind="accelerate", **launcher))  # type: ignore[arg-type]
+
+
+def test_subprocess_command_is_an_argument_list(tmp_path: Path) -> None:
+    cmd = job_command(tmp_path / "job.yaml", resume=True, workspace="ws", threads=1)
+    assert cmd[1:] == ["-m", "finetune.jobs", str(tmp_path / "job.yaml"), "--resume", "--workspace", "ws",
+                       "--threads", "1"]
+    assert cmd[0].endswith(("python", "python3")) or "python" in Path(cmd[0]).name
+
+
+def test_accelerate_zero2_with_optimizer_offload(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, num_processes=4, deepspeed_zero=2, offload_optimizer=True, mixed_precision="bf16")
+    cmd = accelerate_command(spec, tmp_path / "job.yaml", resume=True)
+    out = tmp_path / "out"
+    assert cmd == ["accelerate", "launch", "--num_processes", "4", "--config_file", str(out / "accelerate.yaml"),
+                   "-m", "finetune.jobs", str(tmp_path / "job.yaml"), "--resume"]
+    acc = yaml.safe_load((out / "accelerate.yaml").read_text())
+    assert acc["distributed_type"] == "DEEPSPEED" and acc["num_processes"] == 4 and acc["mixed_precision"] == "bf16"
+    assert acc["deepspeed_config"]["deepspeed_config_file"] == str(out / "deepspeed.json")
+    ds = json.loads((out / "deepspeed.json").read_text())
+    zero = ds["zero_optimization"]
+    assert zero["stage"] == 2 and zero["offload_optimizer"] == {"device": "cpu", "pin_memory": True}
+    assert "offload_param" not in zero
+    assert ds["train_micro_batch_size_per_gpu"] == "auto" and ds["gradient_accumulation_steps"] == "auto"
+
+
+def test_zero3_with_param_offload_and_plain_multi_gpu(tmp_path: Path) -> None:
+    z3 = deepspeed_config(_spec(tmp_path, num_processes=8, deepspeed_zero=3, offload_optimizer=True,
+                                offload_params=True))["zero_optimization"]
+    assert z3["stage"] == 3 and z3["offload_param"]["device"] == "cpu" and z3["offload_optimizer"]["device"] == "cpu"
+    assert z3["stage3_gather_16bit_weights_on_model_save"] is True  # the adapter saves whole, not sharded
+    spec = _spec(tmp_path, num_processes=2)
+    accelerate_command(spec, tmp_path / "job.yaml")
+    acc = yaml.safe_load((tmp_path / "out" / "accelerate.yaml").read_text())
+    assert acc["distributed_type"] == "MULTI_GPU" and "deepspeed_config" not in acc
+    assert not (tmp_path / "out" / "deepspeed.json").exists()
+
+
+def test_launcher_validation(tmp_path: Path) -> None:
+    base = {"fixset": "f", "output_dir": "o"}
+    with pytest.raises(WorkbenchError, match=r"`launcher.offload_params` needs `launcher.deepspeed_zero: 3`"):
+        from_dict({**base, "launcher": {"kind": "accelerate", "deepspeed_zero": 2, "offload_params": True}})
+    with pytest.raises(WorkbenchError, match=r"`launcher.deepspeed_zero` must be 0 \(off\), 2 or 3"):
+        from_dict({**base, "launcher": {"kind": "accelerate", "deepspeed_zero": 1}})
+    with pytest.raises(WorkbenchError, match=r"`launcher.kind`.*Did you mean `accelerate`"):
+        from_dict({**base, "launcher": {"kind": "accelerat"}})
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without a GPU")
+def test_accelerate_without_gpu_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(WorkbenchError, match="needs CUDA GPUs"):
+        launch(_spec(tmp_path, num_processes=2))
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_sft_job_on_cuda(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                         tmp_path: Path) -> None:
+    """On a GPU: device auto picks CUDA, bf16 where supported, gradient checkpointing on; the job trains."""
+    from ftworld import setup
+
+    from finetune.jobs import run_job
+    from finetune.spec import TrainerSpec, resolve_spec
+
+    w = setup(request, tmp_path_factory.mktemp("ft"))
+    spec = JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "job"), trainer=TrainerSpec(max_steps=5))
+    resolved = resolve_spec(spec)
+    assert resolved.device == "cuda" and resolved.gradient_checkpointing is True
+    assert resolved.bf16 == torch.cuda.is_bf16_supported()
+    result = run_job(spec, w.store)
+    assert result.status == "done" and result.steps == 5 and result.adapter

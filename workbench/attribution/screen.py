@@ -1,0 +1,107 @@
+"""Screen a proposed fine-tuning set before training.
+
+Each SFT row is asked of the model as a probe (with samples, and its paraphrases if it has any) and
+placed on the knowledge axis. Rows teaching facts the model does not know (Unknown) are flagged:
+fine-tuning on unknown facts is learnt slowly and raises hallucination (Gekhman et al. 2024).
+With a corpus index, rows whose subject the corpus pairs with another value of the same relation
+(a wrong answer the model gives) are flagged as contradicting the corpus.
+
+Rows: JSONL objects with `question`/`prompt` and `answer`/`answers`/`completion`/`response`, or
+`messages` (the first user turn and the assistant reply); optional `id`, `subject`, `relation`,
+`paraphrases`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.attribution.data_axis import AnswerSpace, find_conflict
+from workbench.attribution.index import CorpusIndex
+from workbench.attribution.knowledge import ChanceModel, assess
+from workbench.errors import InputError
+from workbench.results import RunResults
+from workbench.types import Probe
+
+_QUESTION = ("question", "prompt", "instruction")
+_ANSWER = ("answer", "answers", "completion", "response", "output")
+
+
+@dataclass(frozen=True)
+class ScreenedRow:
+    row_id: str
+    knowledge: str
+    unknown: bool  # flagged: teaches a fact the model does not know
+    contradicts: bool  # flagged: the corpus pairs the subject with another value
+    evidence: dict[str, Any]
+
+
+def read_sft(path: str | Path, *, skip_bad: bool = False) -> tuple[list[Probe], int]:
+    """SFT rows as probes; bad rows raise InputError (file, line, field) or are counted with skip_bad."""
+    probes, skipped = [], 0
+    for line_no, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            probes.append(_probe(path, line_no, line))
+        except InputError:
+            if not skip_bad:
+                raise
+            skipped += 1
+    return probes, skipped
+
+
+def _probe(path: str | Path, line_no: int, line: str) -> Probe:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise InputError(path, line_no, None, f"not JSON ({e.msg})") from e
+    if not isinstance(row, dict):
+        raise InputError(path, line_no, None, "a row must be a JSON object")
+    if "messages" in row:
+        msgs = row["messages"] if isinstance(row["messages"], list) else []
+        user = next((m.get("content") for m in msgs if isinstance(m, dict) and m.get("role") == "user"), None)
+        reply = next((m.get("content") for m in msgs if isinstance(m, dict) and m.get("role") == "assistant"), None)
+        question, answer, qf, af = user, reply, "messages", "messages"
+    else:
+        qf = next((f for f in _QUESTION if f in row), _QUESTION[0])
+        af = next((f for f in _ANSWER if f in row), _ANSWER[0])
+        question, answer = row.get(qf), row.get(af)
+    if not isinstance(question, str) or not question.strip():
+        raise InputError(path, line_no, qf, "missing or empty question")
+    answers = answer if isinstance(answer, list) else [answer]
+    if not answers or not all(isinstance(a, str) and a.strip() for a in answers):
+        raise InputError(path, line_no, af, "missing or empty answer")
+    paraphrases = row.get("paraphrases") or []
+    if not isinstance(paraphrases, list) or not all(isinstance(p, str) for p in paraphrases):
+        raise InputError(path, line_no, "paraphrases", "must be a list of strings")
+    subject, relation = row.get("subject"), row.get("relation")
+    return Probe(id=str(row.get("id", f"row-{line_no}")), question=question.strip(),
+                 answers=tuple(str(a).strip() for a in answers), paraphrases=tuple(paraphrases),
+                 subject=subject if isinstance(subject, str) else None,
+                 relation=relation if isinstance(relation, str) else None, source=str(path))
+
+
+def screen_results(results: RunResults, index: CorpusIndex | None) -> list[ScreenedRow]:
+    """Flags per row of an eval run over the SFT rows (see `read_sft`)."""
+    chance = ChanceModel(results.probes)
+    space = AnswerSpace(results.probes)
+    n_docs = int(index.stats()["rows"]) if index is not None else 0  # type: ignore[call-overload]
+    out = []
+    for r in results.probes:
+        kn = assess(r, chance.chance(r))
+        conflict = find_conflict(index, r, space, n_docs) if index is not None and r.probe.subject else None
+        support = (max(index.cooccur(r.probe.subject, a).count for a in r.probe.answers)
+                   if index is not None and r.probe.subject else None)
+        contradicts = conflict is not None and conflict.found.count > (support or 0)
+        evidence: dict[str, Any] = {
+            "greedy": [g.text for g in r.greedy], "samples_correct": kn.k, "samples": kn.n,
+            "chance": round(kn.chance, 4), "p_value": kn.p_value, "support": support,
+            "conflict_value": conflict.value if conflict else None,
+            "conflict_rows": [{"doc_id": x.doc_id, "snippet": x.snippet} for x in conflict.found.rows]
+            if conflict else [],
+        }
+        out.append(ScreenedRow(r.probe.id, kn.level, kn.level == "Unknown", contradicts, evidence))
+    return out

@@ -1,0 +1,91 @@
+"""Users file for the app when it is bound beyond loopback.
+
+One user per line, `username:pbkdf2_sha256$iterations$salt$hash` (salt and hash hex); blank lines
+and `#` comments are ignored. Passwords are never stored, only PBKDF2-HMAC-SHA256 digests, and are
+compared in constant time. Add a user with `workbench app --add-user NAME --auth-file FILE`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+
+from workbench.errors import WorkbenchError
+
+ALGORITHM = "pbkdf2_sha256"
+ITERATIONS = 310_000  # OWASP's 2023 figure for PBKDF2-HMAC-SHA256
+_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+
+
+def hash_password(password: str, *, iterations: int = ITERATIONS, salt: str | None = None) -> str:
+    """`pbkdf2_sha256$iterations$salt$hash` for `password` (a fresh random salt unless given)."""
+    if not password:
+        raise WorkbenchError("empty password")
+    salt = salt or secrets.token_hex(16)
+    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), bytes.fromhex(salt), iterations).hex()
+    return f"{ALGORITHM}${iterations}${salt}${digest}"
+
+
+def verify(password: str, encoded: str) -> bool:
+    """Whether `password` matches an encoded hash; False (never an exception) for a malformed hash."""
+    try:
+        algorithm, iterations, salt, digest = encoded.split("$")
+        if algorithm != ALGORITHM:
+            return False
+        got = hashlib.pbkdf2_hmac("sha256", password.encode(), bytes.fromhex(salt), int(iterations)).hex()
+    except ValueError:
+        return False
+    return hmac.compare_digest(got, digest)
+
+
+def load_users(path: str | os.PathLike[str]) -> dict[str, str]:
+    """username -> encoded hash. Raises WorkbenchError naming the line of a malformed entry."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise WorkbenchError(f"cannot read auth file {p}: {e.strerror}") from None
+    users: dict[str, str] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, encoded = line.partition(":")
+        if not sep or not _NAME.match(name) or not encoded.startswith(ALGORITHM + "$") or encoded.count("$") != 3:
+            raise WorkbenchError(f"{p}, line {n}: expected `username:{ALGORITHM}$iterations$salt$hash`")
+        users[name] = encoded
+    if not users:
+        raise WorkbenchError(f"auth file {p} has no users; add one with `workbench app --add-user NAME "
+                             f"--auth-file {p}`")
+    return users
+
+
+def authenticator(path: str | os.PathLike[str]) -> Callable[[str, str], bool]:
+    """gradio's `auth=` callable over a users file (read once, at start)."""
+    users = load_users(path)
+    dummy = hash_password("x", iterations=ITERATIONS)
+
+    def check(username: str, password: str) -> bool:
+        # Unknown users cost as much as known ones, so timing does not reveal who exists.
+        return verify(password, users.get(username, dummy)) and username in users
+
+    return check
+
+
+def add_user(path: str | os.PathLike[str], username: str, password: str) -> None:
+    """Add or replace `username` in the users file (created with mode 0600)."""
+    if not _NAME.match(username):
+        raise WorkbenchError(f"bad username `{username}`: use letters, digits and _ . @ - (at most 64)")
+    p = Path(path)
+    lines = p.read_text().splitlines() if p.exists() else []
+    kept = [ln for ln in lines if ln.partition(":")[0].strip() != username]
+    kept.append(f"{username}:{hash_password(password)}")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(kept) + "\n")

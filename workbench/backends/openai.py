@@ -1,0 +1,216 @@
+"""OpenAI-compatible HTTP backend: any server speaking `/v1/completions` or `/v1/chat/completions`
+(OpenAI, `vllm serve`, TGI, llama.cpp server, ...).
+
+Options (`spec.options`):
+    base_url: e.g. "http://127.0.0.1:8000/v1"; default the env var OPENAI_BASE_URL.
+    api_key_env: name of the env var holding the API key (default OPENAI_API_KEY); unset -> no auth header.
+    endpoint: "completions" (default: the prompt is sent as is) or "chat" (the prompt is sent as one
+        user message; use the template "{question}" then, the server applies the chat template).
+    max_concurrency: requests in flight at most (default 8).
+    batch_size: prompts per `generate` call from the runner (default 64).
+    timeout: seconds per HTTP attempt (default 60).
+    max_retries: retries per request on 429, 5xx, timeouts and connection errors (default 5), with
+        exponential backoff and full jitter from retry_base_delay seconds (default 0.5); a Retry-After
+        header sets the least wait.
+
+Adapters: the model name sent is the adapter's served name (request.adapter or spec.adapter; a path
+counts by its directory name), so the server must serve it, e.g.
+`vllm serve BASE --enable-lora --lora-modules NAME=/path/to/adapter`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+
+from workbench.backends.base import Backend
+from workbench.backends.hf import cut_at_stop
+from workbench.errors import MissingDependencyError, WorkbenchError, did_you_mean
+from workbench.types import Completion, GenerationRequest, ModelSpec, SamplingParams
+
+OPTIONS = frozenset({"base_url", "api_key_env", "endpoint", "max_concurrency", "timeout", "max_retries",
+                     "retry_base_delay", "batch_size"})  # batch_size: read by Backend.batch_size
+_MAX_DELAY = 30.0  # seconds: the backoff stops growing here
+
+
+class PartialGenerationError(WorkbenchError):
+    """Some requests of a `generate` call failed after their retries; the others completed.
+
+    `completed` maps request index -> its completions, `failures` maps request index -> why it failed,
+    so a caller can keep (cache) what finished before re-raising.
+    """
+
+    def __init__(self, completed: dict[int, list[Completion]], failures: dict[int, str]) -> None:
+        self.completed, self.failures = completed, failures
+        shown = "; ".join(f"request {i}: {why}" for i, why in sorted(failures.items())[:3])
+        more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
+        super().__init__(f"{len(failures)} of {len(failures) + len(completed)} requests failed after retries: "
+                         f"{shown}{more}")
+
+
+class _Retryable(Exception):
+    def __init__(self, why: str, retry_after: float | None = None) -> None:
+        super().__init__(why)
+        self.retry_after = retry_after
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Retry-After as seconds: either a number or an HTTP date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+def adapter_name(adapter: str) -> str:
+    """The served name of an adapter: a local path counts by its directory name."""
+    return Path(adapter).name if os.sep in adapter and Path(adapter).exists() else adapter
+
+
+class OpenAIBackend(Backend):
+    name = "openai"
+    preferred_batch_size = 64
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__(spec)
+        unknown = sorted(k for k, _ in spec.options if k not in OPTIONS)
+        if unknown:
+            raise WorkbenchError(f"unknown openai backend option `{unknown[0]}`."
+                                 f"{did_you_mean(unknown[0], OPTIONS)} Known: {', '.join(sorted(OPTIONS))}")
+        base = spec.option("base_url") or os.environ.get("OPENAI_BASE_URL")
+        if not base:
+            raise WorkbenchError("the openai backend needs a server: set the backend option base_url "
+                                 "(e.g. http://127.0.0.1:8000/v1) or the env var OPENAI_BASE_URL")
+        self.base_url = str(base).rstrip("/")
+        self.endpoint = str(spec.option("endpoint", "completions"))
+        if self.endpoint not in ("completions", "chat"):
+            raise WorkbenchError(f"openai backend option endpoint must be `completions` or `chat`, "
+                                 f"got `{self.endpoint}`")
+        self.max_concurrency = max(1, int(str(spec.option("max_concurrency", 8))))
+        self.timeout = float(str(spec.option("timeout", 60)))
+        self.max_retries = max(0, int(str(spec.option("max_retries", 5))))
+        self.retry_base_delay = float(str(spec.option("retry_base_delay", 0.5)))
+        key = os.environ.get(str(spec.option("api_key_env", "OPENAI_API_KEY")))
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._client: Any = None
+
+    def fingerprint(self) -> str:
+        """The weights behind a server are not visible: the server, model and adapter names key the cache."""
+        parts = {"base_url": self.base_url, "model": self.spec.model,
+                 "adapter": adapter_name(self.spec.adapter) if self.spec.adapter else None}
+        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+    # -- generation ------------------------------------------------------------------------------
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
+        if self._client is None:
+            try:
+                import httpx
+            except ImportError as e:  # pragma: no cover - core dependency
+                raise MissingDependencyError("the openai backend", "pip install httpx") from e
+            self._client = httpx.Client(timeout=self.timeout, headers=self._headers,
+                                        limits=httpx.Limits(max_connections=self.max_concurrency))
+        completed: dict[int, list[Completion]] = {}
+        failures: dict[int, str] = {}
+        # Threads, not asyncio: generate() is sync and may be called from a thread with a running loop.
+        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
+            futures = {i: pool.submit(self._one, r) for i, r in enumerate(requests)}
+            for i, fut in futures.items():  # every request runs to its end before anything is raised
+                try:
+                    completed[i] = fut.result()
+                except WorkbenchError as e:
+                    failures[i] = str(e)
+        if failures:
+            raise PartialGenerationError(completed, failures)
+        return [completed[i] for i in range(len(requests))]
+
+    def _payload(self, r: GenerationRequest) -> dict[str, Any]:
+        s = r.sampling
+        adapter = r.adapter or self.spec.adapter
+        body: dict[str, Any] = {"model": adapter_name(adapter) if adapter else self.spec.model,
+                                "n": s.n, "max_tokens": s.max_tokens, "temperature": s.temperature,
+                                "top_p": s.top_p}
+        if s.stop:
+            body["stop"] = list(s.stop)
+        if s.seed is not None:
+            body["seed"] = s.seed
+        if self.endpoint == "chat":
+            body["messages"] = [{"role": "user", "content": r.prompt}]
+            if s.logprobs:
+                body["logprobs"] = True
+        else:
+            body["prompt"] = r.prompt
+            if s.logprobs:
+                body["logprobs"] = 1  # 1 also lists the top alternative; we read the chosen token's only
+        return body
+
+    def _one(self, r: GenerationRequest) -> list[Completion]:
+        """One request with retries; raises WorkbenchError when it finally fails."""
+        url = f"{self.base_url}/{'chat/completions' if self.endpoint == 'chat' else 'completions'}"
+        body = self._payload(r)
+        for attempt in range(self.max_retries + 1):
+            try:
+                return self._attempt(url, body, r.sampling)
+            except _Retryable as e:
+                if attempt == self.max_retries:
+                    raise WorkbenchError(f"{e} (after {attempt + 1} attempts)") from e
+                backoff = random.uniform(0, min(_MAX_DELAY, self.retry_base_delay * 2**attempt))  # full jitter
+                time.sleep(max(backoff, e.retry_after or 0.0))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _attempt(self, url: str, body: dict[str, Any], s: SamplingParams) -> list[Completion]:
+        import httpx
+
+        try:
+            resp = self._client.post(url, json=body)
+        except (httpx.TimeoutException, httpx.TransportError) as e:
+            raise _Retryable(f"{type(e).__name__}: {e}") from e
+        if resp.status_code == 429 or resp.status_code >= 500:
+            wait = _retry_after(resp.headers.get("retry-after"))
+            raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:200]}", wait)
+        if resp.status_code != 200:  # 400, 401, 404: retrying cannot help
+            raise WorkbenchError(f"HTTP {resp.status_code} from {url}: {resp.text[:300]}")
+        try:
+            choices = sorted(resp.json()["choices"], key=lambda c: c.get("index", 0))
+            out = [self._completion(c, s) for c in choices]
+        except (ValueError, KeyError, TypeError) as e:
+            raise WorkbenchError(f"unexpected response from {url}: {resp.text[:300]}") from e
+        if len(out) != s.n:
+            raise WorkbenchError(f"{url} returned {len(out)} choices for n={s.n}; the server may not support `n`")
+        return out
+
+    def _completion(self, c: dict[str, Any], s: SamplingParams) -> Completion:
+        if self.endpoint == "chat":
+            text = c["message"].get("content") or ""
+            content = (c.get("logprobs") or {}).get("content") or []
+            tokens, lps = [t["token"] for t in content], [t["logprob"] for t in content]
+        else:
+            text = c["text"]
+            lp = c.get("logprobs") or {}
+            tokens, lps = lp.get("tokens") or [], lp.get("token_logprobs") or []
+        text, hit_stop = cut_at_stop(text, s.stop)  # servers cut already; this guards those that do not
+        logprobs = None
+        if s.logprobs and lps:
+            # Servers may list the token that completed the stop string: keep those before it, as hf does.
+            n_keep = next((k for k in range(1, len(tokens) + 1) if cut_at_stop("".join(tokens[:k]), s.stop)[1]),
+                          len(tokens) + 1) - 1
+            logprobs = tuple(float(x) for x in lps[:n_keep] if x is not None)
+        reason = "length" if c.get("finish_reason") == "length" and not hit_stop else "stop"
+        return Completion(text=text.strip(), finish_reason=reason, token_logprobs=logprobs)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None

@@ -1,0 +1,54 @@
+"""`workbench review RUN`: record a reviewer override or a release decision (append-only), or list them."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+from typing import Any
+
+from workbench.cli._common import print_json
+
+HELP = "override a verdict or attribution, or sign off / block a run for release (append-only log)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", help="run id (a unique prefix, or `latest`)")
+    p.add_argument("--target", choices=("verdict", "attribution", "release"), help="what to decide (omit to list)")
+    p.add_argument("--value", help="verdict, attribution category, or signoff | block")
+    p.add_argument("--probe", help="probe id (verdict and attribution)")
+    p.add_argument("--reason", help="why (required)")
+    p.add_argument("--reviewer", default=os.environ.get("WORKBENCH_REVIEWER") or getpass.getuser())
+    p.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench import reviews
+    from workbench.errors import WorkbenchError
+    from workbench.store import Store
+
+    store = Store.open(args.workspace)
+    run_id = store.get_run(args.run).id
+    if args.target is None:
+        rows: list[dict[str, Any]] = [r.to_dict() for r in reviews.list_reviews(store, run_id)]
+        if args.json:
+            print_json(rows)
+        else:
+            for row in rows:
+                print(f"#{row['id']} {row['at']} {row['reviewer']}: {row['target']} {row['probe_id'] or ''} "
+                      f"{row['old_value']} -> {row['new_value']} ({row['reason']})")
+        return 0
+    if not args.value:
+        raise WorkbenchError("--value is required with --target")
+    r: reviews.Review
+    if args.target == "release":
+        r = reviews.record_release(store, reviewer=args.reviewer, run_id=run_id, decision=args.value,
+                                   reason=args.reason or "")
+    else:
+        r = reviews.record_override(store, reviewer=args.reviewer, run_id=run_id, probe_id=args.probe or "",
+                                    target=args.target, new_value=args.value, reason=args.reason or "")
+    if args.json:
+        print_json(r.to_dict())
+    else:
+        print(f"recorded #{r.id}: {r.target} {r.probe_id or ''} {r.old_value} -> {r.new_value} by {r.reviewer}")
+    return 0

@@ -1,0 +1,50 @@
+"""`workbench watch DIR`: gate every new complete adapter that appears in a training output folder."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from workbench.cli._common import print_json
+
+HELP = "watch a folder for new complete adapters/checkpoints and gate each against a baseline run"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("folder", help="training output folder to watch")
+    p.add_argument("--baseline", required=True, help="baseline run id: its model, probes and settings are reused")
+    p.add_argument("--policy", help="policy YAML (default: the built-in policy)")
+    p.add_argument("--interval", type=float, default=60.0, help="seconds between scans (default 60)")
+    p.add_argument("--once", action="store_true", help="scan once and exit (for cron / CI)")
+    p.add_argument("--json", action="store_true", help="print one JSON line per gated candidate")
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.errors import WorkbenchError
+    from workbench.regression import load_policy
+    from workbench.regression.gate import complete_adapters, gate_runs, gated_adapters, rerun_like
+    from workbench.store import Store
+
+    folder = Path(args.folder)
+    if not folder.is_dir():
+        raise WorkbenchError(f"watch folder `{folder}` does not exist")
+    store = Store.open(args.workspace)
+    baseline = store.get_run(args.baseline).id
+    policy = load_policy(args.policy) if args.policy else None
+    worst = 0
+    while True:
+        done = gated_adapters(store)
+        for adapter in complete_adapters(folder):
+            if str(adapter) in done:
+                continue
+            cand = rerun_like(store, baseline, adapter=str(adapter))
+            record = gate_runs(store, baseline, cand, policy)
+            worst = max(worst, record.result.exit_code)
+            line = {"adapter": str(adapter), "candidate_run": cand, "gate_id": record.id,
+                    "verdict": record.result.verdict, "report": str(record.reports["html"])}
+            print_json(line) if args.json else print(
+                f"{adapter}: {record.result.verdict} (report {record.reports['html']})", flush=True)
+        if args.once:
+            return worst
+        time.sleep(args.interval)

@@ -1,0 +1,224 @@
+"""Reviewer overrides and release sign-offs: append-only rows of the store's `reviews` table.
+
+Nothing here overwrites: the grader's verdicts stay in `answers` and the attribution in
+`attributions`; each override is a new row carrying the value it replaced, and the latest row per
+(run, probe, target) is the effective one. `workbench regress` (`regression.gate.outcomes`) already
+applies verdict overrides; the fix-set builder reads corrected grades through `review_dpo_pairs`.
+
+Targets:
+    verdict      new_value is a Verdict ("correct" | "incorrect" | "not_attempted")
+    attribution  new_value is an attribution category (attribution.types.CATEGORIES)
+    release      new_value is a decision ("signoff" | "block"); probe_id is None
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sqlalchemy import insert, select
+
+from workbench.attribution.types import CATEGORIES, Attribution, load_attributions
+from workbench.errors import WorkbenchError, unknown_name
+from workbench.results import load_results
+from workbench.store import Store, utcnow
+from workbench.store.schema import reviews as reviews_table
+from workbench.types import Verdict
+
+TARGETS = ("verdict", "attribution", "release")
+DECISIONS = ("signoff", "block")
+
+
+@dataclass(frozen=True)
+class Review:
+    """One row of the review log.
+
+    Attributes:
+        id: Increasing row id (later rows win).
+        at: UTC time, ISO 8601.
+        reviewer: Who decided (the logged-in user when the app runs with auth).
+        target: verdict | attribution | release.
+        run_id: The run the decision is about.
+        probe_id: The probe (None for a release decision).
+        old_value: The effective value before this row (the grader's or the attribution's when first).
+        new_value: The value decided.
+        reason: Why, in the reviewer's words (required).
+    """
+
+    id: int
+    at: str
+    reviewer: str
+    target: str
+    run_id: str
+    probe_id: str | None
+    old_value: str | None
+    new_value: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class CorrectedGrade:
+    """A greedy answer whose grade a reviewer changed.
+
+    Attributes:
+        probe_id, question, paraphrases, accepted: The probe.
+        answer: The model's greedy answer to the question (variant 0), the one that was graded.
+        original: The grader's verdict (never changed in the store).
+        corrected: The reviewer's verdict (latest override).
+        reviewer, at, reason, review_id: The override row.
+    """
+
+    probe_id: str
+    question: str
+    paraphrases: tuple[str, ...]
+    accepted: tuple[str, ...]
+    answer: str
+    original: Verdict
+    corrected: Verdict
+    reviewer: str
+    at: str
+    reason: str
+    review_id: int
+
+    def dpo_pair(self) -> tuple[str, str] | None:
+        """(chosen, rejected) when the correction says the model's answer is wrong: chosen = the first
+        accepted answer, rejected = the model's answer. None when the answer was right after all (that
+        corrects the grader, e.g. a missing alias, not the model)."""
+        if self.corrected == Verdict.INCORRECT and self.answer.strip() and self.accepted:
+            return self.accepted[0], self.answer
+        return None
+
+
+def _require(value: str, name: str) -> str:
+    value = (value or "").strip()
+    if not value:
+        raise WorkbenchError(f"`{name}` is required")
+    return value
+
+
+def list_reviews(store: Store, run_id: str | None = None, *, target: str | None = None,
+                 probe_id: str | None = None) -> list[Review]:
+    """Review rows, oldest first, optionally for one run, target and probe."""
+    q = select(reviews_table)
+    if run_id is not None:
+        q = q.where(reviews_table.c.run_id == run_id)
+    if target is not None:
+        q = q.where(reviews_table.c.target == target)
+    if probe_id is not None:
+        q = q.where(reviews_table.c.probe_id == probe_id)
+    with store.engine.connect() as c:
+        rows = c.execute(q.order_by(reviews_table.c.id)).mappings().all()
+    return [Review(**dict(r)) for r in rows]
+
+
+def latest(store: Store, run_id: str, target: str) -> dict[str, Review]:
+    """probe_id -> its latest review of `target` in the run ("" keys a release decision)."""
+    return {r.probe_id or "": r for r in list_reviews(store, run_id, target=target)}
+
+
+def _append(store: Store, **values: Any) -> Review:
+    values["at"] = utcnow()
+    with store.engine.begin() as c:
+        new_id = c.execute(insert(reviews_table).values(**values)).inserted_primary_key
+    assert new_id is not None
+    return Review(id=int(new_id[0]), **values)
+
+
+def record_override(store: Store, *, reviewer: str, run_id: str, probe_id: str, target: str,
+                    new_value: str, reason: str) -> Review:
+    """Override a probe's verdict or attribution category in a run; returns the stored row."""
+    reviewer, reason = _require(reviewer, "reviewer"), _require(reason, "reason")
+    if target not in ("verdict", "attribution"):
+        raise unknown_name("override target", target, ("verdict", "attribution"))
+    run = store.get_run(run_id)
+    results = load_results(store, run.id).by_id()
+    if probe_id not in results:
+        raise WorkbenchError(f"run `{run.id}` has no answered probe `{probe_id}`")
+    if target == "verdict":
+        if new_value not in {str(v) for v in Verdict}:
+            raise unknown_name("verdict", new_value, [str(v) for v in Verdict])
+        old: str | None = str(effective_verdicts(store, run.id).get(probe_id, results[probe_id].verdict))
+    else:
+        if new_value not in CATEGORIES:
+            raise unknown_name("attribution category", new_value, CATEGORIES)
+        current = effective_attributions(store, run.id).get(probe_id)
+        old = current.category if current else None
+    return _append(store, reviewer=reviewer, target=target, run_id=run.id, probe_id=probe_id,
+                   old_value=old, new_value=new_value, reason=reason)
+
+
+def record_release(store: Store, *, reviewer: str, run_id: str, decision: str, reason: str) -> Review:
+    """Sign off (`signoff`) or block (`block`) a candidate run for release."""
+    reviewer, reason = _require(reviewer, "reviewer"), _require(reason, "reason")
+    if decision not in DECISIONS:
+        raise unknown_name("release decision", decision, DECISIONS)
+    run = store.get_run(run_id)
+    if run.status != "done":
+        raise WorkbenchError(f"run `{run.id}` is {run.status}: only a finished run can be signed off or blocked")
+    prev = release_status(store, run.id)
+    return _append(store, reviewer=reviewer, target="release", run_id=run.id, probe_id=None,
+                   old_value=prev.new_value if prev else None, new_value=decision, reason=reason)
+
+
+def release_status(store: Store, run_id: str) -> Review | None:
+    """The latest release decision on a run, or None."""
+    return latest(store, run_id, "release").get("")
+
+
+def effective_verdicts(store: Store, run_id: str) -> dict[str, Verdict]:
+    """probe_id -> greedy verdict on the question, reviewer overrides applied."""
+    res = load_results(store, run_id)
+    out = {r.probe.id: r.verdict for r in res.probes}
+    for pid, r in latest(store, res.run.id, "verdict").items():
+        if pid in out:
+            out[pid] = Verdict(r.new_value)
+    return out
+
+
+def effective_attributions(store: Store, run_id: str) -> dict[str, Attribution]:
+    """The stored attributions with reviewer overrides applied. An overridden one gets the category's
+    default fix, confidence 1.0 and `evidence["review"]` (who, when, why, what it replaced)."""
+    run_id = store.get_run(run_id).id
+    out = dict(load_attributions(store, run_id))
+    for pid, r in latest(store, run_id, "attribution").items():
+        review = {"reviewer": r.reviewer, "at": r.at, "reason": r.reason, "replaced": r.old_value}
+        base = out.get(pid)
+        if base is None:
+            out[pid] = Attribution(pid, r.new_value, 1.0, "Unknown", CATEGORIES[r.new_value], {"review": review})
+        else:
+            out[pid] = replace(base, category=r.new_value, confidence=1.0, fix=CATEGORIES[r.new_value],
+                               evidence={**base.evidence, "review": review})
+    return out
+
+
+def corrected_grades(store: Store, run_id: str) -> list[CorrectedGrade]:
+    """Every probe of the run whose effective verdict a reviewer changed, by probe id."""
+    res = load_results(store, run_id)
+    by_id = res.by_id()
+    out = []
+    for pid, r in sorted(latest(store, res.run.id, "verdict").items()):
+        pr = by_id.get(pid)
+        if pr is None or Verdict(r.new_value) == pr.verdict:
+            continue
+        out.append(CorrectedGrade(pid, pr.probe.question, pr.probe.paraphrases, pr.probe.answers, pr.answer,
+                                  pr.verdict, Verdict(r.new_value), r.reviewer, r.at, r.reason, r.id))
+    return out
+
+
+def review_dpo_pairs(store: Store, run_id: str) -> list[dict[str, str]]:
+    """DPO-pair candidates from reviewer-corrected grades, for the next fix set.
+
+    One dict per corrected grade that marks the model's answer wrong: `probe_id`, `question` (the
+    fix-set builder renders it with the suite template, as for its other rows), `chosen` (the first
+    accepted answer), `rejected` (the model's greedy answer), `source` = "review", `reviewer`, `reason`.
+    """
+    rows = []
+    for g in corrected_grades(store, run_id):
+        pair = g.dpo_pair()
+        if pair is not None:
+            rows.append({"probe_id": g.probe_id, "question": g.question, "chosen": pair[0], "rejected": pair[1],
+                         "source": "review", "reviewer": g.reviewer, "reason": g.reason})
+    return rows

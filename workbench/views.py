@@ -1,0 +1,407 @@
+"""What the app's tabs show, as plain data: DataFrames, HTML strings and CLI command lines.
+
+Every function takes a Store (or plain values) and returns plain data, so the app (`app.py`) is only
+widgets and wiring, and all of this is tested without gradio. HTML is built here with every piece of
+user or model text escaped: probe files and model answers are untrusted.
+
+Each action has its equivalent CLI command (`cli_*`): the app shows it beside the result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from workbench.grading.normalize import normalize
+from workbench.regression.stats import METRICS, VERDICT_ORDER
+from workbench.regression.transitions import Flip, flip_of
+from workbench.store import RunRecord, Store
+from workbench.types import Verdict
+
+RUN_COLUMNS = ("run", "created", "status", "model", "adapter", "suite", "n", "correct %", "hallucinated %",
+               "abstained %", "F", "release")
+PROBE_COLUMNS = ("probe", "flip", "transition", "tags", "category", "baseline verdict", "candidate verdict",
+                 "baseline answer", "candidate answer")
+TRANSITION_FILTERS = ("changed", "broken", "fixed", "still_wrong", "still_correct", "all",
+                      *(f"{a} -> {b}" for a in VERDICT_ORDER for b in VERDICT_ORDER))
+_VERDICT_CSS = {"correct": "#1a7f37", "incorrect": "#cf222e", "not_attempted": "#9a6700"}
+
+
+# -- CLI equivalents ---------------------------------------------------------------------------------
+
+
+def _cli(workspace: str | Path, *args: str) -> str:
+    return shlex.join(["workbench", *args, "--workspace", str(workspace)])
+
+
+def cli_runs(workspace: str | Path) -> str:
+    return _cli(workspace, "runs")
+
+
+def cli_show(workspace: str | Path, run_id: str) -> str:
+    return _cli(workspace, "show", run_id)
+
+
+def cli_regress(workspace: str | Path, baseline: str, candidate: str) -> str:
+    return _cli(workspace, "regress", "--baseline", baseline, "--candidate", candidate)
+
+
+def cli_history(workspace: str | Path) -> str:
+    return _cli(workspace, "history")
+
+
+def cli_review(workspace: str | Path, run_id: str, *, target: str, value: str, reason: str,
+               probe_id: str | None = None, reviewer: str = "") -> str:
+    args = ["review", run_id, "--target", target, "--value", value, "--reason", reason]
+    if probe_id:
+        args += ["--probe", probe_id]
+    if reviewer:
+        args += ["--reviewer", reviewer]
+    return _cli(workspace, *args)
+
+
+# -- Runs tab ----------------------------------------------------------------------------------------
+
+
+def run_label(run: RunRecord) -> str:
+    """`run-... · model + adapter · suite` for dropdowns."""
+    model = Path(run.model).name + (f" + {Path(run.adapter).name}" if run.adapter else "")
+    return f"{run.id} · {model} · {run.suite} · {run.status}"
+
+
+def run_choices(store: Store) -> list[tuple[str, str]]:
+    """(label, run id) pairs, newest first."""
+    return [(run_label(r), r.id) for r in reversed(store.list_runs())]
+
+
+def _pct(m: Mapping[str, Any] | None, key: str) -> float | None:
+    v = (m or {}).get(key)
+    return round(100 * float(v), 1) if isinstance(v, int | float) else None
+
+
+def runs_table(store: Store, *, text: str = "", status: str = "", suite: str = "") -> pd.DataFrame:
+    """One row per run, newest first. `text` matches run id, model or adapter (case-insensitive);
+    `status` and `suite` match exactly when given. Metrics are percentages of the greedy answers."""
+    from workbench.reviews import latest
+
+    rows = []
+    needle = text.strip().lower()
+    for r in reversed(store.list_runs()):
+        if needle and needle not in " ".join([r.id, r.model, r.adapter or ""]).lower():
+            continue
+        if (status and r.status != status) or (suite and r.suite != suite):
+            continue
+        m = (r.metrics or {}).get("overall")
+        release = latest(store, r.id, "release").get("")
+        rows.append([r.id, r.created_at, r.status, r.model, r.adapter or "", r.suite, r.n_probes,
+                     _pct(m, "correct"), _pct(m, "incorrect"), _pct(m, "not_attempted"), _pct(m, "f_score"),
+                     f"{release.new_value} by {release.reviewer}" if release else ""])
+    return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+
+
+def run_filters(store: Store) -> dict[str, list[str]]:
+    """Values the Runs tab's filter dropdowns offer."""
+    runs = store.list_runs()
+    return {"status": sorted({r.status for r in runs}), "suite": sorted({r.suite for r in runs})}
+
+
+def tag_metrics(store: Store, run_ids: Sequence[str], metric: str = "incorrect") -> pd.DataFrame:
+    """Long table (run, tag, value %) of one metric per tag for each run; "overall" first."""
+    if metric not in METRICS:
+        raise ValueError(f"`metric` must be one of {', '.join(METRICS)}, got {metric!r}")
+    rows = []
+    for rid in run_ids:
+        run = store.get_run(rid)
+        m = run.metrics or {}
+        groups = [("overall", m.get("overall")), *sorted((m.get("by_tag") or {}).items())]
+        rows += [[run.id, tag, _pct(g, metric)] for tag, g in groups if g and _pct(g, metric) is not None]
+    return pd.DataFrame(rows, columns=["run", "tag", "value"])
+
+
+def bar_chart_html(rows: Sequence[tuple[str, str, float]], *, unit: str = "%", title: str = "",
+                   scale: float | None = None) -> str:
+    """A dependency-free horizontal bar chart: rows of (group, series, value), bars grouped by group,
+    coloured by series. `scale` is the value of a full-width bar (default: the largest value)."""
+    if not rows:
+        return "<p><i>nothing to plot</i></p>"
+    palette = ("#0969da", "#bf3989", "#1a7f37", "#9a6700", "#8250df", "#cf222e")
+    series = list(dict.fromkeys(s for _, s, _ in rows))
+    color = {s: palette[i % len(palette)] for i, s in enumerate(series)}
+    top = scale or max((abs(v) for _, _, v in rows), default=1.0) or 1.0
+    out = [f"<div class='wb-chart'><b>{escape(title)}</b>" if title else "<div class='wb-chart'>"]
+    out.append("<div>" + " ".join(
+        f"<span style='color:{color[s]}'>■</span> {escape(s)}" for s in series) + "</div>")
+    groups: dict[str, list[tuple[str, float]]] = {}
+    for g, s, v in rows:
+        groups.setdefault(g, []).append((s, v))
+    for g, items in groups.items():
+        out.append(f"<div style='margin-top:4px'><span style='display:inline-block;width:9em'>{escape(g)}</span>")
+        for s, v in items:
+            width = max(0.0, min(100.0, 100 * abs(v) / top))
+            out.append(f"<div style='margin-left:9em'><span style='display:inline-block;height:0.9em;"
+                       f"width:{width:.1f}%;max-width:75%;background:{color[s]}'></span> {v:,.1f}{escape(unit)}</div>")
+        out.append("</div>")
+    return "\n".join(out) + "</div>"
+
+
+def tag_metrics_chart(store: Store, run_ids: Sequence[str], metric: str = "incorrect") -> str:
+    df = tag_metrics(store, run_ids, metric)
+    rows = [(str(t), str(r), float(v)) for r, t, v in df.itertuples(index=False)]
+    return bar_chart_html(rows, title=f"{metric} per tag (%)", scale=100.0)
+
+
+# -- Compare tab -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompareView:
+    """The Compare tab's content for one baseline/candidate pair and filter."""
+
+    summary_html: str
+    metrics: pd.DataFrame  # metric, baseline %, candidate %, delta pts, ci low, ci high (selected group)
+    transitions: pd.DataFrame  # 3x3 counts, rows baseline verdict, columns candidate verdict
+    probes: pd.DataFrame  # PROBE_COLUMNS, filtered
+    probe_ids: list[str]  # the probes listed, in order
+    cli: str
+    verdict: str
+
+
+def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", transition: str = "changed",
+                 category: str = "") -> CompareView:
+    """Paired comparison of two stored runs, as `workbench regress` computes it (reviewer verdict
+    overrides applied), without recording a gate. Filters apply to the probe list, and `tag` also
+    selects the group whose metrics and transitions are shown."""
+    from workbench.regression.compare import compare
+    from workbench.regression.gate import _label, check_comparable, outcomes
+    from workbench.reviews import effective_attributions, release_status
+
+    if transition not in TRANSITION_FILTERS:
+        raise ValueError(f"`transition` must be one of {', '.join(TRANSITION_FILTERS)}, got {transition!r}")
+    base, cand = store.get_run(baseline), store.get_run(candidate)
+    check_comparable(base, cand)
+    b_out, c_out = outcomes(store, base, _label(base)), outcomes(store, cand, _label(cand))
+    cats = {p: a.category for p, a in effective_attributions(store, base.id).items()}
+    cats_c = {p: a.category for p, a in effective_attributions(store, cand.id).items()}
+    result = compare(b_out, c_out)
+    group = result.by_tag.get(tag, result.overall) if tag else result.overall
+    metrics = pd.DataFrame([[m, round(100 * d.baseline, 1), round(100 * d.candidate, 1), round(100 * d.delta, 1),
+                             round(100 * d.ci_low, 1), round(100 * d.ci_high, 1)]
+                            for m, d in group.metrics.items()],
+                           columns=["metric", "baseline %", "candidate %", "delta pts", "ci low", "ci high"])
+    transitions = pd.DataFrame([[str(VERDICT_ORDER[i]), *row] for i, row in enumerate(group.transitions.counts)],
+                               columns=["baseline \\ candidate", *(str(v) for v in VERDICT_ORDER)])
+    rows = []
+    for pid in sorted(b_out.outcomes):
+        b, c = b_out.outcomes[pid], c_out.outcomes[pid]
+        flip = flip_of(b.verdict, c.verdict)
+        cat = cats.get(pid) or cats_c.get(pid) or ""
+        if tag and tag not in b.tags:
+            continue
+        if category and cat != category:
+            continue
+        if not _transition_matches(transition, flip, b.verdict, c.verdict):
+            continue
+        rows.append([pid, str(flip), f"{b.verdict} -> {c.verdict}", ", ".join(b.tags), cat, str(b.verdict),
+                     str(c.verdict), b.answer, c.answer])
+    probes = pd.DataFrame(rows, columns=list(PROBE_COLUMNS))
+    release = release_status(store, cand.id)
+    summary = _compare_summary(result, group.name, group.n, len(rows), release)
+    return CompareView(summary, metrics, transitions, probes, [r[0] for r in rows],
+                       cli_regress(store.workspace, base.id, cand.id), result.verdict)
+
+
+def _transition_matches(kind: str, flip: Flip, b: Verdict, c: Verdict) -> bool:
+    if kind == "all":
+        return True
+    if kind == "changed":
+        return flip in (Flip.BROKEN, Flip.FIXED)
+    if "->" in kind:
+        return kind == f"{b} -> {c}"
+    return str(flip) == kind
+
+
+def compare_filters(store: Store, baseline: str, candidate: str) -> dict[str, list[str]]:
+    """Tags and attribution categories present in the pair (for the filter dropdowns)."""
+    from workbench.results import load_results
+    from workbench.reviews import effective_attributions
+
+    tags = sorted({t for r in load_results(store, baseline).probes for t in r.probe.tags})
+    cats = {a.category for run in (baseline, candidate) for a in effective_attributions(store, run).values()}
+    return {"tag": tags, "category": sorted(cats), "transition": list(TRANSITION_FILTERS)}
+
+
+def _compare_summary(result: Any, group: str, n: int, listed: int, release: Any) -> str:
+    colour = {"pass": "#1a7f37", "warn": "#9a6700", "fail": "#cf222e"}[result.verdict]
+    out = [f"<div id='wb-verdict'><span style='background:{colour};color:white;padding:2px 8px;border-radius:4px'>"
+           f"gate: {escape(result.verdict.upper())}</span> "
+           f"candidate <b>{escape(result.candidate_label)}</b> vs baseline <b>{escape(result.baseline_label)}</b>"
+           f" · {result.overall.n} probes · broken {len(result.broken)} · fixed {len(result.fixed)}"
+           f" · McNemar p = {result.overall.mcnemar.p_value:.3g}</div>"]
+    if release is not None:
+        out.append(f"<p id='wb-release'>release: <b>{escape(release.new_value)}</b> by {escape(release.reviewer)} "
+                   f"at {escape(release.at)}: {escape(release.reason)}</p>")
+    else:
+        out.append("<p id='wb-release'>release: no sign-off yet</p>")
+    out.append("<ul>" + "".join(
+        f"<li>{escape(g.status)}: <b>{escape(g.name)}</b>: {escape(g.message)}</li>" for g in result.gates) + "</ul>")
+    out.append(f"<p>showing group <b>{escape(group)}</b> ({n} probes); {listed} probes listed below</p>")
+    return "\n".join(out)
+
+
+# -- Probe detail ------------------------------------------------------------------------------------
+
+
+def entropy(texts: Sequence[str]) -> float | None:
+    """Count-based entropy (nats) of normalized answers; None without answers."""
+    if not texts:
+        return None
+    counts = Counter(normalize(t) for t in texts)
+    n = len(texts)
+    return -sum(k / n * math.log(k / n) for k in counts.values()) + 0.0
+
+
+def probe_detail(store: Store, probe_id: str, run_ids: Sequence[str]) -> str:
+    """HTML: the probe (question, paraphrases, accepted and known-wrong answers), then per run its greedy
+    answer per variant and samples with grades, agreement and entropy, reviewer overrides, and the
+    attribution with its evidence (corpus rows that support or contradict)."""
+    from workbench.results import load_results
+    from workbench.reviews import effective_attributions, list_reviews
+
+    probe_id = probe_id.strip()
+    if not probe_id:
+        return "<p><i>pick a probe</i></p>"
+    parts: list[str] = []
+    shown_probe = False
+    for rid in dict.fromkeys(r for r in run_ids if r):
+        res = load_results(store, rid)
+        pr = res.by_id().get(probe_id)
+        if pr is None:
+            parts.append(f"<p>run {escape(res.run.id)} has no answer for probe {escape(probe_id)}</p>")
+            continue
+        if not shown_probe:
+            parts.insert(0, _probe_header(pr.probe))
+            shown_probe = True
+        parts.append(_run_answers(res.run, pr, list_reviews(store, res.run.id, probe_id=probe_id)))
+        att = effective_attributions(store, res.run.id).get(probe_id)
+        parts.append(_attribution_html(att))
+    if not shown_probe:
+        return f"<p>no run answered probe <b>{escape(probe_id)}</b></p>"
+    return "<div id='wb-probe-detail'>" + "\n".join(parts) + "</div>"
+
+
+def _probe_header(probe: Any) -> str:
+    def items(xs: Iterable[str]) -> str:
+        return "".join(f"<li>{escape(x)}</li>" for x in xs) or "<li><i>none</i></li>"
+
+    return (f"<h3>{escape(probe.id)}: {escape(probe.question)}</h3>"
+            f"<p>tags: {escape(', '.join(probe.tags)) or '-'} · subject: {escape(probe.subject or '-')} · "
+            f"relation: {escape(probe.relation or '-')}</p>"
+            f"<b>paraphrases</b><ul>{items(probe.paraphrases)}</ul>"
+            f"<b>accepted answers</b><ul>{items(probe.answers)}</ul>"
+            + (f"<b>known wrong answers</b><ul>{items(probe.incorrect_answers)}</ul>" if probe.incorrect_answers
+               else ""))
+
+
+def _verdict(v: str) -> str:
+    return f"<span style='color:{_VERDICT_CSS.get(v, '#333')};font-weight:600'>{escape(v)}</span>"
+
+
+def _run_answers(run: RunRecord, pr: Any, reviews: Sequence[Any]) -> str:
+    model = Path(run.model).name + (f" + {Path(run.adapter).name}" if run.adapter else "")
+    out = [f"<h4>{escape(model)} <small>({escape(run.id)})</small></h4>"]
+    verdict_reviews = [r for r in reviews if r.target == "verdict"]
+    if verdict_reviews:
+        r = verdict_reviews[-1]
+        out.append(f"<p class='wb-override'>grade overridden: {_verdict(r.old_value or '')} → {_verdict(r.new_value)}"
+                   f" by {escape(r.reviewer)} at {escape(r.at)}: {escape(r.reason)}</p>")
+    samples0 = [a.text for a in pr.samples if a.variant == 0]
+    agreement = f"{pr.agreement:.2f}" if pr.agreement is not None else "-"
+    ent = entropy(samples0)
+    out.append(f"<p>agreement {agreement} · entropy {'-' if ent is None else f'{ent:.2f}'} nats · "
+               f"sample accuracy {pr.sample_accuracy:.2f} · mean log-prob "
+               f"{'-' if pr.mean_logprob is None else f'{pr.mean_logprob:.2f}'}</p>")
+    out.append("<table><tr><th>variant</th><th>greedy answer</th><th>grade</th><th>samples (grade)</th></tr>")
+    for g in pr.greedy:
+        samples = [a for a in pr.samples if a.variant == g.variant]
+        sample_txt = "; ".join(f"{escape(a.text)} ({_verdict(str(a.verdict))})" for a in samples) or "-"
+        name = "question" if g.variant == 0 else f"paraphrase {g.variant}"
+        out.append(f"<tr><td>{name}</td><td>{escape(g.text)}</td><td>{_verdict(str(g.verdict))}</td>"
+                   f"<td>{sample_txt}</td></tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _attribution_html(att: Any) -> str:
+    if att is None:
+        return "<p><i>no attribution stored for this run (run <code>workbench attribute RUN</code>)</i></p>"
+    out = [f"<p class='wb-attribution'>attribution: <b>{escape(att.category)}</b> · confidence "
+           f"{att.confidence:.2f} · knowledge {escape(att.knowledge or '-')} · fix {escape(att.fix or '-')}</p>"]
+    out.append(_evidence_html(att.evidence))
+    return "\n".join(out)
+
+
+def _evidence_html(evidence: Mapping[str, Any], depth: int = 0) -> str:
+    """Corpus rows (lists of dicts, e.g. `data.support_rows` / `data.conflict_rows` of {doc_id, snippet})
+    as tables labelled supports / contradicts by their key; nested dicts as indented blocks; the rest
+    as key: value."""
+    rows = []
+    for key, value in evidence.items():
+        is_rows = isinstance(value, list) and all(isinstance(v, dict) for v in value) and (
+            bool(value) or key.endswith("_rows"))
+        if is_rows:
+            kind = ("contradicts" if any(w in key.lower() for w in ("conflict", "contradict"))
+                    else "supports" if "support" in key.lower() else "")
+            label = f"{escape(key)} {f'({kind})' if kind else ''}: {len(value)} rows"
+            if not value:
+                rows.append(f"<div>{label}</div>")
+                continue
+            head = "".join(f"<th>{escape(str(k))}</th>" for k in value[0])
+            body = "".join(
+                "<tr>" + "".join(f"<td>{escape(_short(v))}</td>" for v in row.values()) + "</tr>" for row in value)
+            rows.append(f"<details open><summary>{label}</summary><table><tr>{head}</tr>{body}</table></details>")
+        elif isinstance(value, dict) and value and depth < 3:
+            rows.append(f"<div><b>{escape(key)}</b>:<div style='margin-left:1.5em'>"
+                        f"{_evidence_html(value, depth + 1)}</div></div>")
+        else:
+            rows.append(f"<div><b>{escape(key)}</b>: {escape(_short(value))}</div>")
+    return "<div class='wb-evidence'>" + "\n".join(rows) + "</div>" if rows else ""
+
+
+def _short(value: Any, limit: int = 400) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- Review tab --------------------------------------------------------------------------------------
+
+
+def reviews_table(store: Store, run_id: str | None = None) -> pd.DataFrame:
+    """The review log, newest first."""
+    from workbench.reviews import list_reviews
+
+    cols = ["id", "at", "reviewer", "target", "run", "probe", "old", "new", "reason"]
+    rows = [[r.id, r.at, r.reviewer, r.target, r.run_id, r.probe_id or "", r.old_value or "", r.new_value, r.reason]
+            for r in reversed(list_reviews(store, run_id or None))]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def gate_history_table(store: Store) -> pd.DataFrame:
+    """Recorded gates (newest first) with the candidate's latest sign-off."""
+    from workbench.regression.gate import history
+
+    cols = ["gate", "at", "baseline", "candidate", "adapter", "verdict", "sign-off"]
+    rows = []
+    for h in reversed(history(store)):
+        s = h["signoff"]
+        rows.append([h["gate_id"], h["created_at"], h["baseline_run"], h["candidate_run"], h["adapter"] or "",
+                     h["verdict"], "" if s is None else f"{s['decision']} by {s['reviewer']}: {s['reason']}"])
+    return pd.DataFrame(rows, columns=cols)
