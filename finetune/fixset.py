@@ -1,10 +1,12 @@
 """Fix sets: training data built from one evaluation run's attributions.
 
 `build_fixset` reads the run's probes, answers and attributions and writes a `datasets.DatasetDict`
-(`save_to_disk`) with two splits, plus a `fixset.json` manifest:
+(`save_to_disk`) with three splits, plus a `fixset.json` manifest:
 
 - `sft`: prompt, completion, probe_id, category, source, split
 - `dpo`: prompt, chosen, rejected, probe_id, category, source, split
+- `prompts` (strategy "rl" only; empty otherwise): prompt, answers, incorrect_answers, probe_id,
+  category, source (targeted | replay), split. GRPO samples completions for these and grades them.
 
 `split` is "train" or "heldout": a seeded share of the targeted probes (by probe, every phrasing
 together) is kept out of training to measure generalization and drive early stopping.
@@ -25,6 +27,11 @@ pairs whose rejected side is another probe's answer of the same relation), `repl
 targeted training rows, against forgetting. Prompts are rendered with the suite template exactly as
 the evaluation renders them; completions start with a space and end with the suite's first stop
 string, so the trained model stops where the evaluation cuts.
+
+Strategy "rl" writes only `prompts`: every phrasing of every targeted probe (the reward, not the
+row, says what is right: the answer when the model can find it, abstention when it cannot), plus a
+replay slice of phrasings the model answers correctly (`replay_ratio` x the targeted training rows,
+default 1), so that abstaining everywhere does not pay.
 """
 
 from __future__ import annotations
@@ -46,9 +53,13 @@ from workbench.results import ProbeResult, load_results
 from workbench.store import Store
 from workbench.types import Verdict
 
-STRATEGIES = ("auto", "inject", "abstain", "dpo")
+STRATEGIES = ("auto", "inject", "abstain", "dpo", "rl")
 SFT_COLUMNS = ("prompt", "completion", "probe_id", "category", "source", "split")
 DPO_COLUMNS = ("prompt", "chosen", "rejected", "probe_id", "category", "source", "split")
+PROMPT_COLUMNS = ("prompt", "answers", "incorrect_answers", "probe_id", "category", "source", "split")
+#: Replay rows per targeted training row when `replay_ratio` is not given (rl: replay prompts mostly
+#: give all-correct groups, which carry no GRPO signal except against abstaining; 1x is enough).
+DEFAULT_REPLAY = {"rl": 1.0}
 MANIFEST = "fixset.json"
 #: Categories DPO fixes under "auto": the model knows the answer (or the data conflicts).
 DPO_CATEGORIES = ("behavior:unstable", "behavior:prompt-sensitive", "data:conflict", "behavior:over-abstain")
@@ -62,8 +73,8 @@ class FixSetManifest:
         path: The fix set directory (`datasets.load_from_disk` reads it).
         run_id: The evaluation run the attributions belong to (lineage).
         model: The model that run evaluated (the base model of a training job by default).
-        strategy: auto | inject | abstain | dpo.
-        counts: Rows per split name ("sft"/"dpo") -> per category -> n; replay rows under "replay".
+        strategy: auto | inject | abstain | dpo | rl.
+        counts: Rows per split name ("sft"/"dpo"/"prompts") -> per category -> n; replay rows under "replay".
         sources: Rows per split name -> per source (inject, abstain, facts, own-sample, answer, replay, anchor).
         train_rows: Training rows per split name (split == "train").
         sha256: Hash of every row of both splits, in order (a job records it for lineage).
@@ -74,6 +85,9 @@ class FixSetManifest:
         skipped: Probe id -> why it got no rows (e.g. data:missing under "inject" without --facts).
         template: The prompt template the rows were rendered with.
         stop: The suite's stop strings (the first ends every completion).
+        abstention_phrases: Every abstention phrase of the suite (GRPO's grader counts them as not attempted).
+        grader: The suite's grader name (GRPO's reward grades with it).
+        grader_options: The suite's grader options.
     """
 
     path: str
@@ -90,10 +104,15 @@ class FixSetManifest:
     skipped: dict[str, str] = field(default_factory=dict)
     template: str = ""
     stop: list[str] = field(default_factory=list)
+    abstention_phrases: list[str] = field(default_factory=list)
+    grader: str = "match"
+    grader_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def has_abstention(self) -> bool:
-        return self.sources.get("sft", {}).get("abstain", 0) > 0 or self.sources.get("dpo", {}).get("abstain", 0) > 0
+        """Abstention rows exist, or the rl strategy's reward pays for abstaining (its tokens must be learnable)."""
+        return (self.sources.get("sft", {}).get("abstain", 0) > 0 or self.sources.get("dpo", {}).get("abstain", 0) > 0
+                or self.sources.get("prompts", {}).get("targeted", 0) > 0)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,6 +135,7 @@ def load_manifest(path: str | Path) -> FixSetManifest:
 class _Rows:
     sft: list[dict[str, str]] = field(default_factory=list)
     dpo: list[dict[str, str]] = field(default_factory=list)
+    prompts: list[dict[str, Any]] = field(default_factory=list)
 
 
 def build_fixset(
@@ -125,14 +145,17 @@ def build_fixset(
     *,
     strategy: str = "auto",
     facts: Path | None = None,
-    replay_ratio: float = 4.0,
+    replay_ratio: float | None = None,
     heldout_fraction: float = 0.2,
     seed: int = 0,
     suite: Suite | None = None,
 ) -> FixSetManifest:
-    """Build the fix set of `run_id` from its stored attributions; writes `out_dir` and returns its manifest."""
+    """Build the fix set of `run_id` from its stored attributions; writes `out_dir` and returns its manifest.
+    `replay_ratio` None: 4 (1 for strategy rl)."""
     if strategy not in STRATEGIES:
         raise unknown_name("strategy", strategy, STRATEGIES)
+    if replay_ratio is None:
+        replay_ratio = DEFAULT_REPLAY.get(strategy, 4.0)
     if replay_ratio < 0:
         raise WorkbenchError(f"`replay_ratio` must be >= 0 (times the targeted rows), got {replay_ratio}")
     if not 0 <= heldout_fraction < 1:
@@ -171,6 +194,11 @@ def build_fixset(
         kind = _plan(att.category, strategy, fact is not None)
         base = {"probe_id": pid, "category": att.category, "split": split}
         variants = result.probe.variants(True)
+        if kind == "rl":
+            rows.prompts += [{**base, "prompt": render(q), "answers": list(result.probe.answers),
+                              "incorrect_answers": list(result.probe.incorrect_answers), "source": "targeted"}
+                             for q in variants]
+            continue
         if kind == "skip":
             skipped[pid] = (f"{att.category} under strategy `{strategy}`: no rows "
                             + ("(give its answer with --facts to inject it)" if att.category == "data:missing" else ""))
@@ -215,14 +243,22 @@ def build_fixset(
                             "rejected": completion(other), "probe_id": r.probe.id, "category": "replay",
                             "source": "anchor", "split": "train"})
     rows.dpo += _cycle(anchors, n_dpo, rng)
-    if not any(r["category"] != "replay" for r in rows.sft + rows.dpo):
+    n_prompts = round(replay_ratio * sum(r["split"] == "train" for r in rows.prompts))
+    by_known = {r.probe.id: r.probe for r in known}
+    replay_prompts = [{"prompt": render(a.prompt_question), "answers": list(by_known[a.probe_id].answers),
+                       "incorrect_answers": list(by_known[a.probe_id].incorrect_answers), "probe_id": a.probe_id,
+                       "category": "replay", "source": "replay", "split": "train"} for a in _known_answers(known)]
+    rows.prompts += _cycle(replay_prompts, n_prompts, rng)
+    if not any(r["category"] != "replay" for r in rows.sft + rows.dpo + rows.prompts):
         raise WorkbenchError(f"run `{run.id}`: no attributed failure gave training rows under strategy "
                              f"`{strategy}` ({len(skipped)} skipped); try --strategy auto or give --facts")
     return _write(Path(out_dir), rows, run.id, run.model, strategy, phrase, sorted(heldout), skipped, suite)
 
 
 def _plan(category: str, strategy: str, has_fact: bool) -> str:
-    """What rows one targeted probe gets: abstain | inject | dpo | dpo-abstain | skip."""
+    """What rows one targeted probe gets: abstain | inject | dpo | dpo-abstain | rl | skip."""
+    if strategy == "rl":
+        return "rl"  # the grader's reward decides between the answer and abstaining
     if strategy == "auto":
         if category == "data:missing":
             return "inject" if has_fact else "abstain"
@@ -314,11 +350,11 @@ def _known_answers(known: Sequence[ProbeResult]) -> list[_KnownAnswer]:
     return out
 
 
-def _cycle(rows: list[dict[str, str]], n: int, rng: random.Random) -> list[dict[str, str]]:
+def _cycle(rows: list[dict[str, Any]], n: int, rng: random.Random) -> list[dict[str, Any]]:
     """n rows drawn without replacement, cycling through fresh shuffles when n exceeds the pool."""
     if not rows or n <= 0:
         return []
-    out: list[dict[str, str]] = []
+    out: list[dict[str, Any]] = []
     while len(out) < n:
         batch = list(rows)
         rng.shuffle(batch)
@@ -363,34 +399,38 @@ def _new_tokens(model: str, phrase: str) -> list[str]:
 
 def _write(out: Path, rows: _Rows, run_id: str, model: str, strategy: str, phrase: str, heldout: list[str],
            skipped: dict[str, str], suite: Suite) -> FixSetManifest:
-    from datasets import Dataset, DatasetDict, Features, Value
+    from datasets import Dataset, DatasetDict, Features, List, Value
 
-    def table(items: list[dict[str, str]], columns: Sequence[str]) -> Dataset:
-        feats = Features({c: Value("string") for c in columns})
+    def table(items: list[dict[str, Any]], columns: Sequence[str]) -> Dataset:
+        feats = Features({c: List(Value("string")) if c in ("answers", "incorrect_answers") else Value("string")
+                          for c in columns})
         return Dataset.from_dict({c: [r[c] for r in items] for c in columns}, features=feats)
 
     digest = hashlib.sha256()
-    for name, items, columns in (("sft", rows.sft, SFT_COLUMNS), ("dpo", rows.dpo, DPO_COLUMNS)):
+    for name, items, columns in (("sft", rows.sft, SFT_COLUMNS), ("dpo", rows.dpo, DPO_COLUMNS),
+                                 ("prompts", rows.prompts, PROMPT_COLUMNS)):
         for r in items:
             digest.update(json.dumps([name, *(r[c] for c in columns)], ensure_ascii=False).encode())
             digest.update(b"\n")
 
-    def count(items: list[dict[str, str]], key: str) -> dict[str, int]:
+    def count(items: list[dict[str, Any]], key: str) -> dict[str, int]:
         return dict(sorted(Counter(r[key] for r in items).items()))
 
     out.mkdir(parents=True, exist_ok=True)
-    splits = DatasetDict({"sft": table(rows.sft, SFT_COLUMNS), "dpo": table(rows.dpo, DPO_COLUMNS)})
+    splits = DatasetDict({"sft": table(rows.sft, SFT_COLUMNS), "dpo": table(rows.dpo, DPO_COLUMNS),
+                          "prompts": table(rows.prompts, PROMPT_COLUMNS)})
     # One shard each: datasets 5.2 writes no shard for an empty split and then cannot load it back.
-    splits.save_to_disk(str(out), num_shards={"sft": 1, "dpo": 1})
+    splits.save_to_disk(str(out), num_shards={"sft": 1, "dpo": 1, "prompts": 1})
+    named = {"sft": rows.sft, "dpo": rows.dpo, "prompts": rows.prompts}
     manifest = FixSetManifest(
         path=str(out), run_id=run_id, model=model, strategy=strategy,
-        counts={"sft": count(rows.sft, "category"), "dpo": count(rows.dpo, "category")},
-        sources={"sft": count(rows.sft, "source"), "dpo": count(rows.dpo, "source")},
-        train_rows={"sft": sum(r["split"] == "train" for r in rows.sft),
-                    "dpo": sum(r["split"] == "train" for r in rows.dpo)},
+        counts={k: count(v, "category") for k, v in named.items()},
+        sources={k: count(v, "source") for k, v in named.items()},
+        train_rows={k: sum(r["split"] == "train" for r in v) for k, v in named.items()},
         sha256=digest.hexdigest(), abstention_phrase=phrase,
         new_tokens=_new_tokens(model, phrase), heldout_probe_ids=heldout, skipped=skipped,
-        template=suite.template, stop=list(suite.stop))
+        template=suite.template, stop=list(suite.stop), abstention_phrases=list(suite.abstention_phrases),
+        grader=suite.grader, grader_options=dict(suite.grader_options))
     data = manifest.to_dict()
     data.pop("path")
     (out / MANIFEST).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

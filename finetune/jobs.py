@@ -1,4 +1,5 @@
-"""Run one training job: LoRA SFT (trl SFTTrainer) or DPO (trl DPOTrainer) on a fix set.
+"""Run one training job: LoRA SFT (trl SFTTrainer), DPO (trl DPOTrainer) or GRPO (trl GRPOTrainer,
+finetune/grpo.py) on a fix set.
 
 Read top to bottom, `run_job` does:
 
@@ -54,10 +55,11 @@ class JobResult:
         steps: Optimizer steps taken in total (across resumes).
         final_loss: The last logged training loss.
         heldout_before: Held-out accuracy of the base model on the fix set's heldout rows (None: no rows,
-            or a resumed job).
-        heldout_after: Held-out accuracy with the trained adapter.
+            or a resumed job); grpo: the mean reward of greedy answers on the held-out prompts.
+        heldout_after: The same with the trained adapter.
         resumed_from: The checkpoint a resumed job started from.
-        stop_reason: nan | early_stop | collapse when a watchdog stopped the job.
+        stop_reason: nan | early_stop | collapse (grpo also reward_hacking | kl_blowup | collapsed_length)
+            when a watchdog stopped the job.
         message: The watchdog's message, or a one-line summary.
         seconds: Wall time of this call.
     """
@@ -102,7 +104,8 @@ def run_job(spec: JobSpec, store: Store | None = None, *, resume: bool = False,
     if start_from is not None:
         log.event("resume", f"resuming from {start_from.name}", {"checkpoint": str(start_from)})
     else:
-        log.event("start", f"{spec.method} on {manifest.train_rows.get(spec.method, 0)} training rows, "
+        split = "prompts" if spec.method == "grpo" else spec.method
+        log.event("start", f"{spec.method} on {manifest.train_rows.get(split, 0)} training rows, "
                   f"{spec.trainer.max_steps} steps", {"output_dir": str(out)})
 
     try:
@@ -126,6 +129,10 @@ def _train(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Path, s
 
     from finetune.watchdog import EarlyStopping, HeldoutRow, LossWatchdog, MetricsRecorder, heldout_accuracy
 
+    if spec.method == "grpo":
+        from finetune.grpo import train_grpo
+
+        return train_grpo(spec, manifest, out, ckpt_dir, start_from, log, callbacks)
     assert spec.base_model is not None  # resolve_spec fills it
     # 3. Model, tokenizer, data.
     tokenizer = AutoTokenizer.from_pretrained(spec.base_model)

@@ -2,7 +2,7 @@
 
     base_model: world/model
     fixset: fix/
-    method: sft                 # sft | dpo
+    method: sft                 # sft | dpo | grpo
     output_dir: jobs/sft-1
     lora: {r: 8, alpha: 16}
     trainer: {max_steps: 60, per_device_batch_size: 16}
@@ -28,17 +28,23 @@ import yaml
 
 from workbench.errors import WorkbenchError, did_you_mean
 
-METHODS = ("sft", "dpo")
+METHODS = ("sft", "dpo", "grpo")
+GRPO_LOSSES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
 DEVICES = ("auto", "cpu", "cuda")
 LAUNCHERS = ("inprocess", "subprocess", "accelerate")
 EARLY_STOP_METRICS = ("auto", "heldout_accuracy", "chosen_logp")
 DPO_LOSSES = ("sigmoid", "hinge", "ipo", "robust", "bco_pair", "sppo_hard", "nca_pair", "aot", "aot_unpaired",
               "apo_zero", "apo_down", "discopop", "sft", "exo_pair", "sigmoid_norm")
 #: LoRA target modules per architecture (config.model_type) when `lora.target_modules` is not given.
+#: Every linear layer of the block, not just q/v: injecting facts needs the MLPs (QLoRA, Dettmers et al.
+#: 2023; measured on the world: q/v learned 3 of 8 injected facts, all-linear 6 of 8 at the same steps).
+_LLAMA_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 DEFAULT_TARGETS: dict[str, list[str]] = {
-    "llama": ["q_proj", "v_proj"], "mistral": ["q_proj", "v_proj"], "qwen2": ["q_proj", "v_proj"],
-    "qwen3": ["q_proj", "v_proj"], "gemma": ["q_proj", "v_proj"], "gemma2": ["q_proj", "v_proj"],
-    "phi3": ["qkv_proj"], "gpt2": ["c_attn"], "gpt_neox": ["query_key_value"], "opt": ["q_proj", "v_proj"],
+    "llama": _LLAMA_LINEAR, "mistral": _LLAMA_LINEAR, "qwen2": _LLAMA_LINEAR, "qwen3": _LLAMA_LINEAR,
+    "gemma": _LLAMA_LINEAR, "gemma2": _LLAMA_LINEAR,
+    "phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"], "gpt2": ["c_attn", "c_proj", "c_fc"],
+    "gpt_neox": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
+    "opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
 }
 #: Architectures whose attention weights are Conv1D (stored transposed): peft needs fan_in_fan_out.
 FAN_IN_FAN_OUT = ("gpt2",)
@@ -52,8 +58,8 @@ class LoraSpec:
         r: Rank of the update matrices.
         alpha: Scaling numerator (the update is scaled by alpha / r).
         dropout: Dropout on the LoRA input; 0 keeps resumed runs bit-identical.
-        target_modules: Module names to adapt; None picks per architecture (llama: q_proj, v_proj;
-            gpt2: c_attn).
+        target_modules: Module names to adapt; None picks per architecture (llama: every linear layer
+            of the block; gpt2: c_attn, c_proj, c_fc).
         fan_in_fan_out: True for Conv1D weights (GPT-2); None detects it from the architecture.
         trainable_token_indices: Embedding rows trained in full (peft `trainable_token_indices`);
             None: the fix set's abstention tokens when it has abstention rows, else none. [] turns it off.
@@ -69,12 +75,13 @@ class LoraSpec:
 
 @dataclass
 class TrainerSpec:
-    """Optimisation settings (passed to trl's SFTConfig / DPOConfig).
+    """Optimisation settings (passed to trl's SFTConfig / DPOConfig / GRPOConfig).
 
     Attributes:
-        learning_rate: None: 1e-3 for sft, 5e-4 for dpo (trl's default 1e-6 barely moves a LoRA).
+        learning_rate: None: 1e-3 for sft, 5e-4 for dpo, 3e-3 for grpo (trl's default 1e-6 barely moves
+            a LoRA).
         max_steps: Optimizer steps.
-        per_device_batch_size: Micro batch per device.
+        per_device_batch_size: Micro batch per device (grpo: completions, i.e. prompts x num_generations).
         gradient_accumulation: Micro batches per optimizer step.
         seed: Seeds LoRA init, data order and dropout.
         warmup_steps: Linear warm-up steps.
@@ -123,6 +130,55 @@ class EarlyStopSpec:
 
 
 @dataclass
+class GRPOSpec:
+    """GRPO (`method: grpo`, trl GRPOTrainer): sampled completions scored by the suite's grader.
+
+    Reward per completion (cut at the first stop string, then graded): correct +1, not attempted
+    (abstention) 0, incorrect -hallucination_penalty; plus format_weight when it stops cleanly.
+
+    Attributes:
+        num_generations: Completions sampled per prompt (the group GRPO normalizes rewards over);
+            trainer.per_device_batch_size x trainer.gradient_accumulation must be a multiple of it.
+        max_completion_length: New tokens per completion at most (the abstention phrase, the stop
+            string and EOS must fit).
+        temperature: Sampling temperature of the rollouts.
+        beta: KL penalty coefficient against the base model (the adapter disabled); 0 (default, as in
+            DAPO / Dr. GRPO) skips the reference pass. Learning the new abstention phrase is a large KL by
+            design, so a penalty fights the fix; the KL watchdog (max_kl) guards drift on replay prompts.
+        loss_type: trl's loss aggregation: grpo, dr_grpo, dapo (trl's default), bnpo, cispo, sapo.
+        hallucination_penalty: What a wrong answer costs (SimpleQA-style: more than silence, which is 0).
+        format_weight: Reward for stopping cleanly (the stop string, then EOS, within
+            max_completion_length); 0 turns the format reward off.
+        abstention_guidance: Completions per group replaced by the abstention phrase (off-policy
+            guidance). A model that never saw the phrase samples it with probability ~1e-20, and RL
+            cannot learn what it never samples; 0 turns it off (pure on-policy GRPO).
+        max_replay_abstention: Stop with `reward_hacking` when the sampled completions on the replay
+            prompts (facts the model knew) abstain more often than this (mean over watch_window logs).
+        max_kl: Stop with `kl_blowup` when the exact KL(policy || base) per answer token on replay prompts
+            (facts the model knew; `kl/replay`) exceeds this (mean over watch_window logs).
+        min_completion_length: Stop with `collapsed_length` when the mean completion length (tokens)
+            falls below this (mean over watch_window logs).
+        watch_window: Logged steps averaged by the three watchdogs above.
+        use_vllm: Generate the rollouts with vLLM colocated in the training process (trl's
+            vllm_mode="colocate"); None: only on CUDA with vllm importable, else the model's own generate.
+    """
+
+    num_generations: int = 8
+    max_completion_length: int = 12
+    temperature: float = 1.0
+    beta: float = 0.0
+    loss_type: str = "dapo"
+    hallucination_penalty: float = 1.0
+    format_weight: float = 0.1
+    abstention_guidance: int = 1
+    max_replay_abstention: float = 0.25
+    max_kl: float = 2.0
+    min_completion_length: float = 2.0
+    watch_window: int = 3
+    use_vllm: bool | None = None
+
+
+@dataclass
 class WatchdogSpec:
     """Loss watchdogs.
 
@@ -168,7 +224,8 @@ class JobSpec:
     Attributes:
         base_model: Model directory or hub id (default: the model of the fix set's run).
         fixset: The fix set directory (`workbench fix --out DIR`).
-        method: sft (SFTTrainer, completion-only loss) or dpo (DPOTrainer, reference = adapter disabled).
+        method: sft (SFTTrainer, completion-only loss), dpo (DPOTrainer, reference = adapter disabled) or
+            grpo (GRPOTrainer on the fix set's `prompts` split, rewards from the suite's grader).
         output_dir: Where job.yaml, checkpoints/ and adapter/ go.
         lora: The adapter.
         trainer: Optimisation settings.
@@ -176,6 +233,7 @@ class JobSpec:
         keep_checkpoints: Complete checkpoints kept (older ones are deleted).
         early_stop: Held-out early stopping and DPO collapse detection.
         watchdog: NaN and loss-spike detection.
+        grpo: GRPO settings (method grpo only).
         device: auto | cpu | cuda.
         bf16: bf16 mixed precision; None: on only on CUDA with bf16 support.
         gradient_checkpointing: None: off on CPU, on on CUDA.
@@ -193,6 +251,7 @@ class JobSpec:
     keep_checkpoints: int = 2
     early_stop: EarlyStopSpec = field(default_factory=EarlyStopSpec)
     watchdog: WatchdogSpec = field(default_factory=WatchdogSpec)
+    grpo: GRPOSpec = field(default_factory=GRPOSpec)
     device: str = "auto"
     bf16: bool | None = None
     gradient_checkpointing: bool | None = None
@@ -265,6 +324,7 @@ def validate(spec: JobSpec) -> None:
     _at_least("early_stop.patience", spec.early_stop.patience, 1)
     if spec.early_stop.collapse_nats <= 0:
         raise _fail("early_stop.collapse_nats", f"must be > 0, got {spec.early_stop.collapse_nats}")
+    _validate_grpo(spec)
     _at_least("watchdog.spike_factor", spec.watchdog.spike_factor, 0)
     _at_least("watchdog.spike_window", spec.watchdog.spike_window, 2)
     la = spec.launcher
@@ -280,6 +340,33 @@ def validate(spec: JobSpec) -> None:
     _choice("launcher.mixed_precision", la.mixed_precision, ("no", "bf16", "fp16"))
     if spec.device == "cpu" and spec.bf16:
         raise _fail("bf16", "is for CUDA; on `device: cpu` leave it out or set false")
+
+
+def _validate_grpo(spec: JobSpec) -> None:
+    g = spec.grpo
+    _at_least("grpo.num_generations", g.num_generations, 2)
+    _at_least("grpo.max_completion_length", g.max_completion_length, 1)
+    _choice("grpo.loss_type", g.loss_type, GRPO_LOSSES)
+    if g.temperature <= 0:
+        raise _fail("grpo.temperature", f"must be > 0 (GRPO needs varied samples), got {g.temperature}")
+    _at_least("grpo.beta", g.beta, 0)
+    _at_least("grpo.hallucination_penalty", g.hallucination_penalty, 0)
+    _at_least("grpo.format_weight", g.format_weight, 0)
+    if not 0 <= g.abstention_guidance <= g.num_generations:
+        raise _fail("grpo.abstention_guidance", f"must be in [0, grpo.num_generations={g.num_generations}], "
+                    f"got {g.abstention_guidance}")
+    if not 0 < g.max_replay_abstention <= 1:
+        raise _fail("grpo.max_replay_abstention", f"must be in (0, 1], got {g.max_replay_abstention}")
+    if g.max_kl <= 0:
+        raise _fail("grpo.max_kl", f"must be > 0, got {g.max_kl}")
+    _at_least("grpo.min_completion_length", g.min_completion_length, 0)
+    _at_least("grpo.watch_window", g.watch_window, 1)
+    if spec.method == "grpo":
+        batch = spec.trainer.per_device_batch_size * spec.trainer.gradient_accumulation
+        if batch % g.num_generations:
+            raise _fail("trainer.per_device_batch_size", f"x trainer.gradient_accumulation ({batch}) must be a "
+                        f"multiple of grpo.num_generations ({g.num_generations}): GRPO scores whole groups; "
+                        f"e.g. per_device_batch_size: {g.num_generations * max(1, batch // g.num_generations)}")
 
 
 # -- YAML ----------------------------------------------------------------------------------------------
@@ -417,7 +504,7 @@ def resolve_spec(spec: JobSpec) -> JobSpec:
         lora.trainable_token_indices = (_token_ids(base, manifest.new_tokens) if manifest.has_abstention else [])
     trainer = dataclasses.replace(spec.trainer, dpo_loss_type=list(spec.trainer.dpo_loss_type))
     if trainer.learning_rate is None:
-        trainer.learning_rate = 1e-3 if spec.method == "sft" else 5e-4
+        trainer.learning_rate = {"sft": 1e-3, "dpo": 5e-4, "grpo": 3e-3}[spec.method]
     device = spec.device
     if device == "auto":
         import torch
@@ -434,8 +521,13 @@ def resolve_spec(spec: JobSpec) -> JobSpec:
 
         bf16 = device == "cuda" and torch.cuda.is_bf16_supported()
     ckpt = spec.gradient_checkpointing if spec.gradient_checkpointing is not None else device == "cuda"
+    grpo = dataclasses.replace(spec.grpo)
+    if grpo.use_vllm is None:
+        import importlib.util
+
+        grpo.use_vllm = device == "cuda" and importlib.util.find_spec("vllm") is not None
     return dataclasses.replace(spec, base_model=base, lora=lora, trainer=trainer, device=device, bf16=bf16,
-                               gradient_checkpointing=ckpt)
+                               gradient_checkpointing=ckpt, grpo=grpo)
 
 
 def _model_type(model: str) -> str:

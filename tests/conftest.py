@@ -35,3 +35,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> object:
 @pytest.fixture()
 def workspace(tmp_path: Path) -> Path:
     return tmp_path / "ws"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shutdown_vllm_engines() -> object:
+    """vLLM engines log at interpreter exit into streams pytest has closed; shut them down first."""
+    import sys
+
+    yield
+    module = sys.modules.get("workbench.backends.vllm")
+    if module is not None:
+        module.shutdown_engines()

@@ -71,7 +71,7 @@ def setup(request: pytest.FixtureRequest, tmp_root: Path) -> FtWorld:
     from workbench.types import ModelSpec
 
     torch.set_num_threads(1)
-    cache = request.config.cache
+    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
     world_dir = cache.mkdir("finetune-world") if cache is not None else tmp_root / "world-cache"
     paths = build_world(Path(world_dir) / "world", TEST_CONFIG)
     store = Store.open(tmp_root / "ws")

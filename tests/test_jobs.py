@@ -14,7 +14,16 @@ from transformers import TrainerCallback
 
 from finetune import records
 from finetune.jobs import run_job
-from finetune.spec import EarlyStopSpec, JobSpec, LoraSpec, TrainerSpec, from_dict, load_spec, resolve_spec
+from finetune.spec import (
+    DEFAULT_TARGETS,
+    EarlyStopSpec,
+    JobSpec,
+    LoraSpec,
+    TrainerSpec,
+    from_dict,
+    load_spec,
+    resolve_spec,
+)
 from finetune.watchdog import EarlyStopping, LossWatchdog, PoisonForTests
 from workbench.errors import WorkbenchError
 
@@ -76,7 +85,7 @@ def test_spec_unknown_keys_and_bad_values(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_resolve_spec_autos(w: FtWorld, tmp_path: Path) -> None:
     sft = resolve_spec(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path)))
-    assert sft.base_model == str(w.paths.model) and sft.lora.target_modules == ["q_proj", "v_proj"]
+    assert sft.base_model == str(w.paths.model) and sft.lora.target_modules == DEFAULT_TARGETS["llama"]
     assert sft.lora.fan_in_fan_out is False and sft.device == "cpu" and sft.bf16 is False
     assert sft.gradient_checkpointing is False and sft.trainer.learning_rate == 1e-3
     from transformers import AutoTokenizer

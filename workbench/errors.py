@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 
 class WorkbenchError(Exception):
@@ -37,3 +38,19 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
 def unknown_name(kind: str, name: str, choices: Iterable[str]) -> WorkbenchError:
     choices = sorted(choices)
     return WorkbenchError(f"unknown {kind} `{name}`.{did_you_mean(name, choices)} Known: {', '.join(choices)}")
+
+
+class PartialGenerationError(WorkbenchError):
+    """Some requests of a `generate` call failed after their retries; the others completed.
+
+    `completed` maps request index -> its completions, `failures` maps request index -> why it failed,
+    so a caller can keep (cache) what finished before re-raising.
+    """
+
+    def __init__(self, completed: dict[int, list[Any]], failures: dict[int, str]) -> None:
+        self.completed, self.failures = completed, failures
+        self.pairs: list[Any] = []  # set by the runner: (slot, completion) pairs it kept
+        shown = "; ".join(f"request {i}: {why}" for i, why in sorted(failures.items())[:3])
+        more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
+        super().__init__(f"{len(failures)} of {len(failures) + len(completed)} requests failed after retries: "
+                         f"{shown}{more}")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.backends import Backend
+from workbench.errors import PartialGenerationError
 from workbench.grading import Grader, make_grader
 from workbench.grading.metrics import compute_metrics, metrics_by_tag
 from workbench.probes import LoadResult, Suite
@@ -96,7 +97,7 @@ def run_eval(
 
     backend = backend or backend_class(spec.backend)(spec)  # cheap: models load on first generate
     fingerprint = backend.fingerprint()
-    grader = make_grader(suite.grader, tuple(suite.abstention_phrases), suite.grader_options)
+    grader = make_grader(suite.grader, tuple(suite.abstention_phrases), suite.grader_options, store=store)
     probes = loaded.probes
     run_id = store.create_run(
         model=spec.model, adapter=spec.adapter, backend=spec.backend, fingerprint=fingerprint,
@@ -116,13 +117,13 @@ def run_eval(
     generated = 0
     try:
         for batch in _batches(missing, backend.batch_size):
-            results = _generate(backend, batch)
-            store.cache_put_many([
-                {"key": s.key, "fingerprint": fingerprint, "text": c.text, "finish_reason": c.finish_reason,
-                 "logprobs_json": json.dumps(c.token_logprobs) if c.token_logprobs is not None else None}
-                for s, c in results
-            ])
-            _store_answers(store, run_id, grader, results)
+            try:
+                results = _generate(backend, batch)
+            except PartialGenerationError as e:
+                _keep(store, run_id, grader, fingerprint, e.pairs)
+                generated += len(e.pairs)
+                raise
+            _keep(store, run_id, grader, fingerprint, results)
             generated += len(results)
             done += len(results)
             if progress:
@@ -177,11 +178,29 @@ def _generate(backend: Backend, batch: Sequence[_Slot]) -> list[tuple[_Slot, Com
             first = min(s.sample_index for s in group)
             seed = (req.sampling.seed or 0) * 1_000_003 + first
             requests.append(dataclasses.replace(req, sampling=dataclasses.replace(req.sampling, n=n, seed=seed)))
-    outputs = backend.generate(requests)
-    pairs: list[tuple[_Slot, Completion]] = []
-    for group, completions in zip(by_request.values(), outputs, strict=True):
-        pairs += zip(sorted(group, key=lambda s: s.sample_index), completions, strict=True)
-    return pairs
+    groups = list(by_request.values())
+    try:
+        outputs = backend.generate(requests)
+    except PartialGenerationError as e:
+        # Keep what finished: the caller caches and stores these pairs before re-raising.
+        e.pairs = [p for i, c in sorted(e.completed.items()) for p in _pair(groups[i], c)]
+        raise
+    return [p for group, completions in zip(groups, outputs, strict=True) for p in _pair(group, completions)]
+
+
+def _pair(group: Sequence[_Slot], completions: Sequence[Completion]) -> list[tuple[_Slot, Completion]]:
+    return list(zip(sorted(group, key=lambda s: s.sample_index), completions, strict=True))
+
+
+def _keep(store: Store, run_id: str, grader: Grader, fingerprint: str,
+          pairs: Sequence[tuple[_Slot, Completion]]) -> None:
+    """Commit finished generations to the cache and the run (one batch, before the next starts)."""
+    store.cache_put_many([
+        {"key": s.key, "fingerprint": fingerprint, "text": c.text, "finish_reason": c.finish_reason,
+         "logprobs_json": json.dumps(c.token_logprobs) if c.token_logprobs is not None else None}
+        for s, c in pairs
+    ])
+    _store_answers(store, run_id, grader, pairs)
 
 
 def _from_cache(row: dict[str, Any]) -> Completion:

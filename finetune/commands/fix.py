@@ -13,13 +13,15 @@ HELP = "build a fix set (SFT rows, DPO pairs, replay) from a run's attributions;
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", help="run id (or `latest`, or a unique prefix) with attributions")
     p.add_argument("--out", required=True, help="fix set directory to write")
-    p.add_argument("--strategy", default="auto", help="auto | inject | abstain | dpo (default auto)")
+    p.add_argument("--strategy", default="auto",
+                   help="auto | inject | abstain | dpo | rl (rl: GRPO prompts graded by the suite; default auto)")
     p.add_argument("--facts", type=Path, help='JSONL of {"question": ..., "answer": ...} to inject missing facts')
-    p.add_argument("--replay-ratio", type=float, default=4.0, help="replay rows per targeted row (default 4)")
+    p.add_argument("--replay-ratio", type=float, help="replay rows per targeted row (default 4; rl: 1)")
     p.add_argument("--heldout-fraction", type=float, default=0.2, help="targeted probes held out (default 0.2)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train", action="store_true", help="then write OUT/job/job.yaml and run it")
-    p.add_argument("--method", help="sft | dpo (default: the split with more targeted rows)")
+    p.add_argument("--method", help="sft | dpo | grpo (default: grpo for --strategy rl, else the split with "
+                   "more targeted rows)")
     p.add_argument("--steps", type=int, help="trainer.max_steps of the job (default 60)")
     p.add_argument("--json", action="store_true")
 
@@ -53,11 +55,12 @@ def run(args: argparse.Namespace) -> int:
         print_json(out)
         return code
     c = manifest.counts
-    print(f"fix set {manifest.path}: {sum(c['sft'].values())} SFT rows, {sum(c['dpo'].values())} DPO pairs "
+    prompts = f", {sum(c['prompts'].values())} RL prompts" if c.get("prompts") else ""
+    print(f"fix set {manifest.path}: {sum(c['sft'].values())} SFT rows, {sum(c['dpo'].values())} DPO pairs{prompts} "
           f"({manifest.train_rows['sft']} / {manifest.train_rows['dpo']} for training), "
           f"{len(manifest.heldout_probe_ids)} held-out probes, sha256 {manifest.sha256[:12]}")
-    for split in ("sft", "dpo"):
-        for cat, n in c[split].items():
+    for split in ("sft", "dpo", "prompts"):
+        for cat, n in c.get(split, {}).items():
             print(f"  {split} {cat:<28} {n}")
     for pid, why in list(manifest.skipped.items())[:10]:
         print(f"  skipped {pid}: {why}")
@@ -69,5 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _default_method(counts: dict[str, dict[str, int]]) -> str:
+    if counts.get("prompts"):
+        return "grpo"
     targeted = {s: sum(n for cat, n in counts[s].items() if cat != "replay") for s in ("sft", "dpo")}
     return "sft" if targeted["sft"] >= targeted["dpo"] else "dpo"

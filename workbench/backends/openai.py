@@ -33,27 +33,12 @@ from typing import Any
 
 from workbench.backends.base import Backend
 from workbench.backends.hf import cut_at_stop
-from workbench.errors import MissingDependencyError, WorkbenchError, did_you_mean
+from workbench.errors import MissingDependencyError, PartialGenerationError, WorkbenchError, did_you_mean
 from workbench.types import Completion, GenerationRequest, ModelSpec, SamplingParams
 
 OPTIONS = frozenset({"base_url", "api_key_env", "endpoint", "max_concurrency", "timeout", "max_retries",
                      "retry_base_delay", "batch_size"})  # batch_size: read by Backend.batch_size
 _MAX_DELAY = 30.0  # seconds: the backoff stops growing here
-
-
-class PartialGenerationError(WorkbenchError):
-    """Some requests of a `generate` call failed after their retries; the others completed.
-
-    `completed` maps request index -> its completions, `failures` maps request index -> why it failed,
-    so a caller can keep (cache) what finished before re-raising.
-    """
-
-    def __init__(self, completed: dict[int, list[Completion]], failures: dict[int, str]) -> None:
-        self.completed, self.failures = completed, failures
-        shown = "; ".join(f"request {i}: {why}" for i, why in sorted(failures.items())[:3])
-        more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
-        super().__init__(f"{len(failures)} of {len(failures) + len(completed)} requests failed after retries: "
-                         f"{shown}{more}")
 
 
 class _Retryable(Exception):

@@ -48,7 +48,7 @@ def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
     console = Console()
     title = f"{rec.id}  {rec.model}" + (f" + {rec.adapter}" if rec.adapter else "") + f"  on {rec.suite}"
     table = Table(title=title)
-    for col in ("slice", "n", "correct %", "hallucinated %", "abstained %", "acc|attempted %", "F"):
+    for col in ("slice", "n", "correct %", "halluc. %", "abstained %", "acc|attempted %", "F"):
         table.add_column(col, justify="right" if col != "slice" else "left")
     metrics = rec.metrics or {}
     rows = [("overall", metrics.get("overall")), *(metrics.get("by_tag") or {}).items()]

@@ -30,9 +30,11 @@ class Grader(Protocol):
 GRADERS = ("match", "embedding", "judge")
 
 
-def make_grader(name: str, abstention_phrases: tuple[str, ...], options: dict[str, Any] | None = None) -> Grader:
-    """Build a grader by name; heavy graders import their dependencies lazily."""
-    options = options or {}
+def make_grader(name: str, abstention_phrases: tuple[str, ...], options: dict[str, Any] | None = None, *,
+                store: Any = None) -> Grader:
+    """Build a grader by name; heavy graders import their dependencies lazily. A judge caches its calls
+    in `store` (the run's store) unless its options name another workspace."""
+    options = dict(options or {})
     if name == "match":
         return MatchGrader(abstention_phrases=abstention_phrases)
     if name == "embedding":
@@ -42,6 +44,8 @@ def make_grader(name: str, abstention_phrases: tuple[str, ...], options: dict[st
     if name == "judge":
         from workbench.grading.judge import JudgeGrader
 
+        if store is not None and "workspace" not in options:
+            options.setdefault("store", store)
         return JudgeGrader.from_options(abstention_phrases=abstention_phrases, **options)
     raise unknown_name("grader", name, GRADERS)
 

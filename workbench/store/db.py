@@ -70,7 +70,7 @@ class Store:
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_pragmas)
         try:
-            t.metadata.create_all(engine)
+            _create_all(engine)
             with engine.begin() as c:
                 row = c.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).first()
                 if row is None:
@@ -190,6 +190,18 @@ def _insert_ignore(c: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         fresh = [v for v in values if v["key"] not in existing]
         if fresh:
             c.execute(insert(t.gen_cache), fresh)
+
+
+def _create_all(engine: Engine) -> None:
+    """create_all checks for each table, then creates it: two processes opening a new store at once (a CLI
+    run and the app, a test polling a subprocess) can both see "missing". The loser retries the check."""
+    for attempt in range(5):
+        try:
+            t.metadata.create_all(engine)
+            return
+        except OperationalError as e:
+            if "already exists" not in str(e.orig) or attempt == 4:
+                raise
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

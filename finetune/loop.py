@@ -1,0 +1,72 @@
+"""The fix half of the loop as plain functions: fix jobs from an attributed run, and before/after tables.
+
+`workbench demo`, `bench/fix_efficacy.py` and the app call these; each step is also a CLI command
+(`workbench attribute`, `workbench fix`, `workbench train`, `workbench regress`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from finetune.fixset import FixSetManifest, build_fixset
+from finetune.jobs import JobResult, run_job
+from finetune.spec import JobSpec, save_spec
+from workbench.attribution.types import load_attributions
+from workbench.results import load_results
+from workbench.store import Store
+from workbench.types import Verdict
+
+
+@dataclass(frozen=True)
+class FixJobs:
+    manifest: FixSetManifest
+    jobs: dict[str, JobResult]  # method -> result
+
+
+def train_fixes(store: Store, run_id: str, out_dir: Path, methods: tuple[str, ...] = ("sft", "dpo"),
+                *, seed: int = 0) -> FixJobs:
+    """Build the fix set of an attributed run (auto strategy), then one LoRA job per method on it:
+    sft learns the injection + abstention rows, dpo the preference pairs; both carry replay."""
+    manifest = build_fixset(store, run_id, out_dir / "fixset", strategy="auto", seed=seed)
+    jobs = {}
+    for method in methods:
+        spec = JobSpec(fixset=str((out_dir / "fixset").resolve()), output_dir=str((out_dir / method).resolve()),
+                       method=method)
+        save_spec(spec, Path(spec.output_dir) / "job.yaml")
+        jobs[method] = run_job(spec, store)
+    return FixJobs(manifest, jobs)
+
+
+@dataclass(frozen=True)
+class CategoryRow:
+    """Before/after for the baseline's probes of one attribution category (or `correct-before`)."""
+
+    category: str
+    n: int
+    correct_before: int
+    correct_after: int
+    abstained_after: int
+    hallucinated_after: int
+
+
+def before_after(store: Store, baseline_run: str, candidate_run: str) -> list[CategoryRow]:
+    """Rows per baseline attribution category, plus `correct-before` (the probes the baseline got right:
+    its hallucinations and abstentions after the fix are the regressions)."""
+    base = load_results(store, baseline_run).by_id()
+    cand = load_results(store, candidate_run).by_id()
+    cats = load_attributions(store, baseline_run)
+    groups: dict[str, list[str]] = {}
+    for pid, r in base.items():
+        if r.verdict == Verdict.CORRECT:
+            key = "correct-before"
+        else:
+            key = cats[pid].category if pid in cats else "unattributed"
+        groups.setdefault(key, []).append(pid)
+    rows = []
+    for key in sorted(groups, key=lambda k: (k == "correct-before", k)):
+        after = Counter(cand[p].verdict for p in groups[key] if p in cand)
+        rows.append(CategoryRow(key, len(groups[key]), sum(base[p].verdict == Verdict.CORRECT for p in groups[key]),
+                                after[Verdict.CORRECT], after[Verdict.NOT_ATTEMPTED], after[Verdict.INCORRECT]))
+    return rows

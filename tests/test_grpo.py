@@ -1,0 +1,259 @@
+"""GRPO (issue 8): the grader reward on hand-made completions, the rl fix set, a short GRPO run on the test
+world (parameters move, held-out reward rises), the watchdogs (blanket abstention on a run forced to
+abstain, KL blow-up, collapsed length), the CLI, and resume after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from ftworld import ALL_LINEAR, FtWorld, setup
+from transformers import TrainerCallback, TrainerControl, TrainerState
+
+from finetune import records
+from finetune.checkpoint import COMPLETE
+from finetune.fixset import PROMPT_COLUMNS, build_fixset, load_manifest
+from finetune.grpo import REPLAY_ABSTENTION, REPLAY_KL, SAMPLED_LENGTH, FormatReward, GraderReward, GRPOWatchdog
+from finetune.jobs import STEP_DELAY_ENV, run_job
+from finetune.launcher import job_command
+from finetune.spec import EarlyStopSpec, GRPOSpec, JobSpec, LoraSpec, TrainerSpec, from_dict, save_spec
+from workbench.errors import WorkbenchError
+from workbench.grading import MatchGrader
+
+STOP = ["."]
+EOS = 3
+
+
+@pytest.fixture(scope="session")
+def w(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FtWorld:
+    return setup(request, tmp_path_factory.mktemp("ft"))
+
+
+@pytest.fixture(scope="module")
+def rl_fix(w: FtWorld, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("rl") / "fix-rl"
+    build_fixset(w.store, w.run_id, out, strategy="rl")
+    return out
+
+
+def _spec(fixset: Path, out: Path, steps: int, **grpo: Any) -> JobSpec:
+    return JobSpec(fixset=str(fixset), output_dir=str(out), method="grpo",
+                   lora=LoraSpec(target_modules=ALL_LINEAR),
+                   trainer=TrainerSpec(max_steps=steps, learning_rate=3e-3, per_device_batch_size=64),
+                   grpo=GRPOSpec(num_generations=8, max_completion_length=10, **grpo),
+                   early_stop=EarlyStopSpec(eval_every=0))
+
+
+# -- rewards on hand-made completions ------------------------------------------------------------------
+
+
+def test_grader_reward_each_grade_and_penalty() -> None:
+    grader = MatchGrader(abstention_phrases=("i don't know",))
+    prompts = ["Q: What is the capital of Zorazan? A:"] * 5
+    completions = [" feneadel. q: what is", " i don't know.", " caloista.", "", " caloista or feneadel."]
+    answers = [["Feneadel"]] * 5
+    wrong = [["Caloista"]] * 5
+    reward = GraderReward(grader, STOP)
+    assert reward(prompts, completions, answers, wrong) == [1.0, 0.0, -1.0, 0.0, -1.0]  # text after the stop is cut
+    harsh = GraderReward(grader, STOP, penalty=2.5)
+    assert harsh(prompts, completions, answers, wrong) == [1.0, 0.0, -2.5, 0.0, -2.5]
+    # The metrics see only sampled completions: the last of each group of 4 is guidance.
+    logged: dict[str, float] = {}
+    guided = GraderReward(grader, STOP, num_generations=4, guided=1)
+    guided(prompts[:4] * 2, [" i don't know.", " feneadel.", " feneadel.", " i don't know."] * 2, answers * 2,
+           source=["replay"] * 8, completion_ids=[[5, 6]] * 8, log_metric=logged.__setitem__)
+    assert logged[REPLAY_ABSTENTION] == pytest.approx(1 / 3) and logged["correct/replay"] == pytest.approx(2 / 3)
+    assert logged[SAMPLED_LENGTH] == 2.0
+
+
+def test_format_reward_pays_for_a_clean_stop() -> None:
+    fmt = FormatReward(STOP, EOS)
+    completions = [" feneadel.", " feneadel. q: who", " feneadel", " feneadel.", "."]
+    ids = [[7, 8, EOS], [7, 8, 9, 10, EOS], [7, EOS], [7, 8, 9, 9], [8, EOS]]
+    # clean; text after the stop; no stop string; cut by max_completion_length (no EOS); nothing before the stop
+    assert fmt(["p"] * 5, completions, completion_ids=ids) == [1.0, 0.0, 0.0, 0.0, 0.0]
+
+
+def test_grpo_spec_validation() -> None:
+    base = {"fixset": "f", "output_dir": "o", "method": "grpo"}
+    with pytest.raises(WorkbenchError, match=r"must be a multiple of grpo.num_generations \(8\)"):
+        from_dict({**base, "trainer": {"per_device_batch_size": 12}})
+    with pytest.raises(WorkbenchError, match=r"`grpo.abstention_guidance` must be in \[0, grpo.num_generations=4\]"):
+        from_dict({**base, "grpo": {"num_generations": 4, "abstention_guidance": 5}})
+    with pytest.raises(WorkbenchError, match=r"`grpo.loss_type`.*Did you mean `dapo`"):
+        from_dict({**base, "grpo": {"loss_type": "dappo"}})
+    with pytest.raises(WorkbenchError, match=r"unknown key `grpo.penalty`"):
+        from_dict({**base, "grpo": {"penalty": 2}})
+    spec = from_dict({**base, "grpo": {"hallucination_penalty": 2, "use_vllm": False}})
+    assert spec.grpo.hallucination_penalty == 2.0 and spec.grpo.use_vllm is False
+
+
+def test_watchdog_kl_and_length_on_logs() -> None:
+    events: list[tuple[str, str]] = []
+    dog = GRPOWatchdog(lambda kind, msg, data: events.append((kind, msg)), max_replay_abstention=0.5, max_kl=1.0,
+                       min_length=2.0, window=2)
+    state, control = TrainerState(), TrainerControl()
+    for step, kl in enumerate([0.1, 0.9, 1.5, 1.6], 1):
+        state.global_step = step
+        dog.on_log(None, state, control, logs={REPLAY_KL: kl, SAMPLED_LENGTH: 3.0})  # type: ignore[arg-type]
+    assert control.should_training_stop and dog.stopped is not None and dog.stopped.kind == "kl_blowup"
+    assert dog.stopped.step == 4 and "raise grpo.beta" in events[0][1]
+    dog = GRPOWatchdog(lambda kind, msg, data: events.append((kind, msg)), max_replay_abstention=0.5, max_kl=1.0,
+                       min_length=2.0, window=2)
+    control = TrainerControl()
+    for length in [3.0, 1.0, 1.2]:
+        dog.on_log(None, state, control, logs={SAMPLED_LENGTH: length})  # type: ignore[arg-type]
+    assert dog.stopped is not None and dog.stopped.kind == "collapsed_length"
+
+
+# -- the rl fix set ------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_rl_fixset_prompts(w: FtWorld, rl_fix: Path) -> None:
+    from datasets import load_from_disk
+
+    d = load_from_disk(str(rl_fix))
+    rows = list(d["prompts"])
+    assert tuple(d["prompts"].column_names) == PROMPT_COLUMNS and len(d["sft"]) == len(d["dpo"]) == 0
+    targeted = [r for r in rows if r["source"] == "targeted"]
+    replay = [r for r in rows if r["source"] == "replay"]
+    assert targeted and replay and {r["category"] for r in replay} == {"replay"}
+    assert all(r["answers"] and r["prompt"].startswith("Q: ") for r in rows)
+    assert {r["split"] for r in targeted} == {"train", "heldout"} and {r["split"] for r in replay} == {"train"}
+    assert len(replay) == sum(r["split"] == "train" for r in targeted)  # replay ratio 1 under rl
+    m = load_manifest(rl_fix)
+    assert m.strategy == "rl" and m.has_abstention and m.grader == "match" and m.abstention_phrases
+    assert m.train_rows["prompts"] == len(replay) + sum(r["split"] == "train" for r in targeted)
+
+
+# -- GRPO runs -----------------------------------------------------------------------------------------
+
+
+class Snapshot(TrainerCallback):
+    def __init__(self) -> None:
+        self.before: dict[str, torch.Tensor] = {}
+        self.after: dict[str, torch.Tensor] = {}
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+        self.before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+    def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+        self.after = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+@pytest.mark.slow
+def test_short_grpo_run_moves_parameters_and_raises_reward(w: FtWorld, rl_fix: Path, tmp_path: Path) -> None:
+    snap = Snapshot()
+    result = run_job(_spec(rl_fix, tmp_path / "job", 30), w.store, callbacks=[snap])
+    assert result.status == "done" and result.steps == 30 and result.adapter, result.message
+    moved = [n for n in snap.before if not torch.equal(snap.before[n], snap.after[n])]
+    assert len(moved) == len(snap.before) and any("trainable_tokens" in n for n in moved)
+    # Greedy reward on the held-out prompts: hallucinations (-1) turn into abstentions (0) or answers (+1).
+    assert result.heldout_before is not None and result.heldout_after is not None
+    print(f"held-out reward {result.heldout_before:.3f} -> {result.heldout_after:.3f}")
+    assert result.heldout_after > result.heldout_before + 0.1
+    # The adapter is a standard peft adapter; every logged metric is in the store.
+    cfg = json.loads((Path(result.adapter) / "adapter_config.json").read_text())
+    assert cfg["peft_type"] == "LORA" and cfg["trainable_token_indices"]
+    names = {name for _, name, _ in records.metrics(w.store, result.job_id)}
+    assert {"reward", "rewards/grader/mean", "rewards/format/mean", REPLAY_ABSTENTION, REPLAY_KL,
+            "heldout_reward"} <= names
+    kinds = [e.kind for e in records.events(w.store, result.job_id)]
+    assert kinds[0] == "start" and kinds[-1] == "done"
+
+
+class AbstainForTests(TrainerCallback):
+    """Forces every generation to be the abstention phrase (a policy that has learned to abstain everywhere)."""
+
+    def __init__(self, phrase_ids: list[int]) -> None:
+        self.ids = phrase_ids
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+        def generate(input_ids: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+            tail = torch.tensor([self.ids] * input_ids.shape[0], dtype=input_ids.dtype)
+            return torch.cat([input_ids, tail], dim=1)
+
+        model.generate = generate
+
+
+@pytest.mark.slow
+def test_blanket_abstention_watchdog_fires(w: FtWorld, rl_fix: Path, tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(w.paths.model))
+    ids = tok(" i don't know.", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    result = run_job(_spec(rl_fix, tmp_path / "job", 20, watch_window=2), w.store, callbacks=[AbstainForTests(ids)])
+    assert result.status == "stopped" and result.stop_reason == "reward_hacking" and result.steps == 2
+    assert "abstain on 100% of the replay prompts" in result.message and result.adapter
+    events = records.events(w.store, result.job_id)
+    hack = [e for e in events if e.kind == "reward_hacking"]
+    assert len(hack) == 1 and hack[0].data is not None and hack[0].data["value"] == 1.0
+
+
+@pytest.mark.slow
+def test_cli_fix_rl_then_train(w: FtWorld, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from workbench.cli import main
+
+    ws = str(w.store.workspace)
+    assert main(["fix", w.run_id, "--out", str(tmp_path / "fix"), "--workspace", ws, "--strategy", "rl",
+                 "--train", "--steps", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["fixset"]["strategy"] == "rl" and out["job"]["status"] == "done" and out["job"]["steps"] == 2
+    assert "method: grpo" in Path(out["job_yaml"]).read_text()
+
+
+# -- resume after SIGKILL ------------------------------------------------------------------------------
+
+
+def _weights(adapter: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return dict(load_file(str(adapter / "adapter_model.safetensors")))
+
+
+@pytest.mark.slow
+def test_grpo_resume_after_sigkill(w: FtWorld, rl_fix: Path, tmp_path: Path) -> None:
+    steps, every = 8, 4
+    ref = run_job(dataclass_replace(_spec(rl_fix, tmp_path / "ref", steps), checkpoint_every=every), w.store)
+    assert ref.adapter is not None
+    spec = dataclass_replace(_spec(rl_fix, tmp_path / "job", steps), checkpoint_every=every)
+    job = save_spec(spec, tmp_path / "job.yaml")
+    cmd = job_command(job, workspace=str(w.store.workspace), threads=1)
+    cwd = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(cmd, env={**os.environ, STEP_DELAY_ENV: "1.0"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=cwd)
+    marker = tmp_path / "job" / "checkpoints" / f"checkpoint-{every}" / COMPLETE
+    t0 = time.monotonic()
+    while not marker.exists():
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert time.monotonic() - t0 < 300
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (tmp_path / "job" / "adapter").exists()
+    resumed = subprocess.run(job_command(job, resume=True, workspace=str(w.store.workspace), threads=1),
+                             capture_output=True, text=True, cwd=cwd, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    res = json.loads(resumed.stdout.strip().splitlines()[-1])
+    assert res["status"] == "done" and res["steps"] == steps
+    assert str(res["resumed_from"]).endswith(f"checkpoint-{every}")
+    a, b = _weights(Path(ref.adapter)), _weights(tmp_path / "job" / "adapter")
+    diff = max(float((a[k] - b[k]).abs().max()) for k in a)
+    print(f"grpo resume after SIGKILL: max abs diff to an uninterrupted run {diff:.3g}")
+    assert diff < 1e-4
+    kinds = [e.kind for e in records.events(w.store, str(res["job_id"]))]
+    assert "resume" in kinds and kinds[-1] == "done"
+
+
+def dataclass_replace(spec: JobSpec, **changes: Any) -> JobSpec:
+    import dataclasses
+
+    return dataclasses.replace(spec, **changes)
