@@ -43,7 +43,8 @@ def test_noop_candidate_passes_with_zero_flips(world: Any, workspace: Path,
                  "--junit", str(junit)])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["verdict"] == "pass"
-    assert out["overall"]["transitions"]["flips"]["fixed"] == 0 and out["overall"]["transitions"]["flips"]["broken"] == 0
+    flips = out["overall"]["transitions"]["flips"]
+    assert flips["fixed"] == 0 and flips["broken"] == 0
     cases = ET.parse(junit).getroot().iter("testcase")
     assert all(c.find("failure") is None for c in cases)
 

@@ -104,7 +104,7 @@ def test_watchdog_kl_and_length_on_logs() -> None:
         state.global_step = step
         dog.on_log(None, state, control, logs={REPLAY_KL: kl, SAMPLED_LENGTH: 3.0})  # type: ignore[arg-type]
     assert control.should_training_stop and dog.stopped is not None and dog.stopped.kind == "kl_blowup"
-    assert dog.stopped.step == 4 and "raise grpo.beta" in events[0][1]
+    assert dog.stopped.step == 3 and "raise grpo.beta" in events[0][1]
     dog = GRPOWatchdog(lambda kind, msg, data: events.append((kind, msg)), max_replay_abstention=0.5, max_kl=1.0,
                        min_length=2.0, window=2)
     control = TrainerControl()

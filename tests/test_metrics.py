@@ -4,7 +4,7 @@ import pytest
 from workbench.grading.metrics import compute_metrics, metrics_by_tag
 from workbench.types import Verdict
 
-C, I, A = Verdict.CORRECT, Verdict.INCORRECT, Verdict.NOT_ATTEMPTED
+C, I, A = Verdict.CORRECT, Verdict.INCORRECT, Verdict.NOT_ATTEMPTED  # noqa: E741 - the three grades
 
 
 def test_metrics_hand_computed() -> None:

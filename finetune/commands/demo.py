@@ -43,6 +43,7 @@ class _Clock:
 def run(args: argparse.Namespace) -> int:
     import datasets
     import torch
+    import transformers
     from rich.console import Console
 
     from evals.world import WorldConfig, build_world
@@ -57,11 +58,9 @@ def run(args: argparse.Namespace) -> int:
     from workbench.store import Store
     from workbench.types import ModelSpec
 
-    import transformers
-
     torch.set_num_threads(args.threads)
     datasets.disable_progress_bars()  # per-step bars would bury the tables
-    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     console = Console()
     clock = _Clock(console)
     ws = Path(args.workspace)

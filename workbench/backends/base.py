@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from workbench.types import Completion, GenerationRequest, ModelSpec
 
@@ -39,7 +39,8 @@ class Backend(abc.ABC):
     @property
     def batch_size(self) -> int:
         """Prompts per batch: the `batch_size` backend option, else `preferred_batch_size`."""
-        return int(self.spec.option("batch_size", self.preferred_batch_size))  # type: ignore[call-overload]
+        value: Any = self.spec.option("batch_size", self.preferred_batch_size)
+        return int(value)
 
     def fingerprint(self) -> str:
         """Content hash of what produces the text (weights + adapter); keys the generation cache."""

@@ -56,7 +56,7 @@ class HFBackend(Backend):
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
         device = str(self.spec.option("device", "cuda" if torch.cuda.is_available() else "cpu"))
-        self._model, self._tok = model.to(device).eval(), tok
+        self._model, self._tok = model.to(device).eval(), tok  # type: ignore[arg-type]
         if spec.adapter:
             self._adapter_name(spec.adapter)
 

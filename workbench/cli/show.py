@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from workbench.cli._common import print_json
 
@@ -28,9 +29,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pct(m: dict[str, object], key: str) -> str:
-    v = float(m[key])  # type: ignore[arg-type]
-    ci = (m.get("ci") or {}).get(key)  # type: ignore[union-attr]
+def _pct(m: dict[str, Any], key: str) -> str:
+    v = float(m[key])
+    ci = (m.get("ci") or {}).get(key)
     return f"{100 * v:5.1f}" + (f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "")
 
 

@@ -212,7 +212,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-def _run_record(r: Mapping[str, Any]) -> RunRecord:
+def _run_record(r: Any) -> RunRecord:
     return RunRecord(
         id=r["id"], created_at=r["created_at"], finished_at=r["finished_at"], status=r["status"],
         model=r["model"], adapter=r["adapter"], backend=r["backend"], fingerprint=r["fingerprint"],
