@@ -45,11 +45,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.attribution.types import CATEGORIES, Attribution, load_attributions
+from workbench.attribution.types import CATEGORIES, Attribution
 from workbench.errors import InputError, WorkbenchError, unknown_name
 from workbench.grading.normalize import normalize
 from workbench.probes import Suite
 from workbench.results import ProbeResult, load_results
+from workbench.reviews import effective_attributions, review_dpo_pairs
 from workbench.store import Store
 from workbench.types import Verdict
 
@@ -165,7 +166,7 @@ def build_fixset(
     suite = suite or Suite.model_validate(run.suite_config)
     if suite.template == "chat":
         raise WorkbenchError("fix sets need a plain prompt template; this run used `chat` (not supported yet)")
-    attributions = load_attributions(store, run.id)
+    attributions = effective_attributions(store, run.id)  # reviewer overrides replace the method's call
     if not attributions:
         raise WorkbenchError(f"run `{run.id}` has no attributions; run `workbench attribute {run.id}` first")
     by_id = results.by_id()
@@ -227,8 +228,17 @@ def build_fixset(
             rows.dpo += [{**base, "prompt": render(q), "chosen": completion(chosen), "rejected": completion(r),
                           "source": source}
                          for q, r in zip(variants, rejected, strict=True) if normalize(r) != normalize(chosen)]
+    # A reviewer who marks an answer wrong teaches the next fix: chosen = accepted answer, rejected = it.
+    reviewed = review_dpo_pairs(store, run.id)
+    for pair in reviewed:
+        if pair["probe_id"] not in heldout:
+            rows.dpo.append({"probe_id": pair["probe_id"], "category": "review:corrected-grade", "split": "train",
+                             "prompt": render(pair["question"]), "chosen": completion(pair["chosen"]),
+                             "rejected": completion(pair["rejected"]), "source": "review"})
     # Replay (SFT) and anchors (DPO) from probes the model answers correctly under the question.
-    known = [r for r in results.probes if r.probe.id not in attributions and r.verdict == Verdict.CORRECT]
+    corrected = {p["probe_id"] for p in reviewed}  # graded correct, but a reviewer says it is wrong
+    known = [r for r in results.probes
+             if r.probe.id not in attributions and r.probe.id not in corrected and r.verdict == Verdict.CORRECT]
     rng = random.Random(f"replay-{seed}")
     n_sft = round(replay_ratio * sum(r["split"] == "train" for r in rows.sft))
     n_dpo = round(replay_ratio * sum(r["split"] == "train" for r in rows.dpo))

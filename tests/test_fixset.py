@@ -135,3 +135,31 @@ def test_errors(w: FtWorld, tmp_path: Path) -> None:
         build_fixset(w.store, w.run_id, tmp_path / "z", replay_ratio=-1)
     with pytest.raises(WorkbenchError, match="not a fix set"):
         load_manifest(tmp_path)
+
+
+def test_reviewer_decisions_feed_the_next_fix_set(w: FtWorld, tmp_path: Path) -> None:
+    """An attribution override changes the rows a probe gets; a corrected grade becomes a DPO pair."""
+    from ftworld import attributions_from_truth
+
+    from workbench.results import load_results
+    from workbench.reviews import record_override
+    from workbench.types import Verdict
+
+    run = new_run(w, attributions_from_truth(w.store, w.run_id, w.truth))
+    results = load_results(w.store, run).by_id()
+    missing = next(pid for pid, t in w.truth.items() if t["expected_category"] == "data:missing"
+                   and results[pid].verdict != Verdict.CORRECT)
+    record_override(w.store, reviewer="ann", run_id=run, probe_id=missing, target="attribution",
+                    new_value="data:underrepresented", reason="the fact is in the new corpus")
+    lucky = next(pid for pid, r in results.items() if r.verdict == Verdict.CORRECT)
+    record_override(w.store, reviewer="ann", run_id=run, probe_id=lucky, target="verdict",
+                    new_value="incorrect", reason="right by luck: the answer hedges")
+    build_fixset(w.store, run, tmp_path / "fs", heldout_fraction=0.0)
+    sft, dpo = _rows(tmp_path / "fs", "sft"), _rows(tmp_path / "fs", "dpo")
+    # the overridden probe is injected now, not taught to abstain
+    assert {r["source"] for r in sft if r["probe_id"] == missing} == {"inject"}
+    (pair,) = [r for r in dpo if r["source"] == "review"]
+    assert pair["probe_id"] == lucky and pair["category"] == "review:corrected-grade"
+    assert pair["rejected"].strip(" .") == results[lucky].answer
+    # a probe a reviewer called wrong is not replayed as a known fact
+    assert lucky not in {r["probe_id"] for r in sft if r["source"] == "replay"}

@@ -152,8 +152,8 @@ class Snapshot(TrainerCallback):
 @pytest.mark.slow
 def test_short_grpo_run_moves_parameters_and_raises_reward(w: FtWorld, rl_fix: Path, tmp_path: Path) -> None:
     snap = Snapshot()
-    result = run_job(_spec(rl_fix, tmp_path / "job", 30), w.store, callbacks=[snap])
-    assert result.status == "done" and result.steps == 30 and result.adapter, result.message
+    result = run_job(_spec(rl_fix, tmp_path / "job", 50), w.store, callbacks=[snap])
+    assert result.status == "done" and result.steps == 50 and result.adapter, result.message
     moved = [n for n in snap.before if not torch.equal(snap.before[n], snap.after[n])]
     assert len(moved) == len(snap.before) and any("trainable_tokens" in n for n in moved)
     # Greedy reward on the held-out prompts: hallucinations (-1) turn into abstentions (0) or answers (+1).
