@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     extras = {"sft": yaml.safe_load(args.sft or "{}") or {}, "dpo": yaml.safe_load(args.dpo or "{}") or {},
               "grpo": yaml.safe_load(args.grpo or "{}") or {}}
     jobs: dict[str, JobResult] = {}
-    for method in ("sft", "dpo"):
+    for method in args.methods.split(","):
         jobs[method] = timed(times, f"job_{method}", functools.partial(
             run_job, job_spec(out / "fix", out / method, method, extras[method]), store))
     if args.combined:
@@ -276,6 +276,7 @@ def main() -> None:
     ap.add_argument("--sft", help="YAML mapping merged into the SFT job spec, e.g. '{trainer: {max_steps: 40}}'")
     ap.add_argument("--dpo", help="YAML mapping merged into the DPO job spec")
     ap.add_argument("--grpo", help="YAML mapping merged into the GRPO job spec (with --rl)")
+    ap.add_argument("--methods", default="sft,dpo", help="jobs to run (tuning one job: sft or dpo)")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
     import datasets

@@ -24,9 +24,9 @@ What each category gets (strategy "auto"):
 
 Plus a replay/anchor slice from probes the model answers correctly (SFT replay rows; DPO anchor
 pairs whose rejected side is another probe's answer of the same relation), `replay_ratio` times the
-targeted training rows, against forgetting. Prompts are rendered with the suite template exactly as
-the evaluation renders them; completions start with a space and end with the suite's first stop
-string, so the trained model stops where the evaluation cuts.
+targeted training rows (anchors: `ANCHOR_SHARE` of that), against forgetting. Prompts are rendered
+with the suite template exactly as the evaluation renders them; completions start with a space and
+end with the suite's first stop string, so the trained model stops where the evaluation cuts.
 
 Strategy "rl" writes only `prompts`: every phrasing of every targeted probe (the reward, not the
 row, says what is right: the answer when the model can find it, abstention when it cannot), plus a
@@ -61,6 +61,10 @@ PROMPT_COLUMNS = ("prompt", "answers", "incorrect_answers", "probe_id", "categor
 #: Replay rows per targeted training row when `replay_ratio` is not given (rl: replay prompts mostly
 #: give all-correct groups, which carry no GRPO signal except against abstaining; 1x is enough).
 DEFAULT_REPLAY = {"rl": 1.0}
+#: DPO anchor pairs per targeted pair, as a share of `replay_ratio` (bench/fix_efficacy.py, default world:
+#: anchors at 4x left DPO fixing 57% of its targets, 2x 78% with 0.4% of correct-before probes broken, 1x 86%
+#: but 4.0% broken; SFT replay stays at 4x, where 2x broke 2.8%).
+ANCHOR_SHARE = 0.5
 MANIFEST = "fixset.json"
 #: Categories DPO fixes under "auto": the model knows the answer (or the data conflicts).
 DPO_CATEGORIES = ("behavior:unstable", "behavior:prompt-sensitive", "data:conflict", "behavior:over-abstain")
@@ -112,8 +116,14 @@ class FixSetManifest:
     @property
     def has_abstention(self) -> bool:
         """Abstention rows exist, or the rl strategy's reward pays for abstaining (its tokens must be learnable)."""
-        return (self.sources.get("sft", {}).get("abstain", 0) > 0 or self.sources.get("dpo", {}).get("abstain", 0) > 0
-                or self.sources.get("prompts", {}).get("targeted", 0) > 0)
+        return any(self.teaches_abstention(m) for m in ("sft", "dpo", "grpo"))
+
+    def teaches_abstention(self, method: str) -> bool:
+        """Whether a job of `method` on this set must learn to produce the abstention phrase. Only then
+        do its tokens become trainable rows: an adapter with trainable-token deltas is not one vLLM's
+        LoRARequest can load, so jobs that do not need them stay plain LoRA."""
+        split, source = {"sft": ("sft", "abstain"), "dpo": ("dpo", "abstain"), "grpo": ("prompts", "targeted")}[method]
+        return self.sources.get(split, {}).get(source, 0) > 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -241,7 +251,7 @@ def build_fixset(
              if r.probe.id not in attributions and r.probe.id not in corrected and r.verdict == Verdict.CORRECT]
     rng = random.Random(f"replay-{seed}")
     n_sft = round(replay_ratio * sum(r["split"] == "train" for r in rows.sft))
-    n_dpo = round(replay_ratio * sum(r["split"] == "train" for r in rows.dpo))
+    n_dpo = round(replay_ratio * ANCHOR_SHARE * sum(r["split"] == "train" for r in rows.dpo))
     replay = [{"prompt": render(a.prompt_question), "completion": completion(a.text), "probe_id": a.probe_id,
                "category": "replay", "source": "replay", "split": "train"} for a in _known_answers(known)]
     rows.sft += _cycle(replay, n_sft, rng)

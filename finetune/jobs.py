@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from finetune import records
-from finetune.checkpoint import AtomicCheckpointMixin, clean_incomplete, last_complete_checkpoint
+from finetune.checkpoint import COMPLETE, AtomicCheckpointMixin, clean_incomplete, last_complete_checkpoint
 from finetune.fixset import FixSetManifest, load_manifest
 from finetune.spec import JobSpec, load_spec, resolve_spec, save_spec, with_absolute_paths
 from workbench.errors import WorkbenchError
@@ -291,6 +291,7 @@ def _save_adapter(model: Any, dest: Path) -> Path:
     if tmp.exists():
         shutil.rmtree(tmp)
     model.save_pretrained(str(tmp))
+    (tmp / COMPLETE).write_text("")  # the same marker as checkpoints: `workbench watch` gates only whole adapters
     if dest.exists():
         shutil.rmtree(dest)
     os.rename(tmp, dest)

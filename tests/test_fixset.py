@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from ftworld import FtWorld, new_run, setup
 
-from finetune.fixset import DPO_COLUMNS, SFT_COLUMNS, build_fixset, load_manifest
+from finetune.fixset import ANCHOR_SHARE, DPO_COLUMNS, SFT_COLUMNS, build_fixset, load_manifest
 from workbench.attribution.types import Attribution
 from workbench.errors import WorkbenchError
 
@@ -85,7 +85,7 @@ def test_replay_and_anchors(w: FtWorld) -> None:
     targeted_sft = sum(r["split"] == "train" and r["category"] != "replay" for r in sft)
     targeted_dpo = sum(r["split"] == "train" and r["category"] != "replay" for r in dpo)
     assert sum(r["source"] == "replay" for r in sft) == round(4.0 * targeted_sft)
-    assert sum(r["source"] == "anchor" for r in dpo) == round(4.0 * targeted_dpo)
+    assert sum(r["source"] == "anchor" for r in dpo) == round(4.0 * ANCHOR_SHARE * targeted_dpo)
     from workbench.attribution.types import load_attributions
 
     attributed = set(load_attributions(w.store, w.run_id))

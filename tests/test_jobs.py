@@ -59,7 +59,7 @@ def test_spec_unknown_keys_and_bad_values(tmp_path: Path) -> None:
         from_dict({"fixest": "f", "output_dir": "o"})
     with pytest.raises(WorkbenchError, match=r"unknown key `trainer.learning_rat`.*Did you mean `learning_rate`"):
         from_dict({"fixset": "f", "output_dir": "o", "trainer": {"learning_rat": 1e-3}})
-    with pytest.raises(WorkbenchError, match=r"`method` must be one of sft, dpo, got `stf`. Did you mean `sft`"):
+    with pytest.raises(WorkbenchError, match=r"`method` must be one of sft, dpo, grpo, got `stf`. Did you mean `sft`"):
         from_dict({"fixset": "f", "output_dir": "o", "method": "stf"})
     with pytest.raises(WorkbenchError, match=r"`lora.r` must be >= 1"):
         from_dict({"fixset": "f", "output_dir": "o", "lora": {"r": 0}})
@@ -87,13 +87,13 @@ def test_resolve_spec_autos(w: FtWorld, tmp_path: Path) -> None:
     sft = resolve_spec(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path)))
     assert sft.base_model == str(w.paths.model) and sft.lora.target_modules == DEFAULT_TARGETS["llama"]
     assert sft.lora.fan_in_fan_out is False and sft.device == "cpu" and sft.bf16 is False
-    assert sft.gradient_checkpointing is False and sft.trainer.learning_rate == 1e-3
+    assert sft.gradient_checkpointing is False and sft.trainer.learning_rate == 3e-3
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(w.paths.model))
     assert sft.lora.trainable_token_indices == sorted(tok.convert_tokens_to_ids(["i", "don", "'", "t", "know"]))
     dpo = resolve_spec(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path), method="dpo"))
-    assert dpo.trainer.learning_rate == 5e-4 and dpo.trainer.dpo_loss_type == ["sigmoid", "sft"]
+    assert dpo.trainer.learning_rate == 3e-3 and dpo.trainer.dpo_loss_type == ["sigmoid", "sft"]
 
 
 # -- training -----------------------------------------------------------------------------------------

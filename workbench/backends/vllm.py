@@ -125,6 +125,7 @@ class VLLMBackend(Backend):
         if not self._lora_rank:
             raise WorkbenchError(f"adapter `{adapter}` requested from a vllm engine started without LoRA; "
                                  "set the backend option enable_lora=true (or give the adapter in the model spec)")
+        _check_servable(adapter)
         rank = _adapter_rank(adapter)
         if rank > self._lora_rank:
             raise WorkbenchError(f"adapter `{adapter}` has rank {rank} > the engine's max_lora_rank "
@@ -228,3 +229,19 @@ def shutdown_engines() -> None:
         _USERS.clear()
     for llm in engines:
         llm.llm_engine.engine_core.shutdown()
+
+
+def _check_servable(adapter: str) -> None:
+    """vLLM loads LoRA A/B matrices only. A peft adapter that trains whole embedding rows
+    (`trainable_token_indices`, used when the abstention phrase's tokens were never trained) makes the
+    engine's worker die mid-request; refuse it up front with what to do instead."""
+    config = Path(adapter) / "adapter_config.json"
+    try:
+        trainable = json.loads(config.read_text()).get("trainable_token_indices")
+    except (OSError, ValueError):
+        return  # not a readable peft config: let vLLM report what it makes of it
+    if trainable:
+        raise WorkbenchError(
+            f"adapter `{adapter}` trains embedding rows (peft trainable_token_indices), which vLLM's LoRA "
+            "cannot load; evaluate it with --backend hf (or train it without new tokens: a model whose "
+            "vocabulary already has trained abstention tokens needs none)")

@@ -1,0 +1,59 @@
+"""Adapters trained by the fix jobs load in vLLM (LoRARequest) and answer as they do under hf."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ftworld import FtWorld, setup
+from test_backend_vllm import GREEDY, engine_spec, needs_vllm
+
+from finetune.jobs import run_job
+from finetune.spec import JobSpec, LoraSpec, TrainerSpec
+from workbench.backends import load_backend
+from workbench.types import GenerationRequest, ModelSpec
+
+
+@pytest.fixture(scope="module")
+def w(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FtWorld:
+    return setup(request, tmp_path_factory.mktemp("ft"))
+
+
+def _prompts(w: FtWorld) -> list[str]:
+    return [w.suite.template.format(question=q) for p in w.loaded.probes for q in p.variants(True)]
+
+
+@needs_vllm
+@pytest.mark.parametrize("method", ["dpo", "sft"])
+def test_trained_adapter_answers_the_same_in_vllm_and_hf(w: FtWorld, tmp_path: Path, method: str) -> None:
+    # sft here learns injection only: abstention rows would need trainable token rows (see below)
+    lora = LoraSpec(trainable_token_indices=[]) if method == "sft" else LoraSpec()
+    job = run_job(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / method), method=method, lora=lora,
+                          trainer=TrainerSpec(max_steps=20, learning_rate=3e-3)), w.store)
+    assert job.adapter is not None
+    requests = [GenerationRequest(p, GREEDY) for p in _prompts(w)]
+    hf = [c[0].text for c in load_backend(ModelSpec(model=str(w.paths.model), adapter=job.adapter)).generate(requests)]
+    base = [c[0].text for c in load_backend(ModelSpec(model=str(w.paths.model))).generate(requests)]
+    vllm_backend: Any = load_backend(engine_spec(w.paths, adapter=job.adapter))
+    vl = [c[0].text for c in vllm_backend.generate(requests)]
+    agreement = sum(a == b for a, b in zip(hf, vl, strict=True)) / len(hf)
+    print(f"{method} adapter: hf/vllm greedy agreement {agreement:.3f} on {len(hf)} prompts")
+    assert hf != base  # the adapter changed something
+    assert agreement >= 0.95
+
+
+@needs_vllm
+def test_adapter_with_trainable_token_rows_is_refused_clearly(w: FtWorld, tmp_path: Path) -> None:
+    """Abstention on the world needs the never-trained tokens of "i don't know" as trainable rows; vLLM
+    cannot load those, so the backend says so (and the shared engine stays alive)."""
+    from workbench.errors import WorkbenchError
+
+    job = run_job(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "abstain"), method="sft",
+                          trainer=TrainerSpec(max_steps=2)), w.store)
+    assert job.adapter is not None
+    backend: Any = load_backend(engine_spec(w.paths, adapter=job.adapter))
+    with pytest.raises(WorkbenchError, match="--backend hf"):
+        backend.generate([GenerationRequest(_prompts(w)[0], GREEDY)])
+    base: Any = load_backend(engine_spec(w.paths))
+    assert base.generate([GenerationRequest(_prompts(w)[0], GREEDY)])[0][0].text
