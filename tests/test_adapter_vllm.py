@@ -27,9 +27,8 @@ def _prompts(w: FtWorld) -> list[str]:
 @needs_vllm
 @pytest.mark.parametrize("method", ["dpo", "sft"])
 def test_trained_adapter_answers_the_same_in_vllm_and_hf(w: FtWorld, tmp_path: Path, method: str) -> None:
-    # sft here learns injection only: abstention rows would need trainable token rows (see below)
-    lora = LoraSpec(trainable_token_indices=[]) if method == "sft" else LoraSpec()
-    job = run_job(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / method), method=method, lora=lora,
+    # the sft job learns abstention too: LoRA on the input embedding, which vLLM serves
+    job = run_job(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / method), method=method,
                           trainer=TrainerSpec(max_steps=20, learning_rate=3e-3)), w.store)
     assert job.adapter is not None
     requests = [GenerationRequest(p, GREEDY) for p in _prompts(w)]
@@ -45,12 +44,15 @@ def test_trained_adapter_answers_the_same_in_vllm_and_hf(w: FtWorld, tmp_path: P
 
 @needs_vllm
 def test_adapter_with_trainable_token_rows_is_refused_clearly(w: FtWorld, tmp_path: Path) -> None:
-    """Abstention on the world needs the never-trained tokens of "i don't know" as trainable rows; vLLM
-    cannot load those, so the backend says so (and the shared engine stays alive)."""
+    """Whole trainable embedding rows (peft trainable_token_indices, asked for explicitly) are not LoRA
+    weights vLLM can load: the backend says so, and the shared engine stays alive."""
+    from transformers import AutoTokenizer
+
     from workbench.errors import WorkbenchError
 
+    rows = AutoTokenizer.from_pretrained(str(w.paths.model)).convert_tokens_to_ids(["i", "know"])
     job = run_job(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "abstain"), method="sft",
-                          trainer=TrainerSpec(max_steps=2)), w.store)
+                          lora=LoraSpec(trainable_token_indices=rows), trainer=TrainerSpec(max_steps=2)), w.store)
     assert job.adapter is not None
     backend: Any = load_backend(engine_spec(w.paths, adapter=job.adapter))
     with pytest.raises(WorkbenchError, match="--backend hf"):

@@ -210,7 +210,7 @@ def vllm_server(world: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(world.model),
            "--served-model-name", "world", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
            "--max-model-len", "64", "--enforce-eager", "--enable-lora", "--max-lora-rank", "8",
-           "--lora-modules", f"fix-a={adapter}"]
+           "--gpu-memory-utilization", "0.1", "--lora-modules", f"fix-a={adapter}"]
     log = (root / "server.log").open("w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                             env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})

@@ -31,7 +31,7 @@ def needs_vllm(test: F) -> F:
     return test
 
 #: Identical options in every test module => one shared engine (the cache key includes them).
-ENGINE_OPTIONS = (("enable_lora", True), ("max_loras", 2), ("max_lora_rank", 8), ("max_model_len", 64))
+ENGINE_OPTIONS = (("enable_lora", True), ("max_loras", 2), ("max_lora_rank", 16), ("max_model_len", 64))
 GREEDY = SamplingParams(max_tokens=6, stop=(".",), logprobs=True)
 
 

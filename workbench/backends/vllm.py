@@ -86,6 +86,11 @@ class VLLMBackend(Backend):
             dtype = "float32"
         kw: dict[str, Any] = {"dtype": dtype, "enable_lora": enable_lora, "seed": 0,
                               "enforce_eager": on_cpu, **opts}  # CUDA graphs buy nothing on CPU
+        if on_cpu:
+            # On CPU this fraction of *host* memory must be free at start-up (the default 0.92 fails
+            # beside any other process, a second engine included); the KV cache itself is sized by
+            # VLLM_CPU_KVCACHE_SPACE.
+            kw.setdefault("gpu_memory_utilization", 0.1)
         if self.spec.revision:
             kw["revision"] = self.spec.revision
         if enable_lora:
