@@ -74,7 +74,8 @@ def make_adapter(model_dir: Path, out: Path, seed: int = 1) -> str:
 def ensure_lmeval_venv(log: list[str]) -> Path | None:
     """The lm-eval venv's python (made on first use), or None with the reason in `log`."""
     py = LMEVAL_VENV / "bin" / "python"
-    if py.exists() and subprocess.run([str(py), "-c", "import lm_eval, torch, accelerate"], capture_output=True).returncode == 0:
+    check = [str(py), "-c", "import lm_eval, torch, accelerate"]
+    if py.exists() and subprocess.run(check, capture_output=True).returncode == 0:
         return py
     print(f"making {LMEVAL_VENV} (torch CPU wheel, then {LMEVAL_SPEC}) ...", flush=True)
     base_python = shutil.which(f"python{sys.version_info.major}.{sys.version_info.minor}") or "python3"
@@ -338,7 +339,7 @@ def main() -> None:
 
         # Adapter cost: one LoRA engine, base model vs adapter, same probes.
         adapter = make_adapter(paths.model, CACHE / f"adapter-{args.entities}")
-        lopts = vopts + (("enable_lora", True), ("max_loras", 1), ("max_lora_rank", 8))
+        lopts = (*vopts, ("enable_lora", True), ("max_loras", 1), ("max_lora_rank", 8))
         lspec = ModelSpec(model=model, backend="vllm", dtype="float32", options=lopts)
         aspec = dataclasses.replace(lspec, adapter=adapter)
         lb, ab = VLLMBackend(lspec), VLLMBackend(aspec)

@@ -45,7 +45,7 @@ def rl_fix(w: FtWorld, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _spec(fixset: Path, out: Path, steps: int, **grpo: Any) -> JobSpec:
     return JobSpec(fixset=str(fixset), output_dir=str(out), method="grpo",
-                   lora=LoraSpec(target_modules=ALL_LINEAR),
+                   lora=LoraSpec(r=8, alpha=16, target_modules=ALL_LINEAR),
                    trainer=TrainerSpec(max_steps=steps, learning_rate=3e-3, per_device_batch_size=64),
                    grpo=GRPOSpec(num_generations=8, max_completion_length=10, **grpo),
                    early_stop=EarlyStopSpec(eval_every=0))
@@ -155,14 +155,14 @@ def test_short_grpo_run_moves_parameters_and_raises_reward(w: FtWorld, rl_fix: P
     result = run_job(_spec(rl_fix, tmp_path / "job", 50), w.store, callbacks=[snap])
     assert result.status == "done" and result.steps == 50 and result.adapter, result.message
     moved = [n for n in snap.before if not torch.equal(snap.before[n], snap.after[n])]
-    assert len(moved) == len(snap.before) and any("lora_embedding" in n for n in moved)
+    assert len(moved) == len(snap.before) and any("trainable_tokens" in n for n in moved)
     # Greedy reward on the held-out prompts: hallucinations (-1) turn into abstentions (0) or answers (+1).
     assert result.heldout_before is not None and result.heldout_after is not None
     print(f"held-out reward {result.heldout_before:.3f} -> {result.heldout_after:.3f}")
     assert result.heldout_after > result.heldout_before + 0.1
     # The adapter is a standard peft adapter; every logged metric is in the store.
     cfg = json.loads((Path(result.adapter) / "adapter_config.json").read_text())
-    assert cfg["peft_type"] == "LORA" and "embed_tokens" in cfg["target_modules"]
+    assert cfg["peft_type"] == "LORA" and cfg["trainable_token_indices"]
     names = {name for _, name, _ in records.metrics(w.store, result.job_id)}
     assert {"reward", "rewards/grader/mean", "rewards/format/mean", REPLAY_ABSTENTION, REPLAY_KL,
             "heldout_reward"} <= names

