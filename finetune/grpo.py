@@ -341,6 +341,8 @@ def grpo_config(spec: JobSpec, ckpt_dir: Path) -> Any:
     """trl's GRPOConfig from the spec (CPU-safe: bf16 and gradient checkpointing off, no wandb)."""
     from trl.trainer.grpo_config import GRPOConfig
 
+    from finetune.jobs import trainer_args
+
     t, g = spec.trainer, spec.grpo
     vllm: dict[str, Any] = {}
     if g.use_vllm:
@@ -348,16 +350,7 @@ def grpo_config(spec: JobSpec, ckpt_dir: Path) -> Any:
                     # guidance completions were not sampled by vLLM: their "sampling" log-probs are made up
                     vllm_importance_sampling_correction=g.abstention_guidance == 0)
     return GRPOConfig(
-        output_dir=str(ckpt_dir), max_steps=t.max_steps, per_device_train_batch_size=t.per_device_batch_size,
-        gradient_accumulation_steps=t.gradient_accumulation, learning_rate=t.learning_rate,
-        lr_scheduler_type=t.lr_scheduler, warmup_steps=t.warmup_steps, weight_decay=t.weight_decay,
-        max_grad_norm=t.max_grad_norm, seed=t.seed, data_seed=t.seed, logging_steps=t.logging_steps,
-        logging_nan_inf_filter=False,  # the NaN watchdog must see NaN losses
-        save_strategy="steps" if spec.checkpoint_every else "no", save_steps=spec.checkpoint_every or 500,
-        save_total_limit=None,  # AtomicCheckpointMixin rotates complete checkpoints itself
-        report_to=[], bf16=bool(spec.bf16), fp16=False, use_cpu=spec.device == "cpu",
-        gradient_checkpointing=bool(spec.gradient_checkpointing), dataloader_num_workers=0,
-        disable_tqdm=True, eval_strategy="no",
+        **trainer_args(spec, ckpt_dir),
         num_generations=g.num_generations, max_completion_length=g.max_completion_length,
         temperature=g.temperature, beta=g.beta, loss_type=g.loss_type, disable_dropout=True,
         use_vllm=bool(g.use_vllm), **vllm,
@@ -382,10 +375,16 @@ def train_grpo(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Pat
     """Steps 3-7 of `run_job` for `method: grpo` (the caller resolved the spec and recorded the job)."""
     import torch
     from datasets import load_from_disk
-    from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
 
-    from finetune.jobs import ADAPTER_DIR, STEP_DELAY_ENV, JobResult, _patch_trainable_token_heads, _save_adapter
+    from finetune.jobs import (
+        ADAPTER_DIR,
+        STEP_DELAY_ENV,
+        JobResult,
+        _patch_trainable_token_heads,
+        _save_adapter,
+        lora_config,
+    )
     from finetune.watchdog import LossWatchdog, MetricsRecorder
 
     assert spec.base_model is not None  # resolve_spec fills it
@@ -408,10 +407,7 @@ def train_grpo(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Pat
     heldout = [dict(r) for r in data if r["split"] == "heldout"]
 
     # 4. LoRA (abstention tokens trainable: the reward pays for a phrase the model never produced).
-    peft_config = LoraConfig(
-        r=spec.lora.r, lora_alpha=spec.lora.alpha, lora_dropout=spec.lora.dropout,
-        target_modules=spec.lora.target_modules, fan_in_fan_out=bool(spec.lora.fan_in_fan_out),
-        trainable_token_indices=spec.lora.trainable_token_indices or None, task_type="CAUSAL_LM")
+    peft_config = lora_config(spec)
 
     # 5. Rewards and trl config.
     rewards = build_rewards(g, manifest, int(tokenizer.eos_token_id))

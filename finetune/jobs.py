@@ -124,7 +124,6 @@ def _train(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Path, s
            log: _Recorder, callbacks: Sequence[Any]) -> JobResult:
     import torch
     from datasets import load_from_disk
-    from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from finetune.watchdog import EarlyStopping, HeldoutRow, LossWatchdog, MetricsRecorder, heldout_accuracy
@@ -154,25 +153,11 @@ def _train(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Path, s
                for r in data if r["split"] == "heldout"]
 
     # 4. LoRA.
-    peft_config = LoraConfig(
-        r=spec.lora.r, lora_alpha=spec.lora.alpha, lora_dropout=spec.lora.dropout,
-        target_modules=spec.lora.target_modules, fan_in_fan_out=bool(spec.lora.fan_in_fan_out),
-        trainable_token_indices=spec.lora.trainable_token_indices or None, task_type="CAUSAL_LM")
+    peft_config = lora_config(spec)
 
     # 5. trl config.
     t = spec.trainer
-    common: dict[str, Any] = dict(
-        output_dir=str(ckpt_dir), max_steps=t.max_steps, per_device_train_batch_size=t.per_device_batch_size,
-        gradient_accumulation_steps=t.gradient_accumulation, learning_rate=t.learning_rate,
-        lr_scheduler_type=t.lr_scheduler, warmup_steps=t.warmup_steps, weight_decay=t.weight_decay,
-        max_grad_norm=t.max_grad_norm, seed=t.seed, data_seed=t.seed, logging_steps=t.logging_steps,
-        logging_nan_inf_filter=False,  # the NaN watchdog must see NaN losses
-        save_strategy="steps" if spec.checkpoint_every else "no", save_steps=spec.checkpoint_every or 500,
-        save_total_limit=None,  # AtomicCheckpointMixin rotates complete checkpoints itself
-        report_to=[], bf16=bool(spec.bf16), fp16=False, use_cpu=spec.device == "cpu",
-        gradient_checkpointing=bool(spec.gradient_checkpointing), dataloader_num_workers=0,
-        disable_tqdm=True, max_length=t.max_length, eval_strategy="no",
-    )
+    common = trainer_args(spec, ckpt_dir) | {"max_length": t.max_length}
     trainer_cls = _trainer_class(spec.method)
     if spec.method == "sft":
         from trl.trainer.sft_config import SFTConfig
@@ -230,6 +215,33 @@ def _train(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Path, s
         f"{spec.method} done: {steps} steps, loss {final_loss:.4g}" if final_loss is not None else "done")
     return JobResult("", status, str(out), str(adapter), steps, final_loss, before, after,
                      str(start_from) if start_from else None, stop.kind if stop else None, message, 0.0)
+
+
+def lora_config(spec: JobSpec) -> Any:
+    """The peft LoraConfig of a resolved spec (shared by the sft/dpo and grpo jobs)."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=spec.lora.r, lora_alpha=spec.lora.alpha, lora_dropout=spec.lora.dropout,
+        target_modules=spec.lora.target_modules, fan_in_fan_out=bool(spec.lora.fan_in_fan_out),
+        trainable_token_indices=spec.lora.trainable_token_indices or None, task_type="CAUSAL_LM")
+
+
+def trainer_args(spec: JobSpec, ckpt_dir: Path) -> dict[str, Any]:
+    """trl config arguments every method shares: optimisation, logging, checkpoints, device."""
+    t = spec.trainer
+    return dict(
+        output_dir=str(ckpt_dir), max_steps=t.max_steps, per_device_train_batch_size=t.per_device_batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation, learning_rate=t.learning_rate,
+        lr_scheduler_type=t.lr_scheduler, warmup_steps=t.warmup_steps, weight_decay=t.weight_decay,
+        max_grad_norm=t.max_grad_norm, seed=t.seed, data_seed=t.seed, logging_steps=t.logging_steps,
+        logging_nan_inf_filter=False,  # the NaN watchdog must see NaN losses
+        save_strategy="steps" if spec.checkpoint_every else "no", save_steps=spec.checkpoint_every or 500,
+        save_total_limit=None,  # AtomicCheckpointMixin rotates complete checkpoints itself
+        report_to=[], bf16=bool(spec.bf16), fp16=False, use_cpu=spec.device == "cpu",
+        gradient_checkpointing=bool(spec.gradient_checkpointing), dataloader_num_workers=0,
+        disable_tqdm=True, eval_strategy="no",
+    )
 
 
 def _trainer_class(method: str) -> Any:
