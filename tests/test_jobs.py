@@ -85,14 +85,17 @@ def test_spec_unknown_keys_and_bad_values(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_resolve_spec_autos(w: FtWorld, tmp_path: Path) -> None:
     sft = resolve_spec(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path)))
-    assert sft.base_model == str(w.paths.model)
-    # the fix set teaches abstention: LoRA also on the input embedding, so its new tokens are learnable
-    assert sft.lora.target_modules == [*DEFAULT_TARGETS["llama"], "embed_tokens"]
+    assert sft.base_model == str(w.paths.model) and sft.lora.target_modules == DEFAULT_TARGETS["llama"]
+    assert sft.trainer.max_steps == 400
     assert sft.lora.fan_in_fan_out is False and sft.device == "cpu" and sft.bf16 is False
     assert sft.gradient_checkpointing is False and sft.trainer.learning_rate == 3e-3
-    assert sft.lora.trainable_token_indices == []  # whole rows only when asked for (vLLM cannot serve them)
+    # the fix set teaches abstention with tokens the model never trained: their rows become trainable
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(w.paths.model))
+    assert sft.lora.trainable_token_indices == sorted(tok.convert_tokens_to_ids(["i", "don", "'", "t", "know"]))
     dpo = resolve_spec(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path), method="dpo"))
-    assert dpo.lora.target_modules == DEFAULT_TARGETS["llama"]  # its pairs never teach abstention
+    assert dpo.lora.trainable_token_indices == [] and dpo.trainer.max_steps == 300  # its pairs never abstain
     assert dpo.trainer.learning_rate == 3e-3 and dpo.trainer.dpo_loss_type == ["sigmoid", "sft"]
 
 
@@ -123,11 +126,11 @@ def test_sft_injection_and_abstention(w: FtWorld, tmp_path: Path) -> None:
                    lora=LoraSpec(target_modules=ALL_LINEAR), trainer=TrainerSpec(max_steps=100, learning_rate=3e-3))
     result = run_job(spec, w.store, callbacks=[snap])
     assert result.status == "done" and result.steps == 100 and result.adapter
-    # Every trainable tensor moved (LoRA A/B of every target, the input embedding's included).
+    # Every trainable tensor moved (LoRA A/B of every target and the abstention token rows).
     assert snap.before and snap.before.keys() == snap.after.keys()
     unchanged = [n for n in snap.before if torch.equal(snap.before[n], snap.after[n])]
     assert not unchanged
-    assert any("lora_embedding" in n for n in snap.before)
+    assert any("trainable_tokens" in n for n in snap.before)
     # The adapter is standard peft: PeftModel loads it, and the hf backend evaluates with it.
     from peft import PeftModel
     from transformers import AutoModelForCausalLM

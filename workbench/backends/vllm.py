@@ -248,5 +248,5 @@ def _check_servable(adapter: str) -> None:
     if trainable:
         raise WorkbenchError(
             f"adapter `{adapter}` trains embedding rows (peft trainable_token_indices), which vLLM's LoRA "
-            "cannot load; evaluate it with --backend hf (or train it without new tokens: a model whose "
-            "vocabulary already has trained abstention tokens needs none)")
+            "cannot load; evaluate it with --backend hf, or retrain it with `lora: {trainable_token_indices: [], "
+            "target_modules: [..., embed_tokens]}` (LoRA on the input embedding, which vLLM serves)")
