@@ -156,7 +156,8 @@ def _attribution_table(items: list[Any], truth_path: Path, console: Any) -> None
     found = Counter(a.category for a in items)
     agree = Counter(a.category for a in items if truth[a.probe_id]["expected_category"] == a.category)
     table = Table(title=f"attribution of {len(items)} failures")
-    for col in ("category", "probes", "agrees with planted truth", "default fix"):
+    table.add_column("category", no_wrap=True)
+    for col in ("probes", "agrees with planted truth", "default fix"):
         table.add_column(col)
     for cat, n in found.most_common():
         table.add_row(cat, str(n), f"{agree[cat]}/{n}", next(a.fix for a in items if a.category == cat))
@@ -173,8 +174,9 @@ def _before_after(store: Any, base_run: str, cand_run: str, method: str, console
     from finetune.loop import before_after
 
     table = Table(title=f"{method}: baseline -> base + adapter, by baseline attribution category")
-    for col in ("category", "n", "correct before", "correct after", "abstained after", "hallucinated after"):
-        table.add_column(col, justify="right" if col != "category" else "left")
+    table.add_column("category", no_wrap=True)
+    for col in ("n", "correct before", "correct after", "abstained after", "hallucinated after"):
+        table.add_column(col, justify="right")
     for r in before_after(store, base_run, cand_run):
         table.add_row(r.category, str(r.n), str(r.correct_before), str(r.correct_after), str(r.abstained_after),
                       str(r.hallucinated_after))
