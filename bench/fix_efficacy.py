@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     extras = {"sft": yaml.safe_load(args.sft or "{}") or {}, "dpo": yaml.safe_load(args.dpo or "{}") or {},
               "grpo": yaml.safe_load(args.grpo or "{}") or {}}
     jobs: dict[str, JobResult] = {}
-    for method in args.methods.split(","):
+    for method in [m for m in args.methods.split(",") if m]:
         jobs[method] = timed(times, f"job_{method}", functools.partial(
             run_job, job_spec(out / "fix", out / method, method, extras[method]), store))
     if args.combined:
@@ -156,6 +156,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             run_job, job_spec(cfix, out / "combined", "sft", extras["sft"]), store))
     if args.rl:
         rl_kw = {k: v for k, v in fix_kw.items() if k != "replay_ratio"}
+        if args.rl_replay_ratio is not None:
+            rl_kw["replay_ratio"] = args.rl_replay_ratio
         rl_fix = timed(times, "fixset_rl", lambda: build_fixset(store, summary.run_id, out / "fix-rl", strategy="rl",
                                                                  **rl_kw))
         print(f"rl fix set: prompts {rl_fix.counts['prompts']}", flush=True)
@@ -276,6 +278,7 @@ def main() -> None:
     ap.add_argument("--sft", help="YAML mapping merged into the SFT job spec, e.g. '{trainer: {max_steps: 40}}'")
     ap.add_argument("--dpo", help="YAML mapping merged into the DPO job spec")
     ap.add_argument("--grpo", help="YAML mapping merged into the GRPO job spec (with --rl)")
+    ap.add_argument("--rl-replay-ratio", type=float, help="replay ratio of the rl fix set (default: its own, 1)")
     ap.add_argument("--methods", default="sft,dpo", help="jobs to run (tuning one job: sft or dpo)")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
