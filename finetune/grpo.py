@@ -375,15 +375,15 @@ def train_grpo(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Pat
     """Steps 3-7 of `run_job` for `method: grpo` (the caller resolved the spec and recorded the job)."""
     import torch
     from datasets import load_from_disk
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from finetune.jobs import (
         ADAPTER_DIR,
         STEP_DELAY_ENV,
         JobResult,
-        _patch_trainable_token_heads,
         _save_adapter,
         lora_config,
+        wire_trainer,
     )
     from finetune.watchdog import LossWatchdog, MetricsRecorder
 
@@ -438,11 +438,7 @@ def train_grpo(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Pat
     trainer.guided = g.abstention_guidance
     if trainer.guided:
         trainer.guide_ids = tuple(guidance_ids(tokenizer, manifest.abstention_phrase, manifest.stop))
-    _patch_trainable_token_heads(trainer.model)
-    trainer.remove_callback(PrinterCallback)  # logs go to the store, not stdout
-    trainer.keep_checkpoints = spec.keep_checkpoints
-    trainer.on_checkpoint = lambda step, path: log.event("checkpoint", f"checkpoint at step {step}",
-                                                         {"step": step, "path": str(path)})
+    wire_trainer(trainer, spec, log)
     before = None
     if heldout and start_from is None:
         before = early.score(trainer.model)

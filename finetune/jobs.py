@@ -184,13 +184,7 @@ def _train(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Path, s
     trainer = trainer_cls(model=model, args=args, train_dataset=train, processing_class=tokenizer,
                           peft_config=peft_config,
                           callbacks=[MetricsRecorder(log.metrics), watchdog, early, *callbacks])
-    _patch_trainable_token_heads(trainer.model)
-    from transformers import PrinterCallback
-
-    trainer.remove_callback(PrinterCallback)  # logs go to the store, not stdout
-    trainer.keep_checkpoints = spec.keep_checkpoints
-    trainer.on_checkpoint = lambda step, path: log.event("checkpoint", f"checkpoint at step {step}",
-                                                         {"step": step, "path": str(path)})
+    wire_trainer(trainer, spec, log)
     before = None
     if heldout and start_from is None:
         before = heldout_accuracy(trainer.model, tokenizer, heldout, manifest.stop)
@@ -215,6 +209,18 @@ def _train(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Path, s
         f"{spec.method} done: {steps} steps, loss {final_loss:.4g}" if final_loss is not None else "done")
     return JobResult("", status, str(out), str(adapter), steps, final_loss, before, after,
                      str(start_from) if start_from else None, stop.kind if stop else None, message, 0.0)
+
+
+def wire_trainer(trainer: Any, spec: JobSpec, log: Any) -> None:
+    """What every method's trainer needs after construction: the tied-head patch, logs to the store
+    (not stdout), checkpoint rotation and a store event per complete checkpoint."""
+    from transformers import PrinterCallback
+
+    _patch_trainable_token_heads(trainer.model)
+    trainer.remove_callback(PrinterCallback)
+    trainer.keep_checkpoints = spec.keep_checkpoints
+    trainer.on_checkpoint = lambda step, path: log.event("checkpoint", f"checkpoint at step {step}",
+                                                         {"step": step, "path": str(path)})
 
 
 def lora_config(spec: JobSpec) -> Any:

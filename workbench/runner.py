@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.backends import Backend
-from workbench.errors import PartialGenerationError
+from workbench.errors import PartialGenerationError, WorkbenchError
 from workbench.grading import Grader, make_grader
 from workbench.grading.metrics import compute_metrics, metrics_by_tag
 from workbench.probes import LoadResult, Suite
@@ -77,7 +77,8 @@ def render_prompt(suite: Suite, template: str | None, question: str, backend: Ba
     tpl = template or suite.template
     if tpl == "chat":
         if backend is None or not hasattr(backend, "format_chat"):
-            raise ValueError("template `chat` needs a backend with a tokenizer chat template")
+            raise WorkbenchError(f"template `chat` needs a backend with the tokenizer's chat template; "
+                                 f"`{type(backend).__name__}` has none: give a plain template with {{question}}")
         return str(backend.format_chat(question, suite.system_prompt))
     return tpl.format(question=question)
 
