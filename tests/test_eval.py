@@ -19,7 +19,7 @@ from workbench.probes import resolve_probes
 from workbench.results import load_results
 from workbench.runner import EvalOptions, run_eval
 from workbench.store import Store
-from workbench.store.schema import gen_cache
+from workbench.store.schema import gen_cache, meta
 from workbench.types import ModelSpec, Verdict
 
 
@@ -170,3 +170,26 @@ def test_partial_failure_keeps_finished_generations(world: Any, workspace: Path)
     assert store.list_runs()[0].status == "failed"
     again = run_eval(store, spec, suite, loaded, EvalOptions(bootstrap=0))
     assert again.cached == 6 and again.generated == again.n - 6
+
+
+_OPEN_RACE = """
+import sys, time
+from workbench.store import Store
+start = float(sys.argv[2])
+while time.time() < start:
+    pass
+Store.open(sys.argv[1])
+"""
+
+
+def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path: Path) -> None:
+    # the CI failure this guards: a test polling a CLI subprocess's new store lost the schema-version insert race
+    for trial in range(3):
+        ws = tmp_path / f"ws{trial}"
+        start = time.time() + 1.5  # every process imports first, then all open the store in the same instant
+        procs = [subprocess.Popen([sys.executable, "-c", _OPEN_RACE, str(ws), str(start)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)]
+        results = [(p.wait(timeout=60), p.stderr.read() if p.stderr else "") for p in procs]
+        assert all(rc == 0 for rc, _ in results), [err[-400:] for rc, err in results if rc]
+        with Store.open(ws).engine.connect() as c:
+            assert c.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalars().all() == ["1"]

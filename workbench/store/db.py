@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, insert, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from workbench.errors import WorkbenchError
 from workbench.store import schema as t
@@ -71,15 +71,12 @@ class Store:
             event.listen(engine, "connect", _sqlite_pragmas)
         try:
             _create_all(engine)
-            with engine.begin() as c:
-                row = c.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).first()
-                if row is None:
-                    c.execute(insert(t.meta).values(key="schema_version", value=str(t.SCHEMA_VERSION)))
-                elif int(row[0]) != t.SCHEMA_VERSION:
-                    raise WorkbenchError(
-                        f"store {url} has schema version {row[0]}, this workbench writes {t.SCHEMA_VERSION}; "
-                        "use a new --workspace"
-                    )
+            version = _schema_version(engine)
+            if version != t.SCHEMA_VERSION:
+                raise WorkbenchError(
+                    f"store {url} has schema version {version}, this workbench writes {t.SCHEMA_VERSION}; "
+                    "use a new --workspace"
+                )
         except OperationalError as e:
             raise WorkbenchError(f"cannot open store {url}: {e.orig}") from e
         return cls(engine, ws)
@@ -202,6 +199,23 @@ def _create_all(engine: Engine) -> None:
         except OperationalError as e:
             if "already exists" not in str(e.orig) or attempt == 4:
                 raise
+
+
+def _schema_version(engine: Engine) -> int:
+    """The store's schema version, stamping ours on a new store. Two processes opening a new store at once
+    can both read "no version" and both insert it; the loser's insert fails on the key, and it reads again."""
+    for _ in range(2):
+        with engine.connect() as c:
+            row = c.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).first()
+        if row is not None:
+            return int(row[0])
+        try:
+            with engine.begin() as c:
+                c.execute(insert(t.meta).values(key="schema_version", value=str(t.SCHEMA_VERSION)))
+            return t.SCHEMA_VERSION
+        except IntegrityError:
+            continue
+    raise WorkbenchError("store schema version could not be read or written")
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
