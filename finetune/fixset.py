@@ -50,7 +50,7 @@ from workbench.errors import InputError, WorkbenchError, unknown_name
 from workbench.grading.normalize import normalize
 from workbench.probes import Suite
 from workbench.results import ProbeResult, load_results
-from workbench.reviews import effective_attributions, review_dpo_pairs
+from workbench.reviews import corrected_grades, effective_attributions, review_dpo_pairs
 from workbench.store import Store
 from workbench.types import Verdict
 
@@ -246,7 +246,8 @@ def build_fixset(
                              "prompt": render(pair["question"]), "chosen": completion(pair["chosen"]),
                              "rejected": completion(pair["rejected"]), "source": "review"})
     # Replay (SFT) and anchors (DPO) from probes the model answers correctly under the question.
-    corrected = {p["probe_id"] for p in reviewed}  # graded correct, but a reviewer says it is wrong
+    corrected = {g.probe_id for g in corrected_grades(store, run.id)  # graded right, a reviewer says wrong
+                 if g.corrected == Verdict.INCORRECT}
     known = [r for r in results.probes
              if r.probe.id not in attributions and r.probe.id not in corrected and r.verdict == Verdict.CORRECT]
     rng = random.Random(f"replay-{seed}")

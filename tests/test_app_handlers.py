@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from _appdata import AppData, make_app_workspace
 
 from workbench import reviews, views
 from workbench.errors import WorkbenchError
+from workbench.grading.normalize import normalize
 from workbench.regression.gate import history
 from workbench.results import load_results
 from workbench.safepath import UnsafePathError
@@ -114,11 +116,15 @@ def test_overrides_are_append_only_and_feed_compare_and_fix_sets(data: AppData, 
                   and p.probe.id != pid)
     reviews.record_override(store, reviewer="ann", run_id=data.baseline, probe_id=ok_pid, target="verdict",
                             new_value="incorrect", reason="wrong entity")
-    pairs = reviews.review_dpo_pairs(store, data.baseline)
     res = load_results(store, data.baseline).by_id()[ok_pid]
-    assert pairs == [{"probe_id": ok_pid, "question": res.probe.question, "chosen": res.probe.answers[0],
-                      "rejected": res.answer, "source": "review", "reviewer": "ann", "reason": "wrong entity"}]
-    assert [g.probe_id for g in reviews.corrected_grades(store, data.baseline)] == [ok_pid]
+    [grade] = reviews.corrected_grades(store, data.baseline)
+    assert grade.probe_id == ok_pid and grade.answer == res.answer
+    # The answer is an accepted answer: the reviewer disputes the probe; chosen = rejected would teach nothing.
+    assert normalize(res.answer) == normalize(res.probe.answers[0])
+    assert reviews.review_dpo_pairs(store, data.baseline) == []
+    # An answer the grader accepted leniently (not an accepted answer) becomes chosen = accepted, rejected = it.
+    lenient = dataclasses.replace(grade, answer=res.answer + " Vale")
+    assert lenient.dpo_pair() == (res.probe.answers[0], res.answer + " Vale")
 
 
 def test_attribution_override_and_validation(data: AppData, store: Store) -> None:

@@ -20,6 +20,7 @@ from sqlalchemy import insert, select
 
 from workbench.attribution.types import CATEGORIES, Attribution, load_attributions
 from workbench.errors import WorkbenchError, unknown_name
+from workbench.grading.normalize import normalize
 from workbench.results import load_results
 from workbench.store import Store, utcnow
 from workbench.store.schema import reviews as reviews_table
@@ -86,10 +87,14 @@ class CorrectedGrade:
     def dpo_pair(self) -> tuple[str, str] | None:
         """(chosen, rejected) when the correction says the model's answer is wrong: chosen = the first
         accepted answer, rejected = the model's answer. None when the answer was right after all (that
-        corrects the grader, e.g. a missing alias, not the model)."""
-        if self.corrected == Verdict.INCORRECT and self.answer.strip() and self.accepted:
-            return self.accepted[0], self.answer
-        return None
+        corrects the grader, e.g. a missing alias, not the model), and None when the answer *is* an
+        accepted answer: then the reviewer disputes the probe's accepted answers, and a pair with
+        chosen = rejected would teach nothing (fix the probe file instead)."""
+        if self.corrected != Verdict.INCORRECT or not self.answer.strip() or not self.accepted:
+            return None
+        if normalize(self.answer) in {normalize(a) for a in self.accepted}:
+            return None
+        return self.accepted[0], self.answer
 
 
 def _require(value: str, name: str) -> str:
