@@ -14,10 +14,13 @@ Read top to bottom:
    ignored rather than pushed down (pushing the same tokens up on one prompt and down on the next
    cancels out: measured, the phrase rose equally on known and unknown facts). Once the model
    samples the phrase itself, on-policy GRPO teaches where it loses (0 < +1 on known facts);
-3. the watchdogs (`GRPOWatchdog`): blanket abstention on the replay prompts (`reward_hacking`),
+3. the replay anchor (`ReplayAnchor`, weight `grpo.replay_anchor`): an NLL term on the accepted answers
+   of the replay prompts, because a group that is all correct has zero advantage and GRPO alone does
+   not hold the facts the model knew while the phrase rises (measured: a third of them abstained);
+4. the watchdogs (`GRPOWatchdog`): blanket abstention on the replay prompts (`reward_hacking`),
    KL blow-up (`kl_blowup`), collapsed completions (`collapsed_length`); the shared NaN/spike
    watchdog and held-out early stopping (on the greedy held-out reward) run as for SFT/DPO;
-4. `train_grpo`, the job body `finetune.jobs.run_job` dispatches `method: grpo` to.
+5. `train_grpo`, the job body `finetune.jobs.run_job` dispatches `method: grpo` to.
 
 Generation goes through vLLM colocated in the training process (`grpo.use_vllm`, on CUDA by
 default) or the model's own `generate`.
@@ -48,6 +51,8 @@ REPLAY_ABSTENTION = "abstention/replay"
 SAMPLED_LENGTH = "completions/sampled_mean_length"
 #: Exact KL(policy || base) per answer token on replay prompts, measured by GRPOWatchdog.
 REPLAY_KL = "kl/replay"
+#: NLL of the replay answers in the replay anchor term (grpo.replay_anchor).
+ANCHOR_NLL = "anchor/nll"
 
 
 # -- 1. rewards ----------------------------------------------------------------------------------------
@@ -134,7 +139,7 @@ class FormatReward:
         return bool(text[:k].strip()) and not text[k + len(s):].strip()
 
 
-# -- 2. abstention guidance ----------------------------------------------------------------------------
+# -- 2, 3. abstention guidance, the replay anchor -----------------------------------------------------
 
 
 def guidance_ids(tokenizer: Any, phrase: str, stop: Sequence[str]) -> list[int]:
@@ -149,16 +154,64 @@ def guidance_ids(tokenizer: Any, phrase: str, stop: Sequence[str]) -> list[int]:
     return [*ids, int(tokenizer.eos_token_id)]
 
 
+class ReplayAnchor:
+    """The replay anchor: mean NLL of the accepted answers of facts the model knew, teacher-forced.
+
+    `loss = grpo_loss + weight * anchor.nll(model, step)` is InstructGPT's PPO-ptx with the replay
+    prompts as the data to keep. Each call takes `batch` (prompt, completion) pairs in a fixed cycle
+    indexed by the optimizer step, so a resumed job sees the same pairs as an uninterrupted one.
+    """
+
+    def __init__(self, tokenizer: Any, pairs: Sequence[tuple[str, str]], *, batch: int) -> None:
+        eos = [int(tokenizer.eos_token_id)]
+        self.pad = int(tokenizer.pad_token_id)
+        self.rows = [(list(tokenizer(p)["input_ids"]), [*tokenizer(c, add_special_tokens=False)["input_ids"], *eos])
+                     for p, c in sorted(set(pairs))]
+        self.batch = min(batch, len(self.rows))
+
+    def nll(self, model: Any, step: int) -> Any:
+        import torch
+
+        start = (step * self.batch) % len(self.rows)
+        chosen = [self.rows[(start + k) % len(self.rows)] for k in range(self.batch)]
+        width = max(len(p) + len(c) for p, c in chosen)
+        ids = torch.full((len(chosen), width), self.pad, dtype=torch.long)
+        labels = torch.full_like(ids, -100)  # only the answer tokens are scored
+        mask = torch.zeros_like(ids)
+        for i, (p, c) in enumerate(chosen):
+            ids[i, : len(p) + len(c)] = torch.tensor(p + c)
+            labels[i, len(p) : len(p) + len(c)] = torch.tensor(c)
+            mask[i, : len(p) + len(c)] = 1
+        device = next(model.parameters()).device
+        logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
+        return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten().to(device),
+                                                 ignore_index=-100)
+
+
 def _trainer_class() -> Any:
-    """trl's GRPOTrainer with atomic checkpoints and abstention guidance after each generation."""
+    """trl's GRPOTrainer with atomic checkpoints, abstention guidance after each generation and the
+    replay anchor added to the loss."""
     import torch
     from trl.trainer.grpo_trainer import GRPOTrainer
 
     from finetune.checkpoint import AtomicCheckpointMixin
 
-    class GuidedGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):  # type: ignore[misc]
+    base: Any = GRPOTrainer  # trl's private hooks below are untyped: overridden as Any
+
+    class GuidedGRPOTrainer(AtomicCheckpointMixin, base):  # type: ignore[misc]
         guide_ids: tuple[int, ...] = ()
         guided: int = 0
+        anchor: ReplayAnchor | None = None
+        anchor_weight: float = 0.0
+
+        def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False,
+                         num_items_in_batch: Any = None) -> Any:
+            loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            if self.anchor is not None and self.anchor_weight > 0 and model.training:
+                nll = self.anchor.nll(model, self.state.global_step)
+                self._metrics["train"][ANCHOR_NLL].append(float(nll.detach()))
+                loss = loss + self.anchor_weight * nll
+            return loss
 
         def _generate_and_score_completions(self, inputs: Any) -> Any:
             out = super()._generate_and_score_completions(inputs)
@@ -186,7 +239,7 @@ def _trainer_class() -> Any:
     return GuidedGRPOTrainer
 
 
-# -- 3. watchdogs --------------------------------------------------------------------------------------
+# -- 4. watchdogs --------------------------------------------------------------------------------------
 
 
 class GRPOWatchdog(TrainerCallback):
@@ -210,8 +263,8 @@ class GRPOWatchdog(TrainerCallback):
         self.checks: list[tuple[str, str, float, bool, str]] = [
             ("reward_hacking", REPLAY_ABSTENTION, max_replay_abstention, True,
              "sampled completions abstain on {v:.0%} of the replay prompts (known facts; bound {b:.0%}): the "
-             "policy is learning to abstain everywhere; raise the replay share (--replay-ratio), lower "
-             "grpo.hallucination_penalty or trainer.learning_rate"),
+             "policy is learning to abstain everywhere; raise grpo.replay_anchor or the replay share "
+             "(--replay-ratio), lower grpo.temperature, grpo.hallucination_penalty or trainer.learning_rate"),
             ("kl_blowup", REPLAY_KL, max_kl, True,
              "KL to the base model on the replay prompts is {v:.3g} nats per token (bound {b:.3g}): the policy "
              "drifts on facts it knew; lower trainer.learning_rate or raise grpo.beta"),
@@ -334,7 +387,7 @@ def heldout_reward(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]]
     return sum(scores) / len(scores)
 
 
-# -- 4. the job body -----------------------------------------------------------------------------------
+# -- 5. the job body -----------------------------------------------------------------------------------
 
 
 def grpo_config(spec: JobSpec, ckpt_dir: Path) -> Any:
@@ -438,6 +491,9 @@ def train_grpo(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Pat
     trainer.guided = g.abstention_guidance
     if trainer.guided:
         trainer.guide_ids = tuple(guidance_ids(tokenizer, manifest.abstention_phrase, manifest.stop))
+    if g.replay_anchor > 0 and replay:
+        trainer.anchor = ReplayAnchor(tokenizer, replay, batch=g.replay_anchor_batch)
+        trainer.anchor_weight = g.replay_anchor
     wire_trainer(trainer, spec, log)
     before = None
     if heldout and start_from is None:

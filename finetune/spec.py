@@ -47,7 +47,7 @@ DEFAULT_TARGETS: dict[str, list[str]] = {
     "opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
 }
 #: Optimizer steps per method when `trainer.max_steps` is not given (measurements in TrainerSpec).
-DEFAULT_STEPS = {"sft": 400, "dpo": 300, "grpo": 150}
+DEFAULT_STEPS = {"sft": 400, "dpo": 300, "grpo": 300}
 #: The input-embedding module per architecture: LoRA on it also makes never-trained abstention tokens
 #: learnable, in a form vLLM serves (see resolve_spec).
 EMBEDDINGS: dict[str, str] = {
@@ -91,8 +91,8 @@ class TrainerSpec:
     """Optimisation settings (passed to trl's SFTConfig / DPOConfig / GRPOConfig).
 
     Attributes:
-        learning_rate: None: 3e-3 for sft, dpo and grpo (trl's default 1e-6 barely moves a LoRA).
-        max_steps: Optimizer steps; None: 400 for sft, 300 for dpo, 150 for grpo.
+        learning_rate: None: 3e-3 for sft and dpo, 1e-3 for grpo (trl's default 1e-6 barely moves a LoRA).
+        max_steps: Optimizer steps; None: 400 for sft, 300 for dpo, 300 for grpo.
         per_device_batch_size: Micro batch per device (grpo: completions, i.e. prompts x num_generations).
         gradient_accumulation: Micro batches per optimizer step.
         seed: Seeds LoRA init, data order and dropout.
@@ -157,7 +157,11 @@ class GRPOSpec:
             trainer.per_device_batch_size x trainer.gradient_accumulation must be a multiple of it.
         max_completion_length: New tokens per completion at most (the abstention phrase, the stop
             string and EOS must fit).
-        temperature: Sampling temperature of the rollouts.
+        temperature: Sampling temperature of the rollouts. The reward makes abstaining right wherever a
+            sampled answer is right less than 1 / (1 + hallucination_penalty) of the time, so the
+            rollouts should be close to the greedy answers that are deployed and evaluated: on the
+            default world at 1.0, 24% of the known facts' prompts are sampled right less than half the
+            time (0.5: 8.5%, greedy: 1%), and GRPO learned to abstain on them.
         beta: KL penalty coefficient against the base model (the adapter disabled); 0 (default, as in
             DAPO / Dr. GRPO) skips the reference pass. Learning the new abstention phrase is a large KL by
             design, so a penalty fights the fix; the KL watchdog (max_kl) guards drift on replay prompts.
@@ -168,6 +172,12 @@ class GRPOSpec:
         abstention_guidance: Completions per group replaced by the abstention phrase (off-policy
             guidance). A model that never saw the phrase samples it with probability ~1e-20, and RL
             cannot learn what it never samples; 0 turns it off (pure on-policy GRPO).
+        replay_anchor: Weight of an NLL term on the replay prompts' accepted answers added to the GRPO loss
+            (InstructGPT's PPO-ptx, with the facts the model knew as the "pretraining" data). GRPO gives a
+            group that is all correct zero advantage, so nothing holds known facts while abstention, rising
+            on the targeted prompts, spreads through the shared weights; the anchor holds them. 0 turns it off.
+        replay_anchor_batch: Replay answers in the anchor term per micro-batch (cycled in a fixed order,
+            so a resumed job sees the same ones).
         max_replay_abstention: Stop with `reward_hacking` when the sampled completions on the replay
             prompts (facts the model knew) abstain more often than this (mean over watch_window logs).
         max_kl: Stop with `kl_blowup` when the exact KL(policy || base) per answer token on replay prompts
@@ -182,12 +192,14 @@ class GRPOSpec:
 
     num_generations: int = 8
     max_completion_length: int = 12
-    temperature: float = 1.0
+    temperature: float = 0.5
     beta: float = 0.0
     loss_type: str = "dapo"
     hallucination_penalty: float = 1.0
     format_weight: float = 0.1
     abstention_guidance: int = 1
+    replay_anchor: float = 4.0
+    replay_anchor_batch: int = 64
     max_replay_abstention: float = 0.25
     max_kl: float = 2.0
     min_completion_length: float = 2.0
@@ -370,6 +382,8 @@ def _validate_grpo(spec: JobSpec) -> None:
     _at_least("grpo.beta", g.beta, 0)
     _at_least("grpo.hallucination_penalty", g.hallucination_penalty, 0)
     _at_least("grpo.format_weight", g.format_weight, 0)
+    _at_least("grpo.replay_anchor", g.replay_anchor, 0)
+    _at_least("grpo.replay_anchor_batch", g.replay_anchor_batch, 1)
     if not 0 <= g.abstention_guidance <= g.num_generations:
         raise _fail("grpo.abstention_guidance", f"must be in [0, grpo.num_generations={g.num_generations}], "
                     f"got {g.abstention_guidance}")
@@ -537,7 +551,9 @@ def resolve_spec(spec: JobSpec) -> JobSpec:
     if trainer.learning_rate is None:
         # sft/dpo 3e-3 (bench/fix_efficacy.py, default world): 1e-3/5e-4 at 60 x 16 fixed 2%/10% of the targeted
         # failures; DPO 120 x 32 fixed 75% at 2e-3, 78% at 3e-3; SFT (r 8) at 5e-3 broke 1.6% of correct probes.
-        trainer.learning_rate = {"sft": 3e-3, "dpo": 3e-3, "grpo": 3e-3}[spec.method]
+        # grpo 1e-3 (same bench, --rl, anchor 4, temperature 0.5, 150 steps): 3e-3 hit the reward_hacking
+        # watchdog at step 117 with 2.1% of correct answers broken; 1e-3 ran all steps and broke 0.9%.
+        trainer.learning_rate = {"sft": 3e-3, "dpo": 3e-3, "grpo": 1e-3}[spec.method]
     device = spec.device
     if device == "auto":
         import torch

@@ -20,7 +20,16 @@ from transformers import TrainerCallback, TrainerControl, TrainerState
 from finetune import records
 from finetune.checkpoint import COMPLETE
 from finetune.fixset import PROMPT_COLUMNS, build_fixset, load_manifest
-from finetune.grpo import REPLAY_ABSTENTION, REPLAY_KL, SAMPLED_LENGTH, FormatReward, GraderReward, GRPOWatchdog
+from finetune.grpo import (
+    ANCHOR_NLL,
+    REPLAY_ABSTENTION,
+    REPLAY_KL,
+    SAMPLED_LENGTH,
+    FormatReward,
+    GraderReward,
+    GRPOWatchdog,
+    ReplayAnchor,
+)
 from finetune.jobs import STEP_DELAY_ENV, run_job
 from finetune.launcher import job_command
 from finetune.spec import EarlyStopSpec, GRPOSpec, JobSpec, LoraSpec, TrainerSpec, from_dict, save_spec
@@ -91,6 +100,8 @@ def test_grpo_spec_validation() -> None:
         from_dict({**base, "grpo": {"loss_type": "dappo"}})
     with pytest.raises(WorkbenchError, match=r"unknown key `grpo.penalty`"):
         from_dict({**base, "grpo": {"penalty": 2}})
+    with pytest.raises(WorkbenchError, match=r"`grpo.replay_anchor` must be >= 0"):
+        from_dict({**base, "grpo": {"replay_anchor": -1}})
     spec = from_dict({**base, "grpo": {"hallucination_penalty": 2, "use_vllm": False}})
     assert spec.grpo.hallucination_penalty == 2.0 and spec.grpo.use_vllm is False
 
@@ -134,6 +145,33 @@ def test_rl_fixset_prompts(w: FtWorld, rl_fix: Path) -> None:
     assert m.train_rows["prompts"] == len(replay) + sum(r["split"] == "train" for r in targeted)
 
 
+def test_replay_anchor_is_the_answer_nll_cycled_by_step(w: FtWorld, rl_fix: Path) -> None:
+    from datasets import load_from_disk
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(w.paths.model))
+    model = AutoModelForCausalLM.from_pretrained(str(w.paths.model))
+    replay = sorted({(r["prompt"], " " + r["answers"][0] + ".") for r in load_from_disk(str(rl_fix))["prompts"]
+                     if r["source"] == "replay"})[:3]
+    anchor = ReplayAnchor(tok, replay, batch=2)
+
+    def nll(rows: list[tuple[str, str]]) -> float:  # one row at a time, no padding: the reference
+        total, count = 0.0, 0
+        for p, c in rows:
+            prompt, answer = tok(p)["input_ids"], tok(c, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+            with torch.no_grad():
+                logp = model(torch.tensor([prompt + answer])).logits[0].log_softmax(-1)
+            total -= sum(float(logp[len(prompt) - 1 + k, t]) for k, t in enumerate(answer))
+            count += len(answer)
+        return total / count
+
+    with torch.no_grad():
+        assert float(anchor.nll(model, 0)) == pytest.approx(nll(replay[:2]), rel=1e-4)
+        assert float(anchor.nll(model, 1)) == pytest.approx(nll([replay[2], replay[0]]), rel=1e-4)
+    anchor.nll(model, 0).backward()  # a loss term: gradients reach the weights
+    assert model.lm_head.weight.grad is not None and model.lm_head.weight.grad.abs().sum() > 0
+
+
 # -- GRPO runs -----------------------------------------------------------------------------------------
 
 
@@ -164,7 +202,7 @@ def test_short_grpo_run_moves_parameters_and_raises_reward(w: FtWorld, rl_fix: P
     cfg = json.loads((Path(result.adapter) / "adapter_config.json").read_text())
     assert cfg["peft_type"] == "LORA" and cfg["trainable_token_indices"]
     names = {name for _, name, _ in records.metrics(w.store, result.job_id)}
-    assert {"reward", "rewards/grader/mean", "rewards/format/mean", REPLAY_ABSTENTION, REPLAY_KL,
+    assert {"reward", "rewards/grader/mean", "rewards/format/mean", REPLAY_ABSTENTION, REPLAY_KL, ANCHOR_NLL,
             "heldout_reward"} <= names
     kinds = [e.kind for e in records.events(w.store, result.job_id)]
     assert kinds[0] == "start" and kinds[-1] == "done"
