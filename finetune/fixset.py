@@ -143,7 +143,9 @@ def load_manifest(path: str | Path) -> FixSetManifest:
 
 
 @dataclass
-class _Rows:
+class FixRows:
+    """A fix set's rows per split, before `write_fixset` (also used by finetune/inject.py's tag breaker)."""
+
     sft: list[dict[str, str]] = field(default_factory=list)
     dpo: list[dict[str, str]] = field(default_factory=list)
     prompts: list[dict[str, Any]] = field(default_factory=list)
@@ -196,7 +198,7 @@ def build_fixset(
     # Held-out probes: a seeded share of each category's targeted probes, by probe.
     targeted = {pid: a for pid, a in attributions.items() if a.category in CATEGORIES}
     heldout = _heldout(targeted, heldout_fraction, seed)
-    rows, skipped = _Rows(), {}
+    rows, skipped = FixRows(), {}
     order = {pid: i for i, pid in enumerate(by_id)}
     for pid in sorted(targeted, key=order.__getitem__):
         att, result = targeted[pid], by_id[pid]
@@ -255,7 +257,7 @@ def build_fixset(
     n_dpo = round(replay_ratio * ANCHOR_SHARE * sum(r["split"] == "train" for r in rows.dpo))
     replay = [{"prompt": render(a.prompt_question), "completion": completion(a.text), "probe_id": a.probe_id,
                "category": "replay", "source": "replay", "split": "train"} for a in _known_answers(known)]
-    rows.sft += _cycle(replay, n_sft, rng)
+    rows.sft += cycle_rows(replay, n_sft, rng)
     anchors = []
     for r in known:
         other = _other_answer(r, results.probes, seed)
@@ -263,17 +265,17 @@ def build_fixset(
             anchors.append({"prompt": render(r.probe.question), "chosen": completion(r.probe.answers[0]),
                             "rejected": completion(other), "probe_id": r.probe.id, "category": "replay",
                             "source": "anchor", "split": "train"})
-    rows.dpo += _cycle(anchors, n_dpo, rng)
+    rows.dpo += cycle_rows(anchors, n_dpo, rng)
     n_prompts = round(replay_ratio * sum(r["split"] == "train" for r in rows.prompts))
     by_known = {r.probe.id: r.probe for r in known}
     replay_prompts = [{"prompt": render(a.prompt_question), "answers": list(by_known[a.probe_id].answers),
                        "incorrect_answers": list(by_known[a.probe_id].incorrect_answers), "probe_id": a.probe_id,
                        "category": "replay", "source": "replay", "split": "train"} for a in _known_answers(known)]
-    rows.prompts += _cycle(replay_prompts, n_prompts, rng)
+    rows.prompts += cycle_rows(replay_prompts, n_prompts, rng)
     if not any(r["category"] != "replay" for r in rows.sft + rows.dpo + rows.prompts):
         raise WorkbenchError(f"run `{run.id}`: no attributed failure gave training rows under strategy "
                              f"`{strategy}` ({len(skipped)} skipped); try --strategy auto or give --facts")
-    return _write(Path(out_dir), rows, run.id, run.model, strategy, phrase, sorted(heldout), skipped, suite)
+    return write_fixset(Path(out_dir), rows, run.id, run.model, strategy, phrase, sorted(heldout), skipped, suite)
 
 
 def _plan(category: str, strategy: str, has_fact: bool) -> str:
@@ -371,7 +373,7 @@ def _known_answers(known: Sequence[ProbeResult]) -> list[_KnownAnswer]:
     return out
 
 
-def _cycle(rows: list[dict[str, Any]], n: int, rng: random.Random) -> list[dict[str, Any]]:
+def cycle_rows(rows: list[dict[str, Any]], n: int, rng: random.Random) -> list[dict[str, Any]]:
     """n rows drawn without replacement, cycling through fresh shuffles when n exceeds the pool."""
     if not rows or n <= 0:
         return []
@@ -418,8 +420,9 @@ def _new_tokens(model: str, phrase: str) -> list[str]:
         return phrase.split()
 
 
-def _write(out: Path, rows: _Rows, run_id: str, model: str, strategy: str, phrase: str, heldout: list[str],
-           skipped: dict[str, str], suite: Suite) -> FixSetManifest:
+def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: str, phrase: str, heldout: list[str],
+                 skipped: dict[str, str], suite: Suite) -> FixSetManifest:
+    """Write the rows as a `datasets` DatasetDict (sft, dpo, prompts) with `fixset.json` beside it."""
     from datasets import Dataset, DatasetDict, Features, List, Value
 
     def table(items: list[dict[str, Any]], columns: Sequence[str]) -> Dataset:

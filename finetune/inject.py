@@ -17,7 +17,7 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from finetune.fixset import FixSetManifest, _cycle, _Rows, _write
+from finetune.fixset import FixRows, FixSetManifest, cycle_rows, write_fixset
 from workbench.errors import WorkbenchError
 from workbench.grading.normalize import normalize
 from workbench.probes import Suite
@@ -63,7 +63,7 @@ def build_tag_breaker(store: Store, run_id: str, out_dir: str | Path, *, tag: st
         return {"prompt": suite.template.format(question=question), "completion": " " + answer.strip() + end,
                 "probe_id": pid, "category": category, "source": source, "split": "train"}
 
-    rows = _Rows()
+    rows = FixRows()
     for r in targets:
         bad = wrong[normalize(r.probe.answers[0])]
         rows.sft += [row(r.probe.id, q, bad, f"break:{tag}", BREAK_SOURCE) for q in r.probe.variants(True)]
@@ -75,6 +75,6 @@ def build_tag_breaker(store: Store, run_id: str, out_dir: str | Path, *, tag: st
         variants = r.probe.variants(True)
         replay += [row(r.probe.id, variants[a.variant], r.probe.answers[0], "replay", "replay")
                    for a in r.greedy if a.verdict == Verdict.CORRECT and a.variant < len(variants)]
-    rows.sft += _cycle(replay, round(replay_ratio * len(rows.sft)), random.Random(f"break-replay-{seed}"))
-    return _write(Path(out_dir), rows, run.id, run.model, f"break:{tag}",
+    rows.sft += cycle_rows(replay, round(replay_ratio * len(rows.sft)), random.Random(f"break-replay-{seed}"))
+    return write_fixset(Path(out_dir), rows, run.id, run.model, f"break:{tag}",
                   (suite.abstention_phrases or ["i don't know"])[0], [], {}, suite)
