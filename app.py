@@ -44,6 +44,9 @@ def build_app(workspace: str | Path) -> Any:
     import gradio as gr
 
     from finetune import ui as fix
+    from finetune.fixset import STRATEGIES
+    from finetune.preflight import METHODS as PREFLIGHT_METHODS
+    from finetune.spec import METHODS as JOB_METHODS
     from workbench import reviews, views
     from workbench.attribution.types import CATEGORIES
     from workbench.regression.stats import METRICS
@@ -227,7 +230,7 @@ def build_app(workspace: str | Path) -> Any:
                 with gr.Row():
                     fx_run = gr.Dropdown(label="run", choices=initial, allow_custom_value=True)
                     fx_out = gr.Textbox(label="fix set dir (in the workspace)", placeholder="fixsets/<run id>")
-                    fx_strategy = gr.Dropdown(label="strategy", choices=["auto", "inject", "abstain", "dpo"],
+                    fx_strategy = gr.Dropdown(label="strategy", choices=list(STRATEGIES),
                                               value="auto")
                     fx_build = gr.Button("Build fix set")
                 fx_summary = gr.Markdown()
@@ -236,7 +239,7 @@ def build_app(workspace: str | Path) -> Any:
                         pf_model = gr.Textbox(label="model (directory or cached hub id)", elem_id="pf-model")
                         pf_gpu = gr.Number(label="GPU memory GiB", value=80)
                         pf_method = gr.Dropdown(label="method", value="lora",
-                                                choices=["full", "lora", "qlora", "dpo", "dpo-lora", "dpo-qlora"])
+                                                choices=list(PREFLIGHT_METHODS))
                         pf_prec = gr.Dropdown(label="precision", choices=["bf16", "fp16", "fp32"], value="bf16")
                     with gr.Row():
                         pf_mb = gr.Number(label="micro batch", value=1, precision=0)
@@ -249,7 +252,7 @@ def build_app(workspace: str | Path) -> Any:
                     pf_recs = gr.Dataframe(label="what to change", interactive=False)
                 with gr.Row():
                     jb_fixset = gr.Textbox(label="fix set dir")
-                    jb_method = gr.Dropdown(label="method", choices=["sft", "dpo"], value="sft")
+                    jb_method = gr.Dropdown(label="method", choices=list(JOB_METHODS), value="sft")
                     jb_steps = gr.Number(label="max steps", value=60, precision=0)
                     jb_name = gr.Textbox(label="job name (optional)")
                     jb_launch = gr.Button("Launch job", variant="primary")

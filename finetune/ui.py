@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, unknown_name
 from workbench.safepath import resolve_inside
 from workbench.store import Store, new_id
 from workbench.views import bar_chart_html
@@ -106,9 +106,17 @@ class LaunchView:
 def launch_job(store: Store, fixset: str, *, method: str = "sft", max_steps: int = 60,
                learning_rate: float | None = None, name: str = "") -> LaunchView:
     """Write `jobs/<name>/job.yaml` and start `python -m finetune.jobs` on it in a subprocess."""
-    from finetune.spec import JobSpec, TrainerSpec, save_spec
+    from finetune.fixset import load_manifest
+    from finetune.spec import METHODS, JobSpec, TrainerSpec, save_spec
 
+    if method not in METHODS:
+        raise unknown_name("method", method, METHODS)
     fix_dir = resolve_inside(store.workspace, fixset)
+    split = "prompts" if method == "grpo" else method
+    if not load_manifest(fix_dir).train_rows.get(split):  # refuse here, not in a job log after the launch
+        hint = "strategy rl" if method == "grpo" else "strategy auto, or the strategy that makes them"
+        raise WorkbenchError(f"fix set `{fixset}` has no {split} training rows for method {method}; build one "
+                             f"with {hint}")
     rel = f"jobs/{name.strip() or new_id('ui')}"
     out = resolve_inside(store.workspace, rel)
     if out.exists() and any(out.iterdir()):

@@ -189,6 +189,12 @@ def test_fix_tab_preflight_and_fixset(data: AppData, store: Store) -> None:
             ui.build_fix(store, data.baseline, bad)
     with pytest.raises(UnsafePathError):
         ui.launch_job(store, "../../etc")
+    # refused before anything starts: an unknown method, and grpo on a fix set without GRPO prompts
+    with pytest.raises(WorkbenchError, match=r"unknown method `grp`\. Did you mean `grpo`"):
+        ui.launch_job(store, "fixsets/base", method="grp")
+    with pytest.raises(WorkbenchError, match="no prompts training rows for method grpo; build one with strategy rl"):
+        ui.launch_job(store, "fixsets/base", method="grpo", name="t0")
+    assert not (store.workspace / "jobs" / "t0").exists()
 
 
 @pytest.mark.slow
