@@ -12,7 +12,7 @@ from pathlib import Path
 
 from finetune.fixset import FixSetManifest, build_fixset
 from finetune.jobs import JobResult, run_job
-from finetune.spec import JobSpec, save_spec
+from finetune.spec import JobSpec, TrainerSpec, save_spec
 from workbench.attribution.types import load_attributions
 from workbench.results import load_results
 from workbench.store import Store
@@ -21,22 +21,26 @@ from workbench.types import Verdict
 
 @dataclass(frozen=True)
 class FixJobs:
-    manifest: FixSetManifest
+    manifest: FixSetManifest  # the auto fix set (sft, dpo)
     jobs: dict[str, JobResult]  # method -> result
+    rl_manifest: FixSetManifest | None = None  # the rl fix set (grpo prompts), when grpo ran
 
 
 def train_fixes(store: Store, run_id: str, out_dir: Path, methods: tuple[str, ...] = ("sft", "dpo"),
-                *, seed: int = 0) -> FixJobs:
-    """Build the fix set of an attributed run (auto strategy), then one LoRA job per method on it:
-    sft learns the injection + abstention rows, dpo the preference pairs; both carry replay."""
+                *, seed: int = 0, max_steps: int | None = None) -> FixJobs:
+    """Build the fix sets of an attributed run, then one LoRA job per method: sft learns the injection +
+    abstention rows and dpo the preference pairs of the auto fix set; grpo samples the rl fix set's
+    prompts (every targeted probe). All carry replay. `max_steps` None: each method's default."""
     manifest = build_fixset(store, run_id, out_dir / "fixset", strategy="auto", seed=seed)
+    rl = build_fixset(store, run_id, out_dir / "fixset-rl", strategy="rl", seed=seed) if "grpo" in methods else None
     jobs = {}
     for method in methods:
-        spec = JobSpec(fixset=str((out_dir / "fixset").resolve()), output_dir=str((out_dir / method).resolve()),
-                       method=method)
+        fixset = out_dir / ("fixset-rl" if method == "grpo" else "fixset")
+        spec = JobSpec(fixset=str(fixset.resolve()), output_dir=str((out_dir / method).resolve()), method=method,
+                       trainer=TrainerSpec(max_steps=max_steps))
         save_spec(spec, Path(spec.output_dir) / "job.yaml")
         jobs[method] = run_job(spec, store)
-    return FixJobs(manifest, jobs)
+    return FixJobs(manifest, jobs, rl)
 
 
 @dataclass(frozen=True)

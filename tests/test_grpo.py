@@ -295,3 +295,18 @@ def dataclass_replace(spec: JobSpec, **changes: Any) -> JobSpec:
     import dataclasses
 
     return dataclasses.replace(spec, **changes)
+
+
+@pytest.mark.slow
+def test_train_fixes_runs_grpo_on_the_rl_fix_set(w: FtWorld, tmp_path: Path) -> None:
+    """The loop `make demo` runs: sft on the auto fix set, grpo on the rl one (the auto set has no prompts)."""
+    from finetune.loop import train_fixes
+    from finetune.spec import load_spec
+
+    fixes = train_fixes(w.store, w.run_id, tmp_path, ("sft", "grpo"), max_steps=3)
+    assert fixes.manifest.strategy == "auto" and fixes.manifest.train_rows["prompts"] == 0
+    assert fixes.rl_manifest is not None and fixes.rl_manifest.strategy == "rl"
+    assert fixes.rl_manifest.train_rows["prompts"] > 0
+    assert {m: (j.status, j.steps, j.adapter is not None) for m, j in fixes.jobs.items()} == {
+        "sft": ("done", 3, True), "grpo": ("done", 3, True)}
+    assert load_spec(tmp_path / "grpo" / "job.yaml").fixset == str((tmp_path / "fixset-rl").resolve())

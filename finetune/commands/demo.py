@@ -1,6 +1,6 @@
 """`workbench demo` (= `make demo`): the whole loop on the built-in synthetic world.
 
-world -> evaluate -> attribute (with the corpus index) -> fix set -> LoRA SFT and DPO jobs ->
+world -> evaluate -> attribute (with the corpus index) -> fix sets -> LoRA SFT, DPO and GRPO jobs ->
 evaluate base + each adapter -> per-category before/after -> regression gate with an HTML report.
 The world and every generation are cached in the workspace, so a second demo is quick.
 """
@@ -23,7 +23,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", type=int, default=10, help="samples per prompt variant (default 10)")
     p.add_argument("--backend", default="hf", help="hf | vllm (default hf)")
     p.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
-    p.add_argument("--methods", default="sft,dpo", help="fix jobs to run (comma-separated: sft, dpo, grpo)")
+    p.add_argument("--methods", default="sft,dpo,grpo",
+                   help="fix jobs to run (comma-separated; default sft,dpo,grpo)")
+    p.add_argument("--steps", type=int, help="max_steps of every fix job (default: each method's own)")
 
 
 class _Clock:
@@ -90,10 +92,14 @@ def run(args: argparse.Namespace) -> int:
 
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     clock.step(f"4. fix: fix set + LoRA jobs ({', '.join(methods)})")
-    fixes = train_fixes(store, base.run_id, ws / "fix" / base.run_id, methods, seed=args.seed)
+    fixes = train_fixes(store, base.run_id, ws / "fix" / base.run_id, methods, seed=args.seed,
+                        max_steps=args.steps)
     counts = fixes.manifest.counts
     console.print(f"fix set: {sum(counts['sft'].values())} SFT rows, {sum(counts['dpo'].values())} DPO pairs, "
                   f"{len(fixes.manifest.heldout_probe_ids)} held-out probes")
+    if fixes.rl_manifest is not None:
+        console.print(f"rl fix set: {sum(fixes.rl_manifest.counts['prompts'].values())} GRPO prompts "
+                      f"(targeted + replay)")
     for method, job in fixes.jobs.items():
         console.print(f"  {method}: {job.status}, {job.steps} steps, loss {job.final_loss}, {job.seconds:.1f}s "
                       f"({job.message})")
