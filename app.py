@@ -260,7 +260,8 @@ def build_app(workspace: str | Path) -> Any:
                 jb_dir = gr.Textbox(label="job dir", interactive=False)
                 jb_msg = gr.Markdown()
                 jb_status = gr.Markdown()
-                jb_loss = gr.LinePlot(x="step", y="value", color="name", label="loss")
+                jb_loss = gr.LinePlot(x="step", y="value", color="name",
+                                      label="training curves (loss; grpo: reward, abstention)")
                 jb_events = gr.Dataframe(label="events", interactive=False)
                 fix_cli = gr.Textbox(label="equivalent CLI", interactive=False, buttons=["copy"])
                 timer = gr.Timer(2.0, active=False)

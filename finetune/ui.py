@@ -149,6 +149,15 @@ class JobView:
     events: pd.DataFrame  # at, kind, message
 
 
+#: What a GRPO job's curves show beside its loss (which hovers near 0 and says little): the mean reward,
+#: the abstention rates the reward-hacking watchdog reads, and the held-out greedy reward.
+GRPO_CURVES = ("reward", "abstention/replay", "abstention/targeted", "heldout_reward")
+
+
+def _plotted(metric: str, method: str) -> bool:
+    return "loss" in metric or (method == "grpo" and metric in GRPO_CURVES)
+
+
 def follow_job(store: Store, output_dir: str) -> JobView:
     """Status, metric curves and events of the job in `output_dir` (or its process, before it records)."""
     from finetune import records
@@ -163,7 +172,7 @@ def follow_job(store: Store, output_dir: str) -> JobView:
         return JobView(f"job in `{output_dir}`: {'starting' if alive else 'not started'}{code}", alive,
                        empty_loss, empty_events)
     job = records.get_job(store, job_id)
-    rows = [(s, v, n) for s, n, v in records.metrics(store, job_id) if "loss" in n]
+    rows = [(s, v, n) for s, n, v in records.metrics(store, job_id) if _plotted(n, job["method"])]
     ev = records.events(store, job_id)
     running = job["status"] in ("pending", "running") and (proc is None or alive)
     status = f"job `{job_id}`: **{job['status']}** ({job['method']})" + (

@@ -232,3 +232,20 @@ def test_review_cli_matches_the_app(data: AppData, store: Store, capsys: pytest.
     assert '"reviewer": "ann"' in capsys.readouterr().out
     assert main(["review", data.candidate, "--workspace", str(store.workspace), "--target", "release",
                  "--value", "ship", "--reason", "x"]) == 2
+
+
+def test_follow_job_plots_the_reward_and_abstention_of_a_grpo_job(store: Store) -> None:
+    from finetune import records, ui
+
+    out = store.workspace / "jobs" / "g1"
+    out.mkdir(parents=True)
+    job_id = records.create_job(store, method="grpo", spec={}, run_id=None, fixset_path="f", fixset_hash="h")
+    (out / "job_id").write_text(job_id)
+    records.set_status(store, job_id, "running")
+    for step in (1, 2):
+        records.add_metrics(store, job_id, step, {"loss": 0.01, "reward": 0.1 * step, "abstention/replay": 0.0,
+                                                  "kl/replay": 0.3, "completions/mean_length": 4.0})
+    view = ui.follow_job(store, "jobs/g1")
+    assert set(view.loss["name"]) == {"loss", "reward", "abstention/replay"}
+    assert list(view.loss[view.loss["name"] == "reward"]["value"]) == pytest.approx([0.1, 0.2])
+    assert "**running** (grpo)" in view.status
