@@ -435,8 +435,8 @@ def train_grpo(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Pat
         STEP_DELAY_ENV,
         JobResult,
         _save_adapter,
-        lora_config,
         wire_trainer,
+        with_adapter,
     )
     from finetune.watchdog import LossWatchdog, MetricsRecorder
 
@@ -459,8 +459,9 @@ def train_grpo(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Pat
     train = data.filter(lambda r: r["split"] == "train")
     heldout = [dict(r) for r in data if r["split"] == "heldout"]
 
-    # 4. LoRA (abstention tokens trainable: the reward pays for a phrase the model never produced).
-    peft_config = lora_config(spec)
+    # 4. LoRA (abstention tokens trainable: the reward pays for a phrase the model never produced), fresh or
+    #    the adapter a staged fix continues.
+    model, peft_config = with_adapter(model, spec)
 
     # 5. Rewards and trl config.
     rewards = build_rewards(g, manifest, int(tokenizer.eos_token_id))

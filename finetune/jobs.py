@@ -152,8 +152,8 @@ def _train(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Path, s
                                                manifest.stop))
                for r in data if r["split"] == "heldout"]
 
-    # 4. LoRA.
-    peft_config = lora_config(spec)
+    # 4. LoRA (fresh, or the adapter a staged fix continues).
+    model, peft_config = with_adapter(model, spec)
 
     # 5. trl config.
     t = spec.trainer
@@ -221,6 +221,19 @@ def wire_trainer(trainer: Any, spec: JobSpec, log: Any) -> None:
     trainer.keep_checkpoints = spec.keep_checkpoints
     trainer.on_checkpoint = lambda step, path: log.event("checkpoint", f"checkpoint at step {step}",
                                                          {"step": step, "path": str(path)})
+
+
+def with_adapter(model: Any, spec: JobSpec) -> tuple[Any, Any]:
+    """(model, peft_config) for the trl trainer: a fresh LoRA from `spec.lora`, or `spec.init_adapter`
+    loaded trainable (then the trainer gets the PeftModel and no config)."""
+    if spec.init_adapter is None:
+        return model, lora_config(spec)
+    from peft import PeftModel
+
+    if not (Path(spec.init_adapter) / "adapter_config.json").is_file():
+        raise WorkbenchError(f"init_adapter `{spec.init_adapter}` is not a peft adapter directory (no "
+                             "adapter_config.json); point it at a job's `adapter/` folder")
+    return PeftModel.from_pretrained(model, spec.init_adapter, is_trainable=True), None
 
 
 def lora_config(spec: JobSpec) -> Any:

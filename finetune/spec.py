@@ -257,6 +257,9 @@ class JobSpec:
             grpo (GRPOTrainer on the fix set's `prompts` split, rewards from the suite's grader).
         output_dir: Where job.yaml, checkpoints/ and adapter/ go.
         lora: The adapter.
+        init_adapter: Continue training this peft adapter directory instead of a fresh LoRA (its own
+            LoRA config and trainable token rows are kept; `lora` is then ignored). For staged fixes:
+            GRPO after the SFT-abstention adapter samples the abstention phrase on-policy from step 0.
         trainer: Optimisation settings.
         checkpoint_every: Steps between atomic checkpoints (0 = none; resume then restarts).
         keep_checkpoints: Complete checkpoints kept (older ones are deleted).
@@ -275,6 +278,7 @@ class JobSpec:
     method: str = "sft"
     base_model: str | None = None
     lora: LoraSpec = field(default_factory=LoraSpec)
+    init_adapter: str | None = None
     trainer: TrainerSpec = field(default_factory=TrainerSpec)
     checkpoint_every: int = 0
     keep_checkpoints: int = 2
@@ -611,7 +615,7 @@ def _token_ids(model: str, tokens: list[str]) -> list[int]:
 
 
 def with_absolute_paths(spec: JobSpec) -> JobSpec:
-    """The spec with fixset/output_dir/workspace (and base_model when it is a local path) made absolute,
+    """The spec with fixset/output_dir/workspace/init_adapter (and base_model when local) made absolute,
     so a YAML saved anywhere (launchers, job.yaml) still points at the same files."""
     def absolute(v: str | None, must_exist: bool = False) -> str | None:
         if v is None or Path(v).is_absolute() or (must_exist and not Path(v).exists()):
@@ -621,4 +625,4 @@ def with_absolute_paths(spec: JobSpec) -> JobSpec:
     return dataclasses.replace(spec, fixset=absolute(spec.fixset) or spec.fixset,
                                output_dir=absolute(spec.output_dir) or spec.output_dir,
                                base_model=absolute(spec.base_model, must_exist=True),
-                               workspace=absolute(spec.workspace))
+                               init_adapter=absolute(spec.init_adapter), workspace=absolute(spec.workspace))

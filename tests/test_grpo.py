@@ -310,3 +310,25 @@ def test_train_fixes_runs_grpo_on_the_rl_fix_set(w: FtWorld, tmp_path: Path) -> 
     assert {m: (j.status, j.steps, j.adapter is not None) for m, j in fixes.jobs.items()} == {
         "sft": ("done", 3, True), "grpo": ("done", 3, True)}
     assert load_spec(tmp_path / "grpo" / "job.yaml").fixset == str((tmp_path / "fixset-rl").resolve())
+
+
+@pytest.mark.slow
+def test_grpo_continues_an_sft_adapter(w: FtWorld, rl_fix: Path, tmp_path: Path) -> None:
+    """init_adapter: GRPO starts from the SFT adapter's weights (LoRA and token rows), then moves them."""
+    sft = run_job(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "sft"), method="sft",
+                          lora=LoraSpec(r=8, alpha=16, target_modules=ALL_LINEAR),
+                          trainer=TrainerSpec(max_steps=5, per_device_batch_size=16),
+                          early_stop=EarlyStopSpec(eval_every=0)), w.store)
+    assert sft.adapter
+    saved = _weights(Path(sft.adapter))
+    snap = Snapshot()
+    spec = dataclass_replace(_spec(rl_fix, tmp_path / "rl", 3), init_adapter=sft.adapter)
+    result = run_job(spec, w.store, callbacks=[snap])
+    assert result.status == "done" and result.adapter
+    # peft names parameters `...lora_A.default.weight`; the file drops the adapter name
+    start = {n.replace(".default", ""): t for n, t in snap.before.items()}
+    assert set(start) == set(saved) and all(torch.equal(start[n], saved[n]) for n in saved)
+    after = _weights(Path(result.adapter))
+    assert set(after) == set(saved) and any(not torch.equal(after[n], saved[n]) for n in saved)
+    with pytest.raises(WorkbenchError, match="is not a peft adapter directory"):
+        run_job(dataclass_replace(spec, output_dir=str(tmp_path / "bad"), init_adapter=str(tmp_path)), w.store)
