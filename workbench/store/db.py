@@ -15,16 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, insert, select, update
+from sqlalchemy import Engine, create_engine, event, insert, make_url, select, text, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from workbench.errors import WorkbenchError
+from workbench.errors import MissingDependencyError, WorkbenchError
 from workbench.store import schema as t
 
 
 def utcnow() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    # microseconds: rows are listed by this stamp, and two runs (or gates) often start in the same second
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
 
 
 def new_id(prefix: str) -> str:
@@ -66,7 +67,11 @@ class Store:
         if url is None:
             ws.mkdir(parents=True, exist_ok=True)
             url = f"sqlite:///{ws / 'store.sqlite'}"
-        engine = create_engine(url, future=True)
+        try:
+            engine = create_engine(url, future=True)
+        except ImportError as e:  # the URL names a database driver that is not installed
+            pip = "pip install -e '.[postgres]'" if e.name == "psycopg2" else f"pip install {e.name}"
+            raise MissingDependencyError(f"store `{_shown(url)}` (driver `{e.name}`)", pip) from None
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_pragmas)
         try:
@@ -74,11 +79,11 @@ class Store:
             version = _schema_version(engine)
             if version != t.SCHEMA_VERSION:
                 raise WorkbenchError(
-                    f"store {url} has schema version {version}, this workbench writes {t.SCHEMA_VERSION}; "
+                    f"store {_shown(url)} has schema version {version}, this workbench writes {t.SCHEMA_VERSION}; "
                     "use a new --workspace"
                 )
         except OperationalError as e:
-            raise WorkbenchError(f"cannot open store {url}: {e.orig}") from e
+            raise WorkbenchError(f"cannot open store {_shown(url)}: {e.orig}") from e
         return cls(engine, ws)
 
     # -- runs -------------------------------------------------------------------------------------
@@ -189,14 +194,30 @@ def _insert_ignore(c: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
             c.execute(insert(t.gen_cache), fresh)
 
 
+def _shown(url: str) -> str:
+    """The store URL for messages, password masked."""
+    return str(make_url(url).render_as_string(hide_password=True))
+
+
+#: pg_advisory_xact_lock key that serializes schema creation on PostgreSQL (any constant; "wbench").
+_PG_SCHEMA_LOCK = 0x7762656E6368
+
+
 def _create_all(engine: Engine) -> None:
     """create_all checks for each table, then creates it: two processes opening a new store at once (a CLI
-    run and the app, a test polling a subprocess) can both see "missing". The loser retries the check."""
+    run and the app, a test polling a subprocess) can both see "missing". On PostgreSQL the losers fail in
+    the catalogue (a unique violation on pg_type, measured), so creation takes a transaction-scoped
+    advisory lock; elsewhere the loser retries the check."""
+    if engine.dialect.name == "postgresql":
+        with engine.begin() as c:
+            c.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_SCHEMA_LOCK})
+            t.metadata.create_all(c)
+        return
     for attempt in range(5):
         try:
             t.metadata.create_all(engine)
             return
-        except OperationalError as e:
+        except (OperationalError, ProgrammingError) as e:
             if "already exists" not in str(e.orig) or attempt == 4:
                 raise
 
