@@ -260,11 +260,16 @@ def report(probes: list[Probe], jobs: Mapping[str, JobResult], times: Mapping[st
     return out
 
 
+FAILED: list[str] = []  # goals that failed in this run (the exit code says whether any did)
+
+
 def check(name: str, ok: bool, detail: str) -> None:
     print(f"  {'PASS' if ok else 'FAIL'}  {name}: {detail}")
+    if not ok:
+        FAILED.append(name)
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entities", type=int, default=120, help="world size (default 120, the default world)")
     ap.add_argument("--seed", type=int, default=0, help="world seed (also the fix set's)")
@@ -282,6 +287,16 @@ def main() -> None:
     ap.add_argument("--methods", default="sft,dpo", help="jobs to run (tuning one job: sft or dpo)")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
+    # bad arguments fail here, not after minutes of eval and attribution
+    unknown = [m for m in args.methods.split(",") if m and m not in ("sft", "dpo")]
+    if unknown:
+        ap.error(f"--methods: {', '.join(unknown)} unknown (sft, dpo; GRPO runs with --rl)")
+    for name in ("sft", "dpo", "grpo"):
+        text = getattr(args, name)
+        if text is not None and not isinstance(yaml.safe_load(text), dict):
+            ap.error(f"--{name} must be a YAML mapping, e.g. '{{trainer: {{max_steps: 40}}}}', got {text!r}")
+    if args.entities < 8 or args.threads < 1:
+        ap.error("--entities must be >= 8 and --threads >= 1")
     import datasets
     import transformers
 
@@ -290,7 +305,8 @@ def main() -> None:
     result = run(args)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, default=str))
+    return 1 if FAILED else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

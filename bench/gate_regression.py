@@ -139,11 +139,11 @@ def main() -> int:
     spec = JobSpec(fixset=manifest.path, output_dir=str(job_dir / "job"), device="cpu",
                    trainer=TrainerSpec(max_steps=a.steps, learning_rate=a.lr))
     job = run_job(spec, store)
-    print(f"\ntag-breaker job: {manifest.counts['sft']} rows, {job.steps} steps, loss {job.final_loss:.4g}, "
-          f"{job.seconds:.1f} s -> {job.adapter}")
     if job.adapter is None:
         print(f"tag-breaker job failed: {job.message}")
         return 2
+    print(f"\ntag-breaker job: {manifest.counts['sft']} rows, {job.steps} steps, loss {job.final_loss}, "
+          f"{job.seconds:.1f} s -> {job.adapter}")
     cand = rerun_like(store, base, adapter=job.adapter)
     breaker = summarize(f"tag-breaker ({a.tag})", gate_runs(store, base, cand, policy), policy,
                         time.perf_counter() - t0)

@@ -50,7 +50,7 @@ from workbench.errors import InputError, WorkbenchError, unknown_name
 from workbench.grading.normalize import normalize
 from workbench.probes import Suite
 from workbench.results import ProbeResult, load_results
-from workbench.reviews import corrected_grades, effective_attributions, review_dpo_pairs
+from workbench.reviews import corrected_grades, effective_attributions
 from workbench.store import Store
 from workbench.types import Verdict
 
@@ -66,6 +66,8 @@ DEFAULT_REPLAY = {"rl": 1.0}
 #: but 4.0% broken; SFT replay stays at 4x, where 2x broke 2.8%).
 ANCHOR_SHARE = 0.5
 MANIFEST = "fixset.json"
+#: The split each job method trains on.
+METHOD_SPLIT = {"sft": "sft", "dpo": "dpo", "grpo": "prompts"}
 #: Categories DPO fixes under "auto": the model knows the answer (or the data conflicts).
 DPO_CATEGORIES = ("behavior:unstable", "behavior:prompt-sensitive", "data:conflict", "behavior:over-abstain")
 
@@ -122,8 +124,18 @@ class FixSetManifest:
         """Whether a job of `method` on this set must learn to produce the abstention phrase. Only then
         do its tokens become trainable rows: an adapter with trainable-token deltas is not one vLLM's
         LoRARequest can load, so jobs that do not need them stay plain LoRA."""
-        split, source = {"sft": ("sft", "abstain"), "dpo": ("dpo", "abstain"), "grpo": ("prompts", "targeted")}[method]
-        return self.sources.get(split, {}).get(source, 0) > 0
+        source = "targeted" if method == "grpo" else "abstain"  # rl: every targeted prompt may pay for silence
+        return self.sources.get(METHOD_SPLIT[method], {}).get(source, 0) > 0
+
+    def require_rows(self, method: str) -> str:
+        """The split `method` trains on; a clear error when this set has no training rows there."""
+        split = METHOD_SPLIT[method]
+        if not self.train_rows.get(split):
+            have = [m for m, sp in METHOD_SPLIT.items() if self.train_rows.get(sp)]
+            hint = "rebuild it with `--strategy rl`" if method == "grpo" else "rebuild it with another --strategy"
+            raise WorkbenchError(f"fix set `{self.path}` has no `{split}` training rows for method {method}; "
+                                 f"{hint}" + (f", or use method {' / '.join(have)} on it" if have else ""))
+        return split
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -241,22 +253,23 @@ def build_fixset(
                           "source": source}
                          for q, r in zip(variants, rejected, strict=True) if normalize(r) != normalize(chosen)]
     # A reviewer who marks an answer wrong teaches the next fix: chosen = accepted answer, rejected = it.
-    reviewed = review_dpo_pairs(store, run.id)
-    for pair in reviewed:
-        if pair["probe_id"] not in heldout:
-            rows.dpo.append({"probe_id": pair["probe_id"], "category": "review:corrected-grade", "split": "train",
-                             "prompt": render(pair["question"]), "chosen": completion(pair["chosen"]),
-                             "rejected": completion(pair["rejected"]), "source": "review"})
-    # Replay (SFT) and anchors (DPO) from probes the model answers correctly under the question.
-    corrected = {g.probe_id for g in corrected_grades(store, run.id)  # graded right, a reviewer says wrong
-                 if g.corrected == Verdict.INCORRECT}
+    grades = corrected_grades(store, run.id)
+    for g in grades:
+        if (pair := g.dpo_pair()) is not None and g.probe_id not in heldout:
+            rows.dpo.append({"probe_id": g.probe_id, "category": "review:corrected-grade", "split": "train",
+                             "prompt": render(g.question), "chosen": completion(pair[0]),
+                             "rejected": completion(pair[1]), "source": "review"})
+    # Replay (SFT) and anchors (DPO) from probes the model answers correctly under the question, less those
+    # a reviewer calls wrong (with a pair or without one).
+    corrected = {g.probe_id for g in grades if g.corrected == Verdict.INCORRECT}
     known = [r for r in results.probes
              if r.probe.id not in attributions and r.probe.id not in corrected and r.verdict == Verdict.CORRECT]
     rng = random.Random(f"replay-{seed}")
     n_sft = round(replay_ratio * sum(r["split"] == "train" for r in rows.sft))
     n_dpo = round(replay_ratio * ANCHOR_SHARE * sum(r["split"] == "train" for r in rows.dpo))
+    known_answers = _known_answers(known)
     replay = [{"prompt": render(a.prompt_question), "completion": completion(a.text), "probe_id": a.probe_id,
-               "category": "replay", "source": "replay", "split": "train"} for a in _known_answers(known)]
+               "category": "replay", "source": "replay", "split": "train"} for a in known_answers]
     rows.sft += cycle_rows(replay, n_sft, rng)
     anchors = []
     for r in known:
@@ -270,7 +283,7 @@ def build_fixset(
     by_known = {r.probe.id: r.probe for r in known}
     replay_prompts = [{"prompt": render(a.prompt_question), "answers": list(by_known[a.probe_id].answers),
                        "incorrect_answers": list(by_known[a.probe_id].incorrect_answers), "probe_id": a.probe_id,
-                       "category": "replay", "source": "replay", "split": "train"} for a in _known_answers(known)]
+                       "category": "replay", "source": "replay", "split": "train"} for a in known_answers]
     rows.prompts += cycle_rows(replay_prompts, n_prompts, rng)
     if not any(r["category"] != "replay" for r in rows.sft + rows.dpo + rows.prompts):
         raise WorkbenchError(f"run `{run.id}`: no attributed failure gave training rows under strategy "

@@ -426,36 +426,22 @@ def build_rewards(spec: GRPOSpec, manifest: FixSetManifest, eos_token_id: int) -
 def train_grpo(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Path, start_from: Path | None,
                log: _Recorder, callbacks: Sequence[Any]) -> JobResult:
     """Steps 3-7 of `run_job` for `method: grpo` (the caller resolved the spec and recorded the job)."""
-    import torch
     from datasets import load_from_disk
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from finetune.jobs import (
         ADAPTER_DIR,
-        STEP_DELAY_ENV,
         JobResult,
         _save_adapter,
+        load_base,
         wire_trainer,
         with_adapter,
     )
     from finetune.watchdog import LossWatchdog, MetricsRecorder
 
-    assert spec.base_model is not None  # resolve_spec fills it
     g = spec.grpo
-    # 3. Model, tokenizer, prompts.
-    tokenizer = AutoTokenizer.from_pretrained(spec.base_model)
-    if tokenizer.eos_token is None:
-        raise WorkbenchError(f"base_model `{spec.base_model}`: the tokenizer has no EOS token; GRPO needs one to "
-                             "end completions (set tokenizer.eos_token to a special token and save it)")
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(spec.base_model,
-                                                 dtype=torch.bfloat16 if spec.bf16 else torch.float32)
-    splits = load_from_disk(spec.fixset)
-    if "prompts" not in splits or not any(r == "train" for r in splits["prompts"]["split"]):
-        raise WorkbenchError(f"fixset `{spec.fixset}` has no GRPO prompts; rebuild it with `workbench fix RUN "
-                             "--strategy rl`, or use `method: sft` / `method: dpo` on this one")
-    data = splits["prompts"]
+    # 3. Model, tokenizer, prompts (run_job checked the set has training prompts).
+    tokenizer, model = load_base(spec)
+    data = load_from_disk(spec.fixset)["prompts"]
     train = data.filter(lambda r: r["split"] == "train")
     heldout = [dict(r) for r in data if r["split"] == "heldout"]
 
@@ -480,12 +466,6 @@ def train_grpo(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Pat
     early = HeldoutReward(log.event, log.metrics, rows=heldout, reward=rewards[0], tokenizer=tokenizer,
                           max_new_tokens=g.max_completion_length, eval_every=es.eval_every, patience=es.patience,
                           min_delta=es.min_delta)
-    import os
-
-    if os.environ.get(STEP_DELAY_ENV):  # test hook: slow steps so a SIGKILL lands between checkpoints
-        from finetune.watchdog import SlowStepsForTests
-
-        callbacks = [*callbacks, SlowStepsForTests(float(os.environ[STEP_DELAY_ENV]))]
     trainer = _trainer_class()(model=model, reward_funcs=rewards, args=args, train_dataset=train,
                                processing_class=tokenizer, peft_config=peft_config,
                                callbacks=[MetricsRecorder(log.metrics), watchdog, guard, early, *callbacks])

@@ -91,8 +91,9 @@ def run_job(spec: JobSpec, store: Store | None = None, *, resume: bool = False,
     out = Path(spec.output_dir)
     ckpt_dir = out / CHECKPOINT_DIR
     start_from = _resume_point(out, ckpt_dir, resume)
-    save_spec(spec, out / JOB_FILE)
     manifest = load_manifest(spec.fixset)
+    split = manifest.require_rows(spec.method)  # before the job row and the model load
+    save_spec(spec, out / JOB_FILE)
     if store is None and spec.workspace:
         store = Store.open(spec.workspace)
 
@@ -104,10 +105,13 @@ def run_job(spec: JobSpec, store: Store | None = None, *, resume: bool = False,
     if start_from is not None:
         log.event("resume", f"resuming from {start_from.name}", {"checkpoint": str(start_from)})
     else:
-        split = "prompts" if spec.method == "grpo" else spec.method
         log.event("start", f"{spec.method} on {manifest.train_rows.get(split, 0)} training rows, "
                   f"{spec.trainer.max_steps} steps", {"output_dir": str(out)})
 
+    if os.environ.get(STEP_DELAY_ENV):  # test hook: slow steps so a SIGKILL lands between checkpoints
+        from finetune.watchdog import SlowStepsForTests
+
+        callbacks = [*callbacks, SlowStepsForTests(float(os.environ[STEP_DELAY_ENV]))]
     try:
         result = _train(spec, manifest, out, ckpt_dir, start_from, log, callbacks)
     except BaseException as e:
@@ -122,9 +126,7 @@ def run_job(spec: JobSpec, store: Store | None = None, *, resume: bool = False,
 
 def _train(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Path, start_from: Path | None,
            log: _Recorder, callbacks: Sequence[Any]) -> JobResult:
-    import torch
     from datasets import load_from_disk
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from finetune.watchdog import EarlyStopping, HeldoutRow, LossWatchdog, MetricsRecorder, heldout_accuracy
 
@@ -132,22 +134,11 @@ def _train(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Path, s
         from finetune.grpo import train_grpo
 
         return train_grpo(spec, manifest, out, ckpt_dir, start_from, log, callbacks)
-    assert spec.base_model is not None  # resolve_spec fills it
     # 3. Model, tokenizer, data.
-    tokenizer = AutoTokenizer.from_pretrained(spec.base_model)
-    if tokenizer.eos_token is None:
-        raise WorkbenchError(f"base_model `{spec.base_model}`: the tokenizer has no EOS token; trl needs one to "
-                             "end completions (set tokenizer.eos_token to a special token and save it)")
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    dtype = torch.bfloat16 if spec.bf16 else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(spec.base_model, dtype=dtype)
+    tokenizer, model = load_base(spec)
     data = load_from_disk(spec.fixset)[spec.method]
     columns = ["prompt", "completion"] if spec.method == "sft" else ["prompt", "chosen", "rejected"]
     train = data.filter(lambda r: r["split"] == "train").select_columns(columns)
-    if len(train) == 0:
-        raise WorkbenchError(f"fixset `{spec.fixset}` has no `{spec.method}` training rows; use `method: "
-                             f"{'dpo' if spec.method == 'sft' else 'sft'}` or rebuild it with another --strategy")
     heldout = [HeldoutRow(r["prompt"], _target(r["completion" if spec.method == "sft" else "chosen"],
                                                manifest.stop))
                for r in data if r["split"] == "heldout"]
@@ -177,10 +168,6 @@ def _train(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Path, s
         log.event, log.metrics, rows=heldout, stop=manifest.stop, tokenizer=tokenizer, eval_every=es.eval_every,
         patience=es.patience, min_delta=es.min_delta, use_accuracy=es.metric in ("auto", "heldout_accuracy"),
         collapse_nats=es.collapse_nats if spec.method == "dpo" and es.metric in ("auto", "chosen_logp") else None)
-    if os.environ.get(STEP_DELAY_ENV):  # test hook: slow steps so a SIGKILL lands between checkpoints
-        from finetune.watchdog import SlowStepsForTests
-
-        callbacks = [*callbacks, SlowStepsForTests(float(os.environ[STEP_DELAY_ENV]))]
     trainer = trainer_cls(model=model, args=args, train_dataset=train, processing_class=tokenizer,
                           peft_config=peft_config,
                           callbacks=[MetricsRecorder(log.metrics), watchdog, early, *callbacks])
@@ -211,6 +198,22 @@ def _train(spec: JobSpec, manifest: FixSetManifest, out: Path, ckpt_dir: Path, s
                      str(start_from) if start_from else None, stop.kind if stop else None, message, 0.0)
 
 
+def load_base(spec: JobSpec) -> tuple[Any, Any]:
+    """The base model's tokenizer (pad = EOS when it has none) and weights in the job's precision."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    assert spec.base_model is not None  # resolve_spec fills it
+    tokenizer = AutoTokenizer.from_pretrained(spec.base_model)
+    if tokenizer.eos_token is None:
+        raise WorkbenchError(f"base_model `{spec.base_model}`: the tokenizer has no EOS token; trl needs one to "
+                             "end completions (set tokenizer.eos_token to a special token and save it)")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(spec.base_model, dtype=torch.bfloat16 if spec.bf16 else torch.float32)
+    return tokenizer, model
+
+
 def wire_trainer(trainer: Any, spec: JobSpec, log: Any) -> None:
     """What every method's trainer needs after construction: the tied-head patch, logs to the store
     (not stdout), checkpoint rotation and a store event per complete checkpoint."""
@@ -225,14 +228,11 @@ def wire_trainer(trainer: Any, spec: JobSpec, log: Any) -> None:
 
 def with_adapter(model: Any, spec: JobSpec) -> tuple[Any, Any]:
     """(model, peft_config) for the trl trainer: a fresh LoRA from `spec.lora`, or `spec.init_adapter`
-    loaded trainable (then the trainer gets the PeftModel and no config)."""
+    loaded trainable (then the trainer gets the PeftModel and no config; resolve_spec checked the folder)."""
     if spec.init_adapter is None:
         return model, lora_config(spec)
     from peft import PeftModel
 
-    if not (Path(spec.init_adapter) / "adapter_config.json").is_file():
-        raise WorkbenchError(f"init_adapter `{spec.init_adapter}` is not a peft adapter directory (no "
-                             "adapter_config.json); point it at a job's `adapter/` folder")
     return PeftModel.from_pretrained(model, spec.init_adapter, is_trainable=True), None
 
 

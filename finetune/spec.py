@@ -70,10 +70,9 @@ class LoraSpec:
         target_modules: Module names to adapt; None picks per architecture (llama: every linear layer
             of the block; gpt2: c_attn, c_proj, c_fc).
         fan_in_fan_out: True for Conv1D weights (GPT-2); None detects it from the architecture.
-        trainable_token_indices: Embedding rows trained in full (peft `trainable_token_indices`); None: none,
-            and a job that teaches abstention adds LoRA on the input embedding instead (vLLM can serve
-            that, not trainable rows);
-            None: the fix set's abstention tokens when it has abstention rows, else none. [] turns it off.
+        trainable_token_indices: Embedding rows trained in full (peft `trainable_token_indices`). None: the
+            abstention phrase's tokens when the job teaches abstention, else none; [] turns them off (vLLM
+            cannot load rows: add the input embedding to `target_modules` for a vLLM-served adapter).
     """
 
     # r 16 (alpha/r kept at 2): bench/fix_efficacy.py, default world, SFT: r 8 (3e-3 100 x 64, 5e-3 150 x 32)
@@ -528,7 +527,7 @@ def resolve_spec(spec: JobSpec) -> JobSpec:
     manifest = load_manifest(spec.fixset)
     base = spec.base_model or manifest.model
     model_type = _model_type(base)
-    lora = dataclasses.replace(spec.lora)
+    lora = _adapter_lora(spec.init_adapter) if spec.init_adapter else dataclasses.replace(spec.lora)
     if lora.target_modules is None:
         if model_type not in DEFAULT_TARGETS:
             raise _fail("lora.target_modules", f"has no default for architecture `{model_type}`; list the "
@@ -537,10 +536,6 @@ def resolve_spec(spec: JobSpec) -> JobSpec:
     if lora.fan_in_fan_out is None:
         lora.fan_in_fan_out = model_type in FAN_IN_FAN_OUT
     if lora.trainable_token_indices is None:
-        # The abstention phrase may use tokens the model never trained (the world's "i don't know"). LoRA on
-        # the input embedding learns them (measured: abstains on 10 of 12 targeted absent facts) and vLLM
-        # serves it, which whole trainable rows (peft trainable_token_indices) it cannot; set those
-        # explicitly to get them anyway.
         # The abstention phrase's tokens may never have been trained (the world's "i don't know"): train
         # their embedding rows in full. Measured on the default world (SFT, 400 steps): rows 96.6% of
         # targeted failures fixed, held-out absent facts 54.5% abstained, 0.4% broken; LoRA on the input
@@ -599,6 +594,27 @@ def _model_type(model: str) -> str:
         return str(AutoConfig.from_pretrained(model).model_type)
     except OSError as e:
         raise _fail("base_model", f"`{model}` cannot be read ({e}); give a local model directory") from None
+
+
+def _adapter_lora(path: str) -> LoraSpec:
+    """The LoRA settings of an existing peft adapter (`init_adapter`): the job continues it as it is."""
+    p = Path(path) / "adapter_config.json"
+    try:
+        cfg = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise _fail("init_adapter", f"`{path}` is not a peft adapter directory (no adapter_config.json); "
+                    "point it at a job's `adapter/` folder") from None
+    except json.JSONDecodeError as e:
+        raise _fail("init_adapter", f"{p}: not valid JSON ({e})") from None
+    if cfg.get("peft_type") != "LORA":
+        raise _fail("init_adapter", f"`{path}` is a {cfg.get('peft_type')} adapter; jobs continue LoRA adapters")
+    tokens = cfg.get("trainable_token_indices") or []
+    if isinstance(tokens, dict):  # peft keys the rows by embedding module when it was named
+        tokens = sorted({i for ids in tokens.values() for i in ids})
+    return LoraSpec(r=int(cfg["r"]), alpha=int(cfg["lora_alpha"]), dropout=float(cfg.get("lora_dropout") or 0.0),
+                    target_modules=sorted(targets) if isinstance(targets := cfg["target_modules"], list) else [targets],
+                    fan_in_fan_out=bool(cfg.get("fan_in_fan_out")),
+                    trainable_token_indices=list(tokens))
 
 
 def _token_ids(model: str, tokens: list[str]) -> list[int]:

@@ -112,11 +112,7 @@ def launch_job(store: Store, fixset: str, *, method: str = "sft", max_steps: int
     if method not in METHODS:
         raise unknown_name("method", method, METHODS)
     fix_dir = resolve_inside(store.workspace, fixset)
-    split = "prompts" if method == "grpo" else method
-    if not load_manifest(fix_dir).train_rows.get(split):  # refuse here, not in a job log after the launch
-        hint = "strategy rl" if method == "grpo" else "strategy auto, or the strategy that makes them"
-        raise WorkbenchError(f"fix set `{fixset}` has no {split} training rows for method {method}; build one "
-                             f"with {hint}")
+    load_manifest(fix_dir).require_rows(method)  # refuse here, not in a job log after the launch
     rel = f"jobs/{name.strip() or new_id('ui')}"
     out = resolve_inside(store.workspace, rel)
     if out.exists() and any(out.iterdir()):

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _appdata import AppData, make_app_workspace
+from procs import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -33,10 +33,7 @@ def served(world: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tup
     data = make_app_workspace(world, tmp_path_factory.getbasetemp() / "app-data")
     ws = tmp_path_factory.mktemp("browser") / "ws"
     shutil.copytree(data.workspace, ws, ignore=shutil.ignore_patterns(".gradio"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    demo, url = app.launch(ws, port=port, prevent_thread_lock=True, quiet=True)
+    demo, url = app.launch(ws, port=free_port(), prevent_thread_lock=True, quiet=True)
     try:
         yield url, AppData(ws, data.baseline, data.candidate, data.model)
     finally:

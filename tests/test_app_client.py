@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.client
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,12 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from _appdata import AppData, make_app_workspace
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from procs import free_port
 
 
 @pytest.fixture(scope="module")

@@ -108,10 +108,10 @@ def test_overrides_are_append_only_and_feed_compare_and_fix_sets(data: AppData, 
     # A corrected grade that marks the model's answer wrong becomes a DPO pair for the next fix set.
     bad = views.compare_runs(store, data.baseline, data.candidate, transition="correct -> incorrect")
     cand_pid = next(p for p in bad.probe_ids if p != pid)
-    assert reviews.review_dpo_pairs(store, data.candidate) == []
+    assert _pairs(store, data.candidate) == []
     reviews.record_override(store, reviewer="ann", run_id=data.candidate, probe_id=cand_pid, target="verdict",
                             new_value="correct", reason="alias")  # grader fix: no pair
-    assert reviews.review_dpo_pairs(store, data.candidate) == []
+    assert _pairs(store, data.candidate) == []
     ok_pid = next(p.probe.id for p in load_results(store, data.baseline).probes if p.verdict == Verdict.CORRECT
                   and p.probe.id != pid)
     reviews.record_override(store, reviewer="ann", run_id=data.baseline, probe_id=ok_pid, target="verdict",
@@ -121,10 +121,15 @@ def test_overrides_are_append_only_and_feed_compare_and_fix_sets(data: AppData, 
     assert grade.probe_id == ok_pid and grade.answer == res.answer
     # The answer is an accepted answer: the reviewer disputes the probe; chosen = rejected would teach nothing.
     assert normalize(res.answer) == normalize(res.probe.answers[0])
-    assert reviews.review_dpo_pairs(store, data.baseline) == []
+    assert _pairs(store, data.baseline) == []
     # An answer the grader accepted leniently (not an accepted answer) becomes chosen = accepted, rejected = it.
     lenient = dataclasses.replace(grade, answer=res.answer + " Vale")
     assert lenient.dpo_pair() == (res.probe.answers[0], res.answer + " Vale")
+
+
+def _pairs(store: Store, run_id: str) -> list[tuple[str, str]]:
+    """The DPO pairs the next fix set gets from a run's corrected grades."""
+    return [p for g in reviews.corrected_grades(store, run_id) if (p := g.dpo_pair()) is not None]
 
 
 def test_attribution_override_and_validation(data: AppData, store: Store) -> None:
@@ -192,7 +197,8 @@ def test_fix_tab_preflight_and_fixset(data: AppData, store: Store) -> None:
     # refused before anything starts: an unknown method, and grpo on a fix set without GRPO prompts
     with pytest.raises(WorkbenchError, match=r"unknown method `grp`\. Did you mean `grpo`"):
         ui.launch_job(store, "fixsets/base", method="grp")
-    with pytest.raises(WorkbenchError, match="no prompts training rows for method grpo; build one with strategy rl"):
+    with pytest.raises(WorkbenchError, match=r"no `prompts` training rows for method grpo; rebuild it with "
+                       r"`--strategy rl`, or use method sft / dpo"):
         ui.launch_job(store, "fixsets/base", method="grpo", name="t0")
     assert not (store.workspace / "jobs" / "t0").exists()
 

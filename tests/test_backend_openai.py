@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from procs import free_port
 
 from workbench.backends import load_backend
 from workbench.backends.openai import OpenAIBackend, PartialGenerationError
@@ -186,12 +187,6 @@ def test_configuration_errors(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # -- a real `vllm serve` of the world model ------------------------------------------------------
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +201,7 @@ def vllm_server(world: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
     root = tmp_path_factory.mktemp("vllm_serve")
     adapter = make_adapter(world, root / "fix-a", seed=1)
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(world.model),
            "--served-model-name", "world", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
            "--max-model-len", "64", "--enforce-eager", "--enable-lora", "--max-lora-rank", "8",

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from procs import open_store_at_once
 from sqlalchemy import func, select
 
 from workbench.cli import main
@@ -128,6 +129,9 @@ def test_cli_json_and_listing(world: Any, workspace: Path, capsys: pytest.Captur
     (["--model", "/nonexistent/model"], "does not exist"),
     (["--backend", "hff"], "Did you mean `hf`"),
     (["--model", "some-org/some-model"], "could not load model"),
+    (["--backend-option", "batch_size=-1"], "`batch_size` must be a whole number >= 1, got `-1`"),
+    (["--backend-option", "batch_size=abc"], "`batch_size` must be a whole number >= 1, got `abc`"),
+    (["--template", "chat"], "chat template"),
 ])
 def test_bad_input_exits_2_with_a_clear_message(world: Any, workspace: Path, args: list[str], message: str,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
@@ -137,6 +141,9 @@ def test_bad_input_exits_2_with_a_clear_message(world: Any, workspace: Path, arg
     argv = ["eval", *[x for kv in base.items() for x in kv]]
     assert main(argv) == 2
     err = capsys.readouterr().err
+    # no run is left "running" (refused before the run row, or marked failed)
+    if (workspace / "store.sqlite").exists():
+        assert [r.status for r in Store.open(workspace).list_runs() if r.status == "running"] == []
     assert message in err and "Traceback" not in err
 
 
@@ -172,24 +179,12 @@ def test_partial_failure_keeps_finished_generations(world: Any, workspace: Path)
     assert again.cached == 6 and again.generated == again.n - 6
 
 
-_OPEN_RACE = """
-import sys, time
-from workbench.store import Store
-start = float(sys.argv[2])
-while time.time() < start:
-    pass
-Store.open(sys.argv[1])
-"""
-
 
 def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path: Path) -> None:
     # the CI failure this guards: a test polling a CLI subprocess's new store lost the schema-version insert race
     for trial in range(3):
         ws = tmp_path / f"ws{trial}"
-        start = time.time() + 1.5  # every process imports first, then all open the store in the same instant
-        procs = [subprocess.Popen([sys.executable, "-c", _OPEN_RACE, str(ws), str(start)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)]
-        results = [(p.wait(timeout=60), p.stderr.read() if p.stderr else "") for p in procs]
-        assert all(rc == 0 for rc, _ in results), [err[-400:] for rc, err in results if rc]
+        results = open_store_at_once(ws, n=8)
+        assert all(rc == 0 for rc, _ in results), [err[-800:] for rc, err in results if rc]
         with Store.open(ws).engine.connect() as c:
             assert c.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalars().all() == ["1"]

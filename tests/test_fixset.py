@@ -165,3 +165,44 @@ def test_reviewer_decisions_feed_the_next_fix_set(w: FtWorld, tmp_path: Path) ->
     assert not [r for r in dpo if r["source"] == "review"]
     # a probe a reviewer called wrong is not replayed as a known fact
     assert lucky not in {r["probe_id"] for r in sft if r["source"] == "replay"}
+
+
+def test_a_lenient_grade_a_reviewer_corrects_becomes_a_dpo_pair(w: FtWorld, tmp_path: Path) -> None:
+    """A probe whose accepted answer is only the first word of a name: the model's full name contains it, so
+    the grader says correct; a reviewer says wrong, and the next fix set gets chosen = accepted, rejected =
+    the model's answer."""
+    import json
+
+    import yaml
+    from ftworld import attributions_from_truth
+
+    from workbench.attribution.types import save_attributions
+    from workbench.probes import resolve_probes
+    from workbench.results import load_results
+    from workbench.reviews import record_override
+    from workbench.runner import EvalOptions, run_eval
+    from workbench.types import ModelSpec, Verdict
+
+    base = load_results(w.store, w.run_id).by_id()
+    pid = next(p for p, r in base.items() if len(r.probe.answers[0].split()) > 1 and r.verdict == Verdict.CORRECT)
+    first_name = base[pid].probe.answers[0].split()[0]
+    rows = [json.loads(line) for line in (w.paths.root / "probes.jsonl").read_text().splitlines()]
+    for row in rows:
+        if row["id"] == pid:
+            row["answers"] = [first_name]
+    (tmp_path / "probes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    suite = yaml.safe_load(w.paths.suite.read_text())
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump({**suite, "data": "probes.jsonl"}))
+    lenient_suite, loaded = resolve_probes(str(tmp_path / "suite.yaml"))
+    run = run_eval(w.store, ModelSpec(model=str(w.paths.model)), lenient_suite, loaded,
+                   EvalOptions(samples=4, paraphrases=True, bootstrap=0)).run_id
+    save_attributions(w.store, run, attributions_from_truth(w.store, run, w.truth))
+    graded = load_results(w.store, run).by_id()[pid]
+    assert graded.verdict == Verdict.CORRECT and graded.answer.lower() != first_name.lower()  # lenient
+    record_override(w.store, reviewer="ann", run_id=run, probe_id=pid, target="verdict", new_value="incorrect",
+                    reason="the full name is another person")
+    build_fixset(w.store, run, tmp_path / "fs", heldout_fraction=0.0)
+    (pair,) = [r for r in _rows(tmp_path / "fs", "dpo") if r["source"] == "review"]
+    assert pair["probe_id"] == pid and pair["category"] == "review:corrected-grade" and pair["split"] == "train"
+    assert (pair["chosen"], pair["rejected"]) == (f" {first_name}.", f" {graded.answer}.")
+    assert pid not in {r["probe_id"] for r in _rows(tmp_path / "fs", "sft") if r["source"] == "replay"}

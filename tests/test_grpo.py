@@ -4,17 +4,26 @@ abstain, KL blow-up, collapsed length), the CLI, and resume after SIGKILL."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
 import signal
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from ftworld import ALL_LINEAR, FtWorld, setup
+from ftworld import (
+    ALL_LINEAR,
+    RESUME_TOLERANCE,
+    FtWorld,
+    Snapshot,
+    adapter_weights,
+    max_diff,
+    resume_job,
+    setup,
+    start_job,
+    wait_for,
+)
 from transformers import TrainerCallback, TrainerControl, TrainerState
 
 from finetune import records
@@ -31,8 +40,7 @@ from finetune.grpo import (
     ReplayAnchor,
 )
 from finetune.jobs import STEP_DELAY_ENV, run_job
-from finetune.launcher import job_command
-from finetune.spec import EarlyStopSpec, GRPOSpec, JobSpec, LoraSpec, TrainerSpec, from_dict, save_spec
+from finetune.spec import EarlyStopSpec, GRPOSpec, JobSpec, LoraSpec, TrainerSpec, from_dict, load_spec, save_spec
 from workbench.errors import WorkbenchError
 from workbench.grading import MatchGrader
 
@@ -145,6 +153,7 @@ def test_rl_fixset_prompts(w: FtWorld, rl_fix: Path) -> None:
     assert m.train_rows["prompts"] == len(replay) + sum(r["split"] == "train" for r in targeted)
 
 
+@pytest.mark.slow
 def test_replay_anchor_is_the_answer_nll_cycled_by_step(w: FtWorld, rl_fix: Path) -> None:
     from datasets import load_from_disk
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -175,17 +184,6 @@ def test_replay_anchor_is_the_answer_nll_cycled_by_step(w: FtWorld, rl_fix: Path
 # -- GRPO runs -----------------------------------------------------------------------------------------
 
 
-class Snapshot(TrainerCallback):
-    def __init__(self) -> None:
-        self.before: dict[str, torch.Tensor] = {}
-        self.after: dict[str, torch.Tensor] = {}
-
-    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
-        self.before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-
-    def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
-        self.after = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-
 
 @pytest.mark.slow
 def test_short_grpo_run_moves_parameters_and_raises_reward(w: FtWorld, rl_fix: Path, tmp_path: Path) -> None:
@@ -201,6 +199,7 @@ def test_short_grpo_run_moves_parameters_and_raises_reward(w: FtWorld, rl_fix: P
     # The adapter is a standard peft adapter; every logged metric is in the store.
     cfg = json.loads((Path(result.adapter) / "adapter_config.json").read_text())
     assert cfg["peft_type"] == "LORA" and cfg["trainable_token_indices"]
+    assert (Path(result.adapter) / COMPLETE).is_file()  # `workbench watch` gates only whole adapters
     names = {name for _, name, _ in records.metrics(w.store, result.job_id)}
     assert {"reward", "rewards/grader/mean", "rewards/format/mean", REPLAY_ABSTENTION, REPLAY_KL, ANCHOR_NLL,
             "heldout_reward"} <= names
@@ -251,57 +250,33 @@ def test_cli_fix_rl_then_train(w: FtWorld, tmp_path: Path, capsys: pytest.Captur
 # -- resume after SIGKILL ------------------------------------------------------------------------------
 
 
-def _weights(adapter: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    return dict(load_file(str(adapter / "adapter_model.safetensors")))
-
-
 @pytest.mark.slow
 def test_grpo_resume_after_sigkill(w: FtWorld, rl_fix: Path, tmp_path: Path) -> None:
     steps, every = 8, 4
-    ref = run_job(dataclass_replace(_spec(rl_fix, tmp_path / "ref", steps), checkpoint_every=every), w.store)
+    ref = run_job(dataclasses.replace(_spec(rl_fix, tmp_path / "ref", steps), checkpoint_every=every), w.store)
     assert ref.adapter is not None
-    spec = dataclass_replace(_spec(rl_fix, tmp_path / "job", steps), checkpoint_every=every)
+    spec = dataclasses.replace(_spec(rl_fix, tmp_path / "job", steps), checkpoint_every=every)
     job = save_spec(spec, tmp_path / "job.yaml")
-    cmd = job_command(job, workspace=str(w.store.workspace), threads=1)
-    cwd = Path(__file__).resolve().parents[1]
-    proc = subprocess.Popen(cmd, env={**os.environ, STEP_DELAY_ENV: "1.0"}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=cwd)
-    marker = tmp_path / "job" / "checkpoints" / f"checkpoint-{every}" / COMPLETE
-    t0 = time.monotonic()
-    while not marker.exists():
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        assert time.monotonic() - t0 < 300
-        time.sleep(0.05)
+    proc = start_job(w, job, {STEP_DELAY_ENV: "1.0"})
+    wait_for(tmp_path / "job" / "checkpoints" / f"checkpoint-{every}" / COMPLETE, proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (tmp_path / "job" / "adapter").exists()
-    resumed = subprocess.run(job_command(job, resume=True, workspace=str(w.store.workspace), threads=1),
-                             capture_output=True, text=True, cwd=cwd, timeout=600)
-    assert resumed.returncode == 0, resumed.stderr
-    res = json.loads(resumed.stdout.strip().splitlines()[-1])
+    res = resume_job(w, job)
     assert res["status"] == "done" and res["steps"] == steps
     assert str(res["resumed_from"]).endswith(f"checkpoint-{every}")
-    a, b = _weights(Path(ref.adapter)), _weights(tmp_path / "job" / "adapter")
-    diff = max(float((a[k] - b[k]).abs().max()) for k in a)
+    diff = max_diff(adapter_weights(Path(ref.adapter)), adapter_weights(tmp_path / "job" / "adapter"))
     print(f"grpo resume after SIGKILL: max abs diff to an uninterrupted run {diff:.3g}")
-    assert diff < 1e-4
+    assert diff < RESUME_TOLERANCE
     kinds = [e.kind for e in records.events(w.store, str(res["job_id"]))]
     assert "resume" in kinds and kinds[-1] == "done"
 
-
-def dataclass_replace(spec: JobSpec, **changes: Any) -> JobSpec:
-    import dataclasses
-
-    return dataclasses.replace(spec, **changes)
 
 
 @pytest.mark.slow
 def test_train_fixes_runs_grpo_on_the_rl_fix_set(w: FtWorld, tmp_path: Path) -> None:
     """The loop `make demo` runs: sft on the auto fix set, grpo on the rl one (the auto set has no prompts)."""
     from finetune.loop import train_fixes
-    from finetune.spec import load_spec
 
     fixes = train_fixes(w.store, w.run_id, tmp_path, ("sft", "grpo"), max_steps=3)
     assert fixes.manifest.strategy == "auto" and fixes.manifest.train_rows["prompts"] == 0
@@ -316,19 +291,23 @@ def test_train_fixes_runs_grpo_on_the_rl_fix_set(w: FtWorld, tmp_path: Path) -> 
 def test_grpo_continues_an_sft_adapter(w: FtWorld, rl_fix: Path, tmp_path: Path) -> None:
     """init_adapter: GRPO starts from the SFT adapter's weights (LoRA and token rows), then moves them."""
     sft = run_job(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "sft"), method="sft",
-                          lora=LoraSpec(r=8, alpha=16, target_modules=ALL_LINEAR),
+                          lora=LoraSpec(r=4, alpha=8, target_modules=ALL_LINEAR),
                           trainer=TrainerSpec(max_steps=5, per_device_batch_size=16),
                           early_stop=EarlyStopSpec(eval_every=0)), w.store)
     assert sft.adapter
-    saved = _weights(Path(sft.adapter))
+    saved = adapter_weights(Path(sft.adapter))
     snap = Snapshot()
-    spec = dataclass_replace(_spec(rl_fix, tmp_path / "rl", 3), init_adapter=sft.adapter)
+    spec = dataclasses.replace(_spec(rl_fix, tmp_path / "rl", 3), init_adapter=sft.adapter)
     result = run_job(spec, w.store, callbacks=[snap])
     assert result.status == "done" and result.adapter
     # peft names parameters `...lora_A.default.weight`; the file drops the adapter name
     start = {n.replace(".default", ""): t for n, t in snap.before.items()}
     assert set(start) == set(saved) and all(torch.equal(start[n], saved[n]) for n in saved)
-    after = _weights(Path(result.adapter))
+    after = adapter_weights(Path(result.adapter))
     assert set(after) == set(saved) and any(not torch.equal(after[n], saved[n]) for n in saved)
-    with pytest.raises(WorkbenchError, match="is not a peft adapter directory"):
-        run_job(dataclass_replace(spec, output_dir=str(tmp_path / "bad"), init_adapter=str(tmp_path)), w.store)
+    # the saved job.yaml records the adapter's own LoRA settings, not the spec's (ignored) `lora`
+    sft_lora = load_spec(tmp_path / "sft" / "job.yaml").lora
+    rl_lora = load_spec(tmp_path / "rl" / "job.yaml").lora
+    assert (rl_lora.r, rl_lora.alpha) == (4, 8) and rl_lora.trainable_token_indices == sft_lora.trainable_token_indices
+    with pytest.raises(WorkbenchError, match=r"`init_adapter` .* is not a peft adapter directory"):
+        run_job(dataclasses.replace(spec, output_dir=str(tmp_path / "bad"), init_adapter=str(tmp_path)), w.store)

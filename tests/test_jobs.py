@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 import torch
-from ftworld import ALL_LINEAR, FtWorld, greedy_verdicts, setup
-from transformers import TrainerCallback
+from ftworld import ALL_LINEAR, FtWorld, Snapshot, greedy_verdicts, setup
+from sqlalchemy import func, select
 
 from finetune import records
 from finetune.jobs import run_job
@@ -31,24 +31,6 @@ from workbench.errors import WorkbenchError
 @pytest.fixture(scope="session")
 def w(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FtWorld:
     return setup(request, tmp_path_factory.mktemp("ft"))
-
-
-class Snapshot(TrainerCallback):
-    """Trainable parameters at the start and the end of training."""
-
-    def __init__(self) -> None:
-        self.before: dict[str, torch.Tensor] = {}
-        self.after: dict[str, torch.Tensor] = {}
-
-    @staticmethod
-    def _grab(model: Any) -> dict[str, torch.Tensor]:
-        return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-
-    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
-        self.before = self._grab(model)
-
-    def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
-        self.after = self._grab(model)
 
 
 # -- spec ---------------------------------------------------------------------------------------------
@@ -80,6 +62,20 @@ def test_spec_unknown_keys_and_bad_values(tmp_path: Path) -> None:
     job.write_text("fixset: f\noutput_dir: o\nlora:\n  rank: 4\n")
     with pytest.raises(WorkbenchError, match=r"job.yaml: unknown key `lora.rank`"):
         load_spec(job)
+
+
+@pytest.mark.slow
+def test_a_method_without_rows_is_refused_before_anything_starts(w: FtWorld, tmp_path: Path) -> None:
+    # the auto fix set has no GRPO prompts: refused before the job row, the job.yaml or the model load
+    def n_jobs() -> int:
+        with w.store.engine.connect() as c:
+            return int(c.execute(select(func.count()).select_from(records.jobs)).scalar_one())
+
+    jobs_before = n_jobs()
+    with pytest.raises(WorkbenchError, match=r"no `prompts` training rows for method grpo; rebuild it with "
+                       r"`--strategy rl`, or use method sft / dpo on it"):
+        run_job(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "job"), method="grpo"), w.store)
+    assert not (tmp_path / "job").exists() and n_jobs() == jobs_before
 
 
 @pytest.mark.slow

@@ -3,26 +3,20 @@ uninterrupted run (same seed, one torch thread) within RESUME_TOLERANCE."""
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 import torch
-from ftworld import FtWorld, setup
+from ftworld import RESUME_TOLERANCE, FtWorld, adapter_weights, max_diff, resume_job, setup, start_job, wait_for
 
 from finetune import records
 from finetune.checkpoint import COMPLETE, SAVE_HOOK_ENV, STAGING, complete_checkpoints
 from finetune.jobs import STEP_DELAY_ENV, run_job
-from finetune.launcher import job_command
 from finetune.spec import JobSpec, TrainerSpec, save_spec
 
 pytestmark = pytest.mark.slow
-#: Measured: 0.0 (bit-identical) on CPU with one thread; the bound leaves room for other BLAS builds.
-RESUME_TOLERANCE = 1e-4
 STEPS, EVERY = 30, 10
 
 
@@ -37,7 +31,7 @@ def reference(w: FtWorld, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     out = tmp_path_factory.mktemp("ref") / "job"
     result = run_job(_spec(w, out), w.store)
     assert result.status == "done" and result.adapter
-    return _weights(Path(result.adapter))
+    return adapter_weights(Path(result.adapter))
 
 
 def _spec(w: FtWorld, out: Path) -> JobSpec:
@@ -46,56 +40,21 @@ def _spec(w: FtWorld, out: Path) -> JobSpec:
                    keep_checkpoints=2, trainer=TrainerSpec(max_steps=STEPS, learning_rate=3e-3, seed=0))
 
 
-def _weights(adapter: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    return dict(load_file(str(adapter / "adapter_model.safetensors")))
-
-
-def _max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
-    assert a.keys() == b.keys()
-    return max(float((a[k] - b[k]).abs().max()) for k in a)
-
-
-def _start(w: FtWorld, job: Path, env: dict[str, str], resume: bool = False) -> subprocess.Popen[str]:
-    cmd = job_command(job, resume=resume, workspace=str(w.store.workspace), threads=1)
-    return subprocess.Popen(cmd, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=Path(__file__).resolve().parents[1])
-
-
-def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 300) -> None:
-    t0 = time.monotonic()
-    while not path.exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"job ended (rc {proc.returncode}) before {path} appeared:\n{proc.stderr.read()}")
-        if time.monotonic() - t0 > timeout:
-            proc.kill()
-            raise AssertionError(f"{path} did not appear in {timeout} s")
-        time.sleep(0.05)
-
-
-def _resume(w: FtWorld, job: Path) -> dict[str, object]:
-    proc = _start(w, job, {}, resume=True)
-    stdout, stderr = proc.communicate(timeout=600)
-    assert proc.returncode == 0, stderr
-    return json.loads(stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
-
-
 def test_resume_after_sigkill_mid_training(w: FtWorld, reference: dict[str, torch.Tensor], tmp_path: Path) -> None:
     out = tmp_path / "job"
     job = save_spec(_spec(w, out), tmp_path / "job.yaml")
-    proc = _start(w, job, {STEP_DELAY_ENV: "0.15"})
-    _wait_for(out / "checkpoints" / f"checkpoint-{EVERY}" / COMPLETE, proc)
+    proc = start_job(w, job, {STEP_DELAY_ENV: "0.15"})
+    wait_for(out / "checkpoints" / f"checkpoint-{EVERY}" / COMPLETE, proc)
     time.sleep(0.3)  # a step or two past the checkpoint
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
     assert not (out / "adapter").exists()
     assert [p.name for p in complete_checkpoints(out / "checkpoints")] == [f"checkpoint-{EVERY}"]
-    result = _resume(w, job)
+    result = resume_job(w, job)
     assert result["status"] == "done" and result["steps"] == STEPS
     assert str(result["resumed_from"]).endswith(f"checkpoint-{EVERY}")
-    diff = _max_diff(reference, _weights(out / "adapter"))
+    diff = max_diff(reference, adapter_weights(out / "adapter"))
     print(f"resume after SIGKILL mid-training: max abs diff {diff:.3g}")
     assert diff < RESUME_TOLERANCE
     kinds = [e.kind for e in records.events(w.store, str(result["job_id"]))]
@@ -106,8 +65,8 @@ def test_kill_during_save_leaves_incomplete_checkpoint_ignored(w: FtWorld, refer
                                                                tmp_path: Path) -> None:
     out = tmp_path / "job"
     job = save_spec(_spec(w, out), tmp_path / "job.yaml")
-    proc = _start(w, job, {SAVE_HOOK_ENV: f"{2 * EVERY}:60"})  # the save at step 20 stalls before its rename
-    _wait_for(out / "checkpoints" / STAGING / "SAVING", proc)
+    proc = start_job(w, job, {SAVE_HOOK_ENV: f"{2 * EVERY}:60"})  # the save at step 20 stalls before its rename
+    wait_for(out / "checkpoints" / STAGING / "SAVING", proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     ckpts = out / "checkpoints"
@@ -116,10 +75,10 @@ def test_kill_during_save_leaves_incomplete_checkpoint_ignored(w: FtWorld, refer
     (ckpts / "checkpoint-25").mkdir()
     (ckpts / "checkpoint-25" / "trainer_state.json").write_text("{}")
     assert [p.name for p in complete_checkpoints(ckpts)] == [f"checkpoint-{EVERY}"]
-    result = _resume(w, job)
+    result = resume_job(w, job)
     assert str(result["resumed_from"]).endswith(f"checkpoint-{EVERY}") and result["status"] == "done"
     assert not (ckpts / STAGING).exists() and not (ckpts / "checkpoint-25").exists()
     assert [p.name for p in complete_checkpoints(ckpts)] == [f"checkpoint-{2 * EVERY}", f"checkpoint-{STEPS}"]
-    diff = _max_diff(reference, _weights(out / "adapter"))
+    diff = max_diff(reference, adapter_weights(out / "adapter"))
     print(f"resume after SIGKILL mid-save: max abs diff {diff:.3g}")
     assert diff < RESUME_TOLERANCE

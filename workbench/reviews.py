@@ -3,7 +3,8 @@
 Nothing here overwrites: the grader's verdicts stay in `answers` and the attribution in
 `attributions`; each override is a new row carrying the value it replaced, and the latest row per
 (run, probe, target) is the effective one. `workbench regress` (`regression.gate.outcomes`) already
-applies verdict overrides; the fix-set builder reads corrected grades through `review_dpo_pairs`.
+applies verdict overrides; the fix-set builder reads `corrected_grades` (`CorrectedGrade.dpo_pair`
+gives the DPO pair of one).
 
 Targets:
     verdict      new_value is a Verdict ("correct" | "incorrect" | "not_attempted")
@@ -211,19 +212,3 @@ def corrected_grades(store: Store, run_id: str) -> list[CorrectedGrade]:
         out.append(CorrectedGrade(pid, pr.probe.question, pr.probe.paraphrases, pr.probe.answers, pr.answer,
                                   pr.verdict, Verdict(r.new_value), r.reviewer, r.at, r.reason, r.id))
     return out
-
-
-def review_dpo_pairs(store: Store, run_id: str) -> list[dict[str, str]]:
-    """DPO-pair candidates from reviewer-corrected grades, for the next fix set.
-
-    One dict per corrected grade that marks the model's answer wrong: `probe_id`, `question` (the
-    fix-set builder renders it with the suite template, as for its other rows), `chosen` (the first
-    accepted answer), `rejected` (the model's greedy answer), `source` = "review", `reviewer`, `reason`.
-    """
-    rows = []
-    for g in corrected_grades(store, run_id):
-        pair = g.dpo_pair()
-        if pair is not None:
-            rows.append({"probe_id": g.probe_id, "question": g.question, "chosen": pair[0], "rejected": pair[1],
-                         "source": "review", "reviewer": g.reviewer, "reason": g.reason})
-    return rows

@@ -100,13 +100,13 @@ def run_eval(
     fingerprint = backend.fingerprint()
     grader = make_grader(suite.grader, tuple(suite.abstention_phrases), suite.grader_options, store=store)
     probes = loaded.probes
+    slots = _plan(probes, suite, options, fingerprint, backend)  # before the run row: a bad template leaves none
     run_id = store.create_run(
         model=spec.model, adapter=spec.adapter, backend=spec.backend, fingerprint=fingerprint,
         suite=suite.name, suite_config=suite.model_dump(), options=dataclasses.asdict(options),
         n_probes=len(probes), skipped_bad=loaded.skipped,
     )
     store.add_probes(run_id, [dataclasses.asdict(p) for p in probes])
-    slots = _plan(probes, suite, options, fingerprint, backend)
     cached = store.cache_get_many([s.key for s in slots])
     n_cached = sum(s.key in cached for s in slots)
     done = n_cached

@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     base = run_eval(store, spec, suite, loaded, EvalOptions(samples=args.samples, paraphrases=True))
     print_run(store, base.run_id, worst=0)
     console.print(f"generated {base.generated}, from cache {base.cached}")
-    _hallucinations_vs_truth(store, base.run_id, world.truth, console)
+    truth = _truth(world.truth)
+    _hallucinations_vs_truth(store, base.run_id, truth, console)
     clock.done("evaluate")
 
     clock.step("3. attribute: data (corpus index) vs behavior (the model's own samples and paraphrases)")
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     build_index(world.corpus, index_path)
     with CorpusIndex.open(index_path) as index:
         items = attribute_run(store, base.run_id, index=index)
-    _attribution_table(items, world.truth, console)
+    _attribution_table(items, truth, console)
     clock.done("attribute")
 
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
@@ -130,14 +131,13 @@ def _truth(path: Path) -> dict[str, dict[str, Any]]:
     return {r["probe_id"]: r for r in map(json.loads, path.read_text().splitlines())}
 
 
-def _hallucinations_vs_truth(store: Any, run_id: str, truth_path: Path, console: Any) -> None:
+def _hallucinations_vs_truth(store: Any, run_id: str, truth: dict[str, dict[str, Any]], console: Any) -> None:
     """A few confident hallucinations beside what the world's corpus actually says."""
     from rich.table import Table
 
     from workbench.results import load_results
     from workbench.types import Verdict
 
-    truth = _truth(truth_path)
     bad = [r for r in load_results(store, run_id).probes if r.verdict == Verdict.INCORRECT]
     bad.sort(key=lambda r: -(r.agreement or 0.0))
     table = Table(title=f"hallucinations beside the truth ({len(bad)} in all; most confident first)")
@@ -152,13 +152,12 @@ def _hallucinations_vs_truth(store: Any, run_id: str, truth_path: Path, console:
     console.print(table)
 
 
-def _attribution_table(items: list[Any], truth_path: Path, console: Any) -> None:
+def _attribution_table(items: list[Any], truth: dict[str, dict[str, Any]], console: Any) -> None:
     """Categories found, and how many agree with the world's planted truth (the method never reads it)."""
     from collections import Counter
 
     from rich.table import Table
 
-    truth = _truth(truth_path)
     found = Counter(a.category for a in items)
     agree = Counter(a.category for a in items if truth[a.probe_id]["expected_category"] == a.category)
     table = Table(title=f"attribution of {len(items)} failures")

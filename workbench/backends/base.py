@@ -10,6 +10,7 @@ import abc
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from workbench.errors import WorkbenchError
 from workbench.types import Completion, GenerationRequest, ModelSpec
 
 
@@ -40,7 +41,13 @@ class Backend(abc.ABC):
     def batch_size(self) -> int:
         """Prompts per batch: the `batch_size` backend option, else `preferred_batch_size`."""
         value: Any = self.spec.option("batch_size", self.preferred_batch_size)
-        return int(value)
+        try:
+            size = int(value)
+        except (TypeError, ValueError):
+            size = 0
+        if size < 1:
+            raise WorkbenchError(f"backend option `batch_size` must be a whole number >= 1, got `{value}`")
+        return size
 
     def fingerprint(self) -> str:
         """Content hash of what produces the text (weights + adapter); keys the generation cache."""

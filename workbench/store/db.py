@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, insert, make_url, select, text, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError, ProgrammingError
 
 from workbench.errors import MissingDependencyError, WorkbenchError
 from workbench.store import schema as t
@@ -69,8 +69,14 @@ class Store:
             url = f"sqlite:///{ws / 'store.sqlite'}"
         try:
             engine = create_engine(url, future=True)
+        except ArgumentError as e:
+            raise WorkbenchError(f"store URL `{url}` is not an SQLAlchemy URL ({e}); e.g. "
+                                 "postgresql+psycopg2://user@host/db") from None
         except ImportError as e:  # the URL names a database driver that is not installed
-            pip = "pip install -e '.[postgres]'" if e.name == "psycopg2" else f"pip install {e.name}"
+            if make_url(url).get_backend_name() == "postgresql":
+                pip = "pip install -e '.[postgres]'   (psycopg2; name it in the URL: postgresql+psycopg2://...)"
+            else:
+                pip = f"pip install <the package that provides `{e.name}`>"
             raise MissingDependencyError(f"store `{_shown(url)}` (driver `{e.name}`)", pip) from None
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_pragmas)
@@ -82,7 +88,7 @@ class Store:
                     f"store {_shown(url)} has schema version {version}, this workbench writes {t.SCHEMA_VERSION}; "
                     "use a new --workspace"
                 )
-        except OperationalError as e:
+        except DBAPIError as e:  # unreachable server, missing rights, ...: the driver's own words
             raise WorkbenchError(f"cannot open store {_shown(url)}: {e.orig}") from e
         return cls(engine, ws)
 

@@ -1,0 +1,28 @@
+"""`make demo` is the main job: the whole loop (world, eval, attribute, the three fix jobs, gates) run at a
+small size through the CLI, checked by what it leaves in the store."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workbench.regression.gate import history
+from workbench.store import Store
+
+
+@pytest.mark.slow
+def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    proc = subprocess.run([sys.executable, "-m", "workbench", "demo", "--workspace", str(ws), "--entities", "24",
+                           "--samples", "2", "--steps", "3", "--threads", "1"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for method in ("sft", "dpo", "grpo"):
+        assert f"gate {method}:" in proc.stdout
+    gates = history(Store.open(ws))
+    assert len(gates) == 3 and len({g["adapter"] for g in gates}) == 3
+    assert all(g["adapter"] and Path(g["report"]).is_file() for g in gates)
+    assert {Path(g["adapter"]).parent.name for g in gates} == {"sft", "dpo", "grpo"}
