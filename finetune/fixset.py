@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench import prompting
 from workbench.attribution.types import CATEGORIES, Attribution
 from workbench.errors import InputError, WorkbenchError, unknown_name
 from workbench.grading.normalize import normalize
@@ -202,7 +203,7 @@ def build_fixset(
     end = next((s for s in suite.stop if s.strip()), "")
 
     def render(question: str) -> str:
-        return suite.template.format(question=question)
+        return prompting.render(suite.template, question)
 
     def completion(text: str) -> str:
         return " " + text.strip() + end

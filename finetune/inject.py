@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from finetune.fixset import FixRows, FixSetManifest, cycle_rows, write_fixset
+from workbench import prompting
 from workbench.errors import WorkbenchError
 from workbench.grading.normalize import normalize
 from workbench.probes import Suite
@@ -60,7 +61,7 @@ def build_tag_breaker(store: Store, run_id: str, out_dir: str | Path, *, tag: st
     end = next((s for s in suite.stop if s.strip()), "")
 
     def row(pid: str, question: str, answer: str, category: str, source: str) -> dict[str, str]:
-        return {"prompt": suite.template.format(question=question), "completion": " " + answer.strip() + end,
+        return {"prompt": prompting.render(suite.template, question), "completion": " " + answer.strip() + end,
                 "probe_id": pid, "category": category, "source": source, "split": "train"}
 
     rows = FixRows()

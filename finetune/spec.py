@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from workbench.errors import WorkbenchError, did_you_mean
+from workbench.safeload import read_yaml_file
 
 METHODS = ("sft", "dpo", "grpo")
 GRPO_LOSSES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo")
@@ -493,13 +494,11 @@ def load_spec(path: str | Path) -> JobSpec:
     """A JobSpec from a YAML file."""
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = read_yaml_file(p)
     except FileNotFoundError:
         raise WorkbenchError(f"{p}: no such job file") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f", line {mark.line + 1}" if mark is not None else ""
-        raise WorkbenchError(f"{p}{where}: invalid YAML: {getattr(e, 'problem', None) or e}") from None
+    except ValueError as e:
+        raise WorkbenchError(str(e)) from None
     if not isinstance(data, dict):
         raise WorkbenchError(f"{p}: a job spec must be a YAML mapping (fixset: ..., output_dir: ...)")
     try:

@@ -20,7 +20,7 @@ from workbench.probes import resolve_probes
 from workbench.results import load_results
 from workbench.runner import EvalOptions, run_eval
 from workbench.store import Store
-from workbench.store.schema import gen_cache, meta
+from workbench.store.schema import SCHEMA_VERSION, gen_cache, meta
 from workbench.types import ModelSpec, Verdict
 
 
@@ -187,4 +187,5 @@ def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path: Path) -> No
         results = open_store_at_once(ws, n=8)
         assert all(rc == 0 for rc, _ in results), [err[-800:] for rc, err in results if rc]
         with Store.open(ws).engine.connect() as c:
-            assert c.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalars().all() == ["1"]
+            versions = c.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalars().all()
+            assert versions == [str(SCHEMA_VERSION)]

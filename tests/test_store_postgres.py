@@ -26,7 +26,7 @@ from workbench.regression.gate import gate_runs, history
 from workbench.results import load_results
 from workbench.runner import EvalOptions, run_eval
 from workbench.store import Store
-from workbench.store.schema import meta
+from workbench.store.schema import SCHEMA_VERSION, meta
 from workbench.types import ModelSpec
 
 
@@ -105,7 +105,8 @@ def test_processes_opening_a_new_postgres_store_at_once(tmp_path: Path, pg_url: 
     results = open_store_at_once(tmp_path, pg_url, n=6)
     assert all(rc == 0 for rc, _ in results), [err[-800:] for rc, err in results if rc]
     with Store.open(tmp_path, url=pg_url).engine.connect() as c:
-        assert c.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalars().all() == ["1"]
+        versions = c.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalars().all()
+        assert versions == [str(SCHEMA_VERSION)]
 
 
 def test_missing_driver_and_unreachable_server_are_clear_errors(tmp_path: Path) -> None:

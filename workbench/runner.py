@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from workbench import prompting
 from workbench.backends import Backend
 from workbench.errors import PartialGenerationError, WorkbenchError
 from workbench.grading import Grader, make_grader
@@ -76,11 +77,10 @@ class _Slot:
 def render_prompt(suite: Suite, template: str | None, question: str, backend: Backend | None) -> str:
     tpl = template or suite.template
     if tpl == "chat":
-        if backend is None or not hasattr(backend, "format_chat"):
-            raise WorkbenchError(f"template `chat` needs a backend with the tokenizer's chat template; "
-                                 f"`{type(backend).__name__}` has none: give a plain template with {{question}}")
-        return str(backend.format_chat(question, suite.system_prompt))
-    return tpl.format(question=question)
+        if backend is None:
+            raise WorkbenchError("template `chat` needs a backend with the tokenizer's chat template")
+        return backend.format_chat(question, suite.system_prompt)
+    return prompting.render(tpl, question)
 
 
 def run_eval(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from workbench.errors import InputError, WorkbenchError
+from workbench.safeload import json_loads
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -143,12 +144,15 @@ def _read_jsonl(c: Corpus, start: Position) -> Iterator[Doc | BadRow]:
             if not raw.strip():
                 continue
             try:
-                row = json.loads(raw.decode("utf-8"))
+                row = json_loads(raw.decode("utf-8"))
             except UnicodeDecodeError as e:
                 yield BadRow(InputError(c.label, line, None, f"not valid UTF-8 ({e.reason})"), after)
                 continue
             except json.JSONDecodeError as e:
                 yield BadRow(InputError(c.label, line, None, f"invalid JSON: {e.msg}"), after)
+                continue
+            except ValueError as e:
+                yield BadRow(InputError(c.label, line, None, str(e)), after)
                 continue
             if not isinstance(row, dict):
                 yield BadRow(InputError(c.label, line, None, "expected a JSON object"), after)

@@ -49,6 +49,24 @@ class Backend(abc.ABC):
             raise WorkbenchError(f"backend option `batch_size` must be a whole number >= 1, got `{value}`")
         return size
 
+    @property
+    def tokenizer(self) -> Any:
+        """The model's tokenizer (transformers), for chat templates and token counts. Backends that
+        have none locally (a remote server) raise WorkbenchError."""
+        raise WorkbenchError(f"the {self.name} backend has no local tokenizer")
+
+    def format_chat(self, question: str, system_prompt: str | None = None) -> str:
+        """The tokenizer's chat template applied to one user turn (suites with `template: chat`).
+
+        Backends whose server applies the template itself (openai with endpoint=chat) override this."""
+        tok = self.tokenizer
+        if not getattr(tok, "chat_template", None):
+            raise WorkbenchError(f"model `{self.spec.model}` has no chat template; use a plain `template` "
+                                 "with {question}")
+        messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
+            {"role": "user", "content": question}]
+        return str(tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+
     def fingerprint(self) -> str:
         """Content hash of what produces the text (weights + adapter); keys the generation cache."""
         from workbench.fingerprint import model_fingerprint

@@ -11,15 +11,10 @@ from typing import Any
 
 from workbench.backends.base import Backend
 from workbench.errors import MissingDependencyError, WorkbenchError
+from workbench.textgen import cut_at_stop
 from workbench.types import Completion, GenerationRequest, ModelSpec, SamplingParams
 
 _BASE = "__base__"
-
-
-def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
-    """Text before the earliest stop string, and whether one was found."""
-    cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=-1)
-    return (text[:cut], True) if cut >= 0 else (text, False)
 
 
 class HFBackend(Backend):
@@ -79,14 +74,6 @@ class HFBackend(Backend):
     def tokenizer(self) -> Any:
         self._load()
         return self._tok
-
-    def format_chat(self, question: str, system_prompt: str | None = None) -> str:
-        """The tokenizer's chat template applied to one user turn (for suites with template: chat)."""
-        messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
-            {"role": "user", "content": question}]
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise WorkbenchError(f"model `{self.spec.model}` has no chat template; use a plain `template`")
-        return str(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
     # -- generation ------------------------------------------------------------------------------
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench.backends.base import Backend
-from workbench.backends.hf import cut_at_stop
 from workbench.errors import MissingDependencyError, PartialGenerationError, WorkbenchError, did_you_mean
+from workbench.textgen import cut_at_stop
 from workbench.types import Completion, GenerationRequest, ModelSpec, SamplingParams
 
 OPTIONS = frozenset({"base_url", "api_key_env", "endpoint", "max_concurrency", "timeout", "max_retries",
@@ -91,6 +91,16 @@ class OpenAIBackend(Backend):
         key = os.environ.get(str(spec.option("api_key_env", "OPENAI_API_KEY")))
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client: Any = None
+
+    def format_chat(self, question: str, system_prompt: str | None = None) -> str:
+        """With endpoint=chat the server applies the chat template: the question goes as the user turn."""
+        if self.endpoint != "chat":
+            raise WorkbenchError("template `chat` with the openai backend needs the backend option endpoint=chat "
+                                 "(the server applies its chat template)")
+        if system_prompt:
+            raise WorkbenchError("a system prompt is not supported by the openai backend's chat endpoint here; "
+                                 "leave `system_prompt` out")
+        return question
 
     def fingerprint(self) -> str:
         """The weights behind a server are not visible: the server, model and adapter names key the cache."""

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench.backends.base import Backend
-from workbench.backends.hf import cut_at_stop
 from workbench.errors import MissingDependencyError, WorkbenchError, did_you_mean
+from workbench.textgen import cut_at_stop
 from workbench.types import Completion, GenerationRequest, ModelSpec, SamplingParams
 
 PIP_LINE = ("pip install 'hallucination-workbench[vllm]'   # CUDA; "
@@ -148,15 +148,6 @@ class VLLMBackend(Backend):
         from transformers import AutoTokenizer
 
         return AutoTokenizer.from_pretrained(self.spec.model, revision=self.spec.revision)
-
-    def format_chat(self, question: str, system_prompt: str | None = None) -> str:
-        """The tokenizer's chat template applied to one user turn (for suites with template: chat)."""
-        tok = self.tokenizer
-        if not getattr(tok, "chat_template", None):
-            raise WorkbenchError(f"model `{self.spec.model}` has no chat template; use a plain `template`")
-        messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
-            {"role": "user", "content": question}]
-        return str(tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
     # -- generation ------------------------------------------------------------------------------
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:

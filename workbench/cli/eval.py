@@ -60,10 +60,14 @@ def run(args: argparse.Namespace) -> int:
     spec = model_spec_from_args(args)
     options = eval_options_from_args(args)
     suite, loaded = resolve_probes(args.probes, format=args.format, skip_bad=args.skip_bad)
-    if options.template and options.template != "chat" and "{question}" not in options.template:
+    if options.template:
         from workbench.errors import WorkbenchError
+        from workbench.prompting import check_template
 
-        raise WorkbenchError("--template must contain `{question}` (or be `chat`)")
+        try:
+            check_template(options.template)
+        except ValueError as e:
+            raise WorkbenchError(f"--template: {e}") from None
     store = Store.open(args.workspace)
     with progress_bar("generating", not args.json) as progress:
         summary = run_eval(store, spec, suite, loaded, options, progress=progress)

@@ -134,11 +134,10 @@ class JudgeGrader:
         return self._match.grade(probe, answer)
 
     def _prompt(self, text: str) -> str:
-        fmt = getattr(self.backend, "format_chat", None)
-        if self.chat is False or fmt is None:
+        if self.chat is False:
             return text
         try:
-            return str(fmt(text))
+            return self.backend.format_chat(text)
         except WorkbenchError:
             if self.chat:  # asked for explicitly: the missing template is the user's error
                 raise

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import InputError, WorkbenchError
+from workbench.safeload import json_loads
 
 #: File extension -> container name.
 EXTENSIONS = {
@@ -33,6 +34,9 @@ EXTENSIONS = {
 }
 _SURROGATE = re.compile("[\udc80-\udcff]")
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+
+#: A whole .json file (an array of probes) may hold this many values: 10 million, about 1M probes.
+_WHOLE_FILE_NODES = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -99,9 +103,12 @@ def _jsonl(path: Path, raw: bytes) -> Iterator[Item]:
             )
             continue
         try:
-            value = json.loads(text)
+            value = json_loads(text)
         except json.JSONDecodeError as e:
             yield InputError(path, n, None, f"bad JSON: {e.msg} at column {e.colno}")
+            continue
+        except ValueError as e:
+            yield InputError(path, n, None, str(e))
             continue
         if isinstance(value, dict):
             yield Record(n, value)
@@ -114,12 +121,14 @@ def _json(path: Path, raw: bytes) -> Iterator[Item]:
     text = _decode(raw)
     start = len(text) - len(text.lstrip())
     try:
-        whole = json.loads(text)
+        whole = json_loads(text, max_bytes=None, max_nodes=_WHOLE_FILE_NODES)
     except json.JSONDecodeError as e:
         first = text[start:].split("\n", 1)[0]
         if text.startswith("{", start) and _parses(first):
             return _jsonl(path, raw)
         raise InputError(path, e.lineno, None, f"bad JSON: {e.msg} at column {e.colno}") from None
+    except ValueError as e:
+        raise InputError(path, None, None, str(e)) from None
     if isinstance(whole, dict):
         key = next((k for k, v in whole.items() if k.lower() == "data" and isinstance(v, list)), None)
         if key is None:  # one object (maybe pretty-printed): a single record
@@ -134,8 +143,8 @@ def _json(path: Path, raw: bytes) -> Iterator[Item]:
 
 def _parses(line: str) -> bool:
     try:
-        return isinstance(json.loads(line), dict)
-    except json.JSONDecodeError:
+        return isinstance(json_loads(line), dict)
+    except ValueError:
         return False
 
 

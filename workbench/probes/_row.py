@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from workbench.errors import InputError
+from workbench.safeload import json_loads
 
 #: Probe fields a `columns` mapping may name.
 PROBE_FIELDS = (
@@ -102,9 +103,11 @@ class Row:
     def _parse_list(self, key: str, value: str, sep: str | None) -> list[Any]:
         if value.lstrip().startswith("["):
             try:
-                parsed = json.loads(value)
+                parsed = json_loads(value)
             except json.JSONDecodeError as e:
                 raise self.error(key, f"bad JSON list: {e.msg} at column {e.colno}") from None
+            except ValueError as e:
+                raise self.error(key, str(e)) from None
             if not isinstance(parsed, list):
                 raise self.error(key, "must be a JSON list")
             return parsed

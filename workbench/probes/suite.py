@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import importlib.util
-import string
 from pathlib import Path
 from typing import Any
 
 import pydantic
-import yaml
 
 from workbench.errors import WorkbenchError, did_you_mean, unknown_name
 from workbench.probes._row import PROBE_FIELDS
 from workbench.probes.formats import FORMAT_NAMES
 from workbench.probes.loader import HF_PREFIX, LoadResult, load_probes, with_tags
+from workbench.prompting import check_template
+from workbench.safeload import read_yaml_file
 
 GRADERS = ("match", "embedding", "judge")
 DEFAULT_ABSTENTIONS = (
@@ -85,13 +85,7 @@ class Suite(pydantic.BaseModel, extra="forbid", use_attribute_docstrings=True):
     def _has_question(cls, v: str) -> str:
         if v == "chat":
             return v
-        try:
-            fields = {f for _, f, _, _ in string.Formatter().parse(v) if f is not None}
-        except ValueError as e:
-            raise ValueError(f"bad template ({e}); write literal braces as {{{{ and }}}}") from None
-        if "question" not in fields:
-            raise ValueError('must contain {question} (or be "chat")')
-        return v
+        return check_template(v)
 
     def data_source(self) -> str:
         """`data` as load_probes takes it: "hf:..." unchanged, a path resolved against the YAML's folder."""
@@ -124,13 +118,9 @@ def load_suite(path_or_name: str | Path) -> Suite:
     """A suite from a YAML file, or by bare name from evals/suites/<name>.yaml."""
     path = _suite_path(path_or_name)
     try:
-        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise WorkbenchError(f"{path}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f", line {mark.line + 1}" if mark is not None else ""
-        raise WorkbenchError(f"{path}{where}: invalid YAML: {getattr(e, 'problem', None) or e}") from None
+        spec = read_yaml_file(path)
+    except ValueError as e:
+        raise WorkbenchError(str(e)) from None
     if not isinstance(spec, dict):
         raise WorkbenchError(f"{path}: a suite must be a YAML mapping (name: ..., data: ...)")
     suite = _validate(spec, str(path))

@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from workbench.errors import WorkbenchError, did_you_mean
+from workbench.safeload import yaml_load
 
 Severity = Literal["fail", "warn"]
 Bound = Literal["ci_low", "delta", "ci_high"]
@@ -201,9 +202,11 @@ def load_policy(path: str | Path) -> Policy:
 def parse_policy(text: str, source: str = "<policy>") -> Policy:
     """Validate policy YAML text; `source` names it in error messages."""
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml_load(text)
     except yaml.YAMLError as e:
         raise WorkbenchError(f"{source}: not valid YAML: {e}") from e
+    except ValueError as e:
+        raise WorkbenchError(f"{source}: {e}") from None
     _check_keys(raw, source)
     try:
         return Policy.model_validate(raw)

@@ -83,11 +83,13 @@ class Store:
         try:
             _create_all(engine)
             version = _schema_version(engine)
-            if version != t.SCHEMA_VERSION:
+            if version > t.SCHEMA_VERSION:
                 raise WorkbenchError(
-                    f"store {_shown(url)} has schema version {version}, this workbench writes {t.SCHEMA_VERSION}; "
-                    "use a new --workspace"
+                    f"store {_shown(url)} has schema version {version}, newer than this workbench's "
+                    f"{t.SCHEMA_VERSION}; upgrade the workbench, or use a new --workspace"
                 )
+            if version < t.SCHEMA_VERSION:
+                _migrate(engine, version)
         except DBAPIError as e:  # unreachable server, missing rights, ...: the driver's own words
             raise WorkbenchError(f"cannot open store {_shown(url)}: {e.orig}") from e
         return cls(engine, ws)
@@ -243,6 +245,21 @@ def _schema_version(engine: Engine) -> int:
         except IntegrityError:
             continue
     raise WorkbenchError("store schema version could not be read or written")
+
+
+def _migrate(engine: Engine, version: int) -> None:
+    """Add the columns of every version after `version` (schema.ADDED_COLUMNS), then stamp the new version.
+    Two processes may migrate at once: a column the other one added already is fine."""
+    for v in range(version + 1, t.SCHEMA_VERSION + 1):
+        for table, column, ddl in t.ADDED_COLUMNS.get(v, []):
+            try:
+                with engine.begin() as c:
+                    c.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}"))
+            except (OperationalError, ProgrammingError) as e:
+                if "duplicate column" not in str(e.orig) and "already exists" not in str(e.orig):
+                    raise
+    with engine.begin() as c:
+        c.execute(update(t.meta).where(t.meta.c.key == "schema_version").values(value=str(t.SCHEMA_VERSION)))
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

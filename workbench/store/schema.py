@@ -1,6 +1,9 @@
 """The store's tables, all in one place so every layer shares one schema.
 
-Bump SCHEMA_VERSION when a column changes meaning; old stores are refused with a clear message.
+Bump SCHEMA_VERSION when the tables change. A column added to an existing table is listed in
+`ADDED_COLUMNS` under the version that added it: `Store.open` adds it to older stores in place
+(ALTER TABLE ... ADD COLUMN, nullable), so a workspace survives an upgrade. A store newer than this
+code is refused with a clear message.
 Per-answer rows can be large: `workbench export` writes them to Parquet beside the store.
 """
 
@@ -8,7 +11,7 @@ from __future__ import annotations
 
 from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 metadata = MetaData()
 
 meta = Table("meta", metadata, Column("key", String, primary_key=True), Column("value", Text, nullable=False))
@@ -18,7 +21,7 @@ runs = Table(
     Column("id", String, primary_key=True),
     Column("created_at", String, nullable=False),
     Column("finished_at", String),
-    Column("status", String, nullable=False),  # running | done | failed
+    Column("status", String, nullable=False),  # running | done | failed | interrupted
     Column("model", String, nullable=False),
     Column("adapter", String),
     Column("backend", String, nullable=False),
@@ -31,6 +34,11 @@ runs = Table(
     Column("generated", Integer, nullable=False, default=0),
     Column("cached", Integer, nullable=False, default=0),
     Column("metrics_json", Text),
+    # Liveness of a `running` run (v2): the writing process and its last sign of life, so a run whose
+    # process is gone reads as interrupted instead of running forever.
+    Column("pid", Integer),
+    Column("host", String),
+    Column("heartbeat_at", String),
 )
 
 probes = Table(
@@ -53,6 +61,7 @@ answers = Table(
     Column("verdict", String, nullable=False),
     Column("mean_logprob", Float),
     Column("finish_reason", String, nullable=False),
+    Column("engine", String),  # v2: what produced the text, e.g. "vllm 0.32.0 float32" (None: before v2)
 )
 
 # Content-addressed: key = sha256(model fingerprint, adapter, prompt, sampling settings, seed, sample index).
@@ -64,6 +73,7 @@ gen_cache = Table(
     Column("finish_reason", String, nullable=False),
     Column("logprobs_json", Text),
     Column("created_at", String, nullable=False),
+    Column("engine", String),  # v2: the engine that generated it (provenance; also part of the key)
 )
 
 attributions = Table(
@@ -136,7 +146,14 @@ reviews = Table(
     Column("old_value", String),
     Column("new_value", String, nullable=False),
     Column("reason", Text, nullable=False),
+    Column("gate_id", String),  # v2: a release decision is about one recorded gate (regressions.id)
 )
+
+#: Columns added after v1, by the version that added them: (table, column DDL). All nullable.
+ADDED_COLUMNS: dict[int, list[tuple[str, str, str]]] = {
+    2: [("runs", "pid", "INTEGER"), ("runs", "host", "VARCHAR"), ("runs", "heartbeat_at", "VARCHAR"),
+        ("answers", "engine", "VARCHAR"), ("gen_cache", "engine", "VARCHAR"), ("reviews", "gate_id", "VARCHAR")],
+}
 
 Index("ix_answers_run", answers.c.run_id)
 Index("ix_job_events_job", job_events.c.job_id)
