@@ -126,7 +126,8 @@ def test_tag_gate_lists_blind_tags_and_named_tags_must_be_checkable() -> None:
     missing = _compare(rows, "gates:\n  - {type: max_tag_correct_drop, tags: [big, absent]}\n")
     assert missing.verdict == "inconclusive"
     assert any("absent" in d for d in missing.gates[0].detectable.details)  # type: ignore[union-attr]
-    all_blind = _compare([(C, C, ("tiny",))] * 2 + [(W, W, ("tiny",))] * 3, "gates:\n  - {type: max_tag_correct_drop}\n")
+    only_tiny = [(C, C, ("tiny",))] * 2 + [(W, W, ("tiny",))] * 3
+    all_blind = _compare(only_tiny, "gates:\n  - {type: max_tag_correct_drop}\n")
     assert all_blind.verdict == "inconclusive"
 
 
