@@ -140,6 +140,11 @@ def test_inconclusive_gate_exits_3_in_regress_watch_and_history(
     proc = subprocess.run([sys.executable, "-m", "workbench", "regress", "--baseline", a, "--candidate", b,
                            "--workspace", str(workspace)], capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 3 and "INCONCLUSIVE (exit 3)" in proc.stdout and "could not fail" in proc.stdout
+    from workbench.store import Store
+    from workbench.views import compare_runs
+
+    view = compare_runs(Store.open(workspace), a, b)  # the app's Compare tab renders the new verdict
+    assert view.verdict == "inconclusive" and "gate: INCONCLUSIVE" in view.summary_html
 
     # watch --once: an identity adapter (LoRA B = 0) changes nothing; its gate is inconclusive, so is the scan
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(str(world.model)),
