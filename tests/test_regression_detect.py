@@ -34,7 +34,7 @@ def test_issue_18_blanket_refusal_is_not_a_pass() -> None:
     assert result.verdict == "inconclusive" and result.exit_code == 3 != EXIT_CODES["pass"]
     status = {g.name: g.status for g in result.gates}
     assert status["not_significantly_worse"] == "inconclusive"  # McNemar: 4 known facts can never reach p < 0.05
-    assert status["abstention_within_10_points"] == "warn"  # the trade is named
+    assert status["abstention_within_20_points"] == "warn"  # the trade is named
     assert status["no_tag_drops_over_1_point"] == "pass"  # no tags: nothing to check is not "blind"
     (blind,) = result.inconclusive_gates
     assert blind.detectable is not None and not blind.detectable.can_fail
@@ -50,7 +50,7 @@ def test_the_same_trade_with_enough_known_facts_is_judged() -> None:
     rows = [(C, C, ())] * 30 + [(W, N, ())] * 69 + [(N, N, ())]
     result = _compare(rows)
     assert not result.inconclusive_gates and (result.verdict, result.exit_code) == ("warn", 0)
-    assert [g.name for g in result.gates if g.status == "warn"] == ["abstention_within_10_points"]
+    assert [g.name for g in result.gates if g.status == "warn"] == ["abstention_within_20_points"]
 
 
 @pytest.mark.parametrize(("alpha", "k"), [(0.05, 6), (0.01, 8), (0.2, 4)])

@@ -103,7 +103,7 @@ class MaxAbstentionIncrease(_GateBase):
     """
 
     type: Literal["max_abstention_increase"]
-    max_points: float = Field(default=10.0, ge=0)
+    max_points: float = Field(default=20.0, ge=0)
     """Allowed increase of the not-attempted (abstention) rate over all probes, in points."""
     bound: Bound = "delta"
     """Which number of the delta is compared: `ci_low`, `delta` or `ci_high`."""
@@ -185,13 +185,16 @@ class Policy(_Strict):
 
 
 # The built-in policy. Broken known facts first: the share of baseline-correct probes now wrong or
-# abstained, counted exactly. Fix jobs that met their goal broke 0-0.9% (0 / 234 and 1 / 234 on the
-# default world, issue 14's own worlds) and up to 1.7% (4 / 234, an SFT adapter in bench/gate_regression.py);
-# DPO on unseen worlds broke 3.7% and 5.2% of 267 (issue 14) and an injected tag-breaker 13% (64 / 480 probes).
-# Warn above 1% (the fix jobs' goal), fail above 2.5%: between the worst good job (1.7%) and the mildest bad
-# one (3.7%). Abstention over all probes warns: an abstention fix *should* turn hallucinations into "I
-# don't know" (issue 18's 95 -> 0% hallucinated, 1 -> 96% abstained), so failing it would block the fix
-# that works; lost known facts already fail above (correct -> not attempted is broken).
+# abstained, counted exactly. Fix jobs that met their goals broke 0-1.7%: 0 of 234 for SFT, DPO and combined
+# SFT on the default world (bench/gate_regression.py, 2026-11-23), 1 and 4 of 234 in earlier runs
+# (docs/scheduled-checks.md), 0-0.9% on issue 14's worlds; DPO on two unseen worlds broke 3.7% and 5.2% of
+# 267 (issue 14), the injected tag-breaker 24.8% (58 of 234). Warn above 1% (the fix jobs' goal), fail above
+# 2.5%: between the worst good job (1.7%) and the mildest bad one (3.7%).
+# Abstention over all probes warns, above 20 points: abstention fixes *should* turn hallucinations into
+# "I don't know" (default world: SFT +13.3, combined SFT +15.4, DPO +0.2 points; GRPO about +9, estimated
+# from the README's RL table), so a fail would block the fix that works and a lower bar would warn on each
+# of them by design; issue 18's blanket refusal (+95 points) warns. Known facts lost to abstention already
+# fail above (they are broken).
 DEFAULT_POLICY_YAML = """\
 bootstrap: {resamples: 2000, seed: 0, confidence: 0.95}
 gates:
@@ -224,10 +227,10 @@ gates:
     bound: ci_high
     severity: warn
   - type: max_abstention_increase
-    name: abstention_within_10_points
-    description: The candidate abstains on at most 10 points more of all probes (hallucinations traded for
+    name: abstention_within_20_points
+    description: The candidate abstains on at most 20 points more of all probes (hallucinations traded for
       abstentions count too).
-    max_points: 10.0
+    max_points: 20.0
     bound: delta
     severity: warn
 """
