@@ -14,12 +14,12 @@ from workbench.regression.policy import DEFAULT_POLICY_YAML, Policy, default_pol
 from workbench.regression.report import (
     print_terminal,
     render_json,
-    render_junit,
     render_markdown,
     render_terminal,
     write_reports,
 )
 from workbench.regression.report_html import render_html
+from workbench.regression.report_junit import render_junit
 from workbench.regression.results import (
     EXIT_CODES,
     FORMAT_VERSION,
