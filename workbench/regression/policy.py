@@ -185,16 +185,16 @@ class Policy(_Strict):
 
 
 # The built-in policy. Broken known facts first: the share of baseline-correct probes now wrong or
-# abstained, counted exactly. Fix jobs that met their goals broke 0-1.7%: 0 of 234 for SFT, DPO and combined
-# SFT on the default world (bench/gate_regression.py, 2026-11-23), 1 and 4 of 234 in earlier runs
-# (docs/scheduled-checks.md), 0-0.9% on issue 14's worlds; DPO on two unseen worlds broke 3.7% and 5.2% of
-# 267 (issue 14), the injected tag-breaker 24.8% (58 of 234). Warn above 1% (the fix jobs' goal), fail above
-# 2.5%: between the worst good job (1.7%) and the mildest bad one (3.7%).
+# abstained, counted exactly. Fix jobs that met their goals broke 0-1.7% (bench/gate_regression.py,
+# 2026-11-23: SFT, DPO, combined SFT 0, 0, 0 of 234 on the default world and 3, 0, 1 of 244 on the seed-7
+# world; 1 and 4 of 234 in earlier runs, docs/scheduled-checks.md; 0-0.9% on issue 14's worlds). DPO on two
+# unseen worlds broke 3.7% and 5.2% of 267 (issue 14), the injected tag-breaker 24.6-24.8%. Warn above 1%
+# (the fix jobs' goal), fail above 2.5%: between the worst good job (1.7%) and the mildest bad one (3.7%).
 # Abstention over all probes warns, above 20 points: abstention fixes *should* turn hallucinations into
-# "I don't know" (default world: SFT +13.3, combined SFT +15.4, DPO +0.2 points; GRPO about +9, estimated
-# from the README's RL table), so a fail would block the fix that works and a lower bar would warn on each
-# of them by design; issue 18's blanket refusal (+95 points) warns. Known facts lost to abstention already
-# fail above (they are broken).
+# "I don't know" (SFT +13.3 / +11.2, combined SFT +15.4 / +11.5, DPO +0.2 / 0 points on the default /
+# seed-7 world; GRPO about +9, estimated from the README's RL table), so a fail would block the fix that
+# works and a lower bar would warn on each of them by design; issue 18's blanket refusal (+95 points)
+# warns. Known facts lost to abstention already fail above (they are broken).
 DEFAULT_POLICY_YAML = """\
 bootstrap: {resamples: 2000, seed: 0, confidence: 0.95}
 gates:
