@@ -134,7 +134,7 @@ def test_inconclusive_gate_exits_3_in_regress_watch_and_history(
     assert out["verdict"] == "inconclusive" and out["exit_code"] == 3
     # 3 known facts: McNemar cannot fail; 3 answers that could turn hallucinated cannot lift the CI off zero
     assert {"not_significantly_worse", "hallucination_not_significantly_up"} <= set(out["inconclusive_gates"])
-    assert [r["baseline_count"] for r in out["headline"]["rows"]][0] == 3
+    assert out["headline"]["rows"][0] == {**out["headline"]["rows"][0], "label": "correct", "baseline_count": 3}
     skipped = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase") if c.find("skipped") is not None]
     assert skipped == out["inconclusive_gates"]
     proc = subprocess.run([sys.executable, "-m", "workbench", "regress", "--baseline", a, "--candidate", b,
