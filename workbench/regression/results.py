@@ -83,7 +83,7 @@ class ProbeChange:
     candidate_verdict: Verdict
     baseline_answer: str
     candidate_answer: str
-    transition: Transition = Transition.STILL_CORRECT
+    transition: Transition
     question: str = ""
 
     def to_dict(self) -> dict[str, Any]:
