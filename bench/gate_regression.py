@@ -9,7 +9,13 @@ c. tag-breaker: a short LoRA SFT job (finetune's JobSpec/run_job) on a fix set t
    other tags' correct answers (`finetune.inject.build_tag_breaker`) -> the gate fails, and the
    `max_tag_correct_drop` gate names exactly that tag;
 d. every adapter under `--fix-adapters DIR...` (trained on the same world model, e.g. by
-   bench/fix_efficacy.py) is gated too: a fix should pass.
+   bench/fix_efficacy.py) is gated too: a fix should pass;
+e. few known facts (issue 18's shape): a baseline on `--small-known` (4) probes the model gets right plus
+   96 it does not, a no-op candidate and every fix adapter on it -> the built-in policy says
+   inconclusive (exit 3), never pass: McNemar cannot fail on fewer than 6 known facts.
+
+Each gate prints what it could detect on the probe set, and each candidate its headline (correct /
+hallucinated / abstained before -> after).
 
 All gates use the built-in default policy (or `--policy FILE`). Reports land in
 <out>/ws/reports/<gate-id>/.
@@ -39,13 +45,14 @@ from evals.world import WorldConfig, build_world  # noqa: E402
 from finetune.inject import build_tag_breaker  # noqa: E402
 from finetune.jobs import run_job  # noqa: E402
 from finetune.spec import JobSpec, TrainerSpec  # noqa: E402
-from workbench.probes import resolve_probes  # noqa: E402
+from workbench.probes import LoadResult, resolve_probes  # noqa: E402
 from workbench.regression import load_policy  # noqa: E402
 from workbench.regression.gate import GateRecord, gate_runs, rerun_like  # noqa: E402
 from workbench.regression.policy import MaxTagCorrectDrop, Policy, default_policy  # noqa: E402
+from workbench.results import load_results  # noqa: E402
 from workbench.runner import EvalOptions, run_eval  # noqa: E402
 from workbench.store import Store  # noqa: E402
-from workbench.types import ModelSpec  # noqa: E402
+from workbench.types import ModelSpec, Verdict  # noqa: E402
 
 
 def failing_tags(record: GateRecord, policy: Policy) -> list[str]:
@@ -58,21 +65,30 @@ def failing_tags(record: GateRecord, policy: Policy) -> list[str]:
 def summarize(name: str, record: GateRecord, policy: Policy, seconds: float) -> dict[str, Any]:
     r = record.result
     flips = r.overall.transitions
+    known = sum(flips.counts[0])
+    abstained = r.headline.row("abstained").delta
     row = {"candidate": name, "gate_id": record.id, "verdict": r.verdict, "exit_code": r.exit_code,
-           "broken": flips.broken, "fixed": flips.fixed, "failing_tags": failing_tags(record, policy),
+           "broken": flips.broken, "fixed": flips.fixed, "known": known,
+           "broken_fraction": flips.broken / known if known else 0.0,
+           "abstained_delta_points": round(100 * abstained.delta, 2), "headline": r.headline.to_dict(),
+           "transitions": {str(k): v for k, v in flips.transitions().items()},
+           "inconclusive_gates": [g.name for g in r.inconclusive_gates], "failing_tags": failing_tags(record, policy),
            "per_tag": {t: {"n": g.n, "broken": g.transitions.broken, "fixed": g.transitions.fixed}
                        for t, g in r.by_tag.items()},
-           "gates": [{"name": g.name, "severity": g.severity, "passed": g.passed, "observed": g.observed,
-                      "threshold": g.threshold, "unit": g.unit, "message": g.message, "details": list(g.details)}
+           "gates": [{"name": g.name, "severity": g.severity, "status": g.status, "passed": g.passed,
+                      "observed": g.observed, "threshold": g.threshold, "unit": g.unit, "message": g.message,
+                      "details": list(g.details), "detectable": g.detectable.text if g.detectable else ""}
                      for g in r.gates],
            "report": str(record.reports["html"]), "seconds": round(seconds, 1)}
     print(f"\n== {name}: {r.verdict} (exit {r.exit_code}), {flips.broken} broken / {flips.fixed} fixed, "
           f"{seconds:.1f} s, report {record.reports['html']}")
+    print(f"  {r.headline.text()}")
     for g in r.gates:
-        mark = "PASS" if g.passed else ("FAIL" if g.severity == "fail" else "WARN")
-        print(f"  [{mark}] {g.name}: {g.message}")
+        print(f"  [{g.status.upper()}] {g.name}: {g.message}")
         for d in g.details:
             print(f"         {d}")
+        if g.detectable:
+            print(f"         {g.detectable.text}")
     print("  per tag (n, broken, fixed): " + ", ".join(
         f"{t} ({g.n}, {g.transitions.broken}, {g.transitions.fixed})" for t, g in r.by_tag.items()))
     return row
@@ -103,6 +119,8 @@ def main() -> int:
     ap.add_argument("--replay-ratio", type=float, default=1.0, help="replay rows per breaking row (default 1)")
     ap.add_argument("--policy", help="policy YAML (default: the built-in policy)")
     ap.add_argument("--fix-adapters", nargs="*", default=[], help="adapter directories (or folders of them) to gate")
+    ap.add_argument("--small-known", type=int, default=4,
+                    help="known facts in the few-known-facts probe set of step e (default 4, issue 18's case)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     ap.add_argument("--json", help="also write the summary here")
     a = ap.parse_args()
@@ -151,26 +169,47 @@ def main() -> int:
     rows.append(breaker)
 
     # d. fix adapters
-    for adapter in find_adapters(a.fix_adapters):
+    adapters = find_adapters(a.fix_adapters)
+    for adapter in adapters:
         t0 = time.perf_counter()
         cand = rerun_like(store, base, adapter=str(adapter))
         rows.append(summarize(f"fix {adapter}", gate_runs(store, base, cand, policy), policy,
                               time.perf_counter() - t0))
 
+    # e. few known facts: the same model on a probe set it mostly cannot answer
+    results = load_results(store, base).probes
+    right = [r.probe for r in results if r.verdict == Verdict.CORRECT][: a.small_known]
+    wrong = [r.probe for r in results if r.verdict != Verdict.CORRECT][: 100 - a.small_known]
+    small = run_eval(store, ModelSpec(model=str(paths.model)), suite,
+                     LoadResult(probes=tuple(right + wrong), skipped=0, problems=(), source="few known facts"),
+                     EvalOptions()).run_id
+    small_rows = []
+    for adapter in [None, *adapters]:
+        t0 = time.perf_counter()
+        cand = rerun_like(store, small, adapter=None if adapter is None else str(adapter))
+        what = "no-op" if adapter is None else f"fix {adapter}"
+        label = f"{len(right)} known of {len(right) + len(wrong)}: {what}"
+        small_rows.append(summarize(label, gate_runs(store, small, cand, policy), policy, time.perf_counter() - t0))
+    rows += small_rows
+
     print(f"\n== summary (world {paths.root}, {len(loaded.probes)} probes, policy "
           f"{a.policy or 'built-in'}, {time.perf_counter() - t_start:.0f} s in all)")
-    print(f"{'candidate':<58} {'verdict':<7} {'exit':>4} {'broken':>6} {'fixed':>5}  failing tags")
+    print(f"{'candidate':<58} {'verdict':<12} {'exit':>4} {'broken':>12} {'fixed':>5} {'Δ abst pt':>9}  "
+          "failing tags / inconclusive gates")
     for r in rows:
         name = r["candidate"] if len(r["candidate"]) <= 58 else "..." + r["candidate"][-55:]
-        print(f"{name:<58} {r['verdict']:<7} {r['exit_code']:>4} {r['broken']:>6} {r['fixed']:>5}  "
-              f"{', '.join(r['failing_tags']) or '-'}")
+        broken = f"{r['broken']}/{r['known']} {100 * r['broken_fraction']:.1f}%"
+        print(f"{name:<58} {r['verdict']:<12} {r['exit_code']:>4} {broken:>12} {r['fixed']:>5} "
+              f"{r['abstained_delta_points']:>+9.2f}  {', '.join(r['failing_tags'] + r['inconclusive_gates']) or '-'}")
     ok_noop = rows[0]["exit_code"] == 0 and rows[0]["broken"] == rows[0]["fixed"] == 0
     ok_break = breaker["exit_code"] == 1 and breaker["failing_tags"] == [a.tag]
-    print(f"no-op passes with zero flips: {ok_noop}; tag-breaker fails on exactly [{a.tag}]: {ok_break}")
+    ok_small = all(r["verdict"] in ("inconclusive", "fail") for r in small_rows) if a.small_known < 6 else True
+    print(f"no-op passes with zero flips: {ok_noop}; tag-breaker fails on exactly [{a.tag}]: {ok_break}; "
+          f"few known facts never pass: {ok_small}")
     if a.json:
         Path(a.json).write_text(json.dumps({"world": str(paths.root), "baseline_run": base, "rows": rows},
                                            indent=2) + "\n")
-    return 0 if ok_noop and ok_break else 1
+    return 0 if ok_noop and ok_break and ok_small else 1
 
 
 if __name__ == "__main__":

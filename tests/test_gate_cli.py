@@ -91,3 +91,71 @@ def test_watch_gates_only_complete_adapters_once(world: Any, workspace: Path, da
     assert [Path(x["adapter"]).name for x in lines] == ["checkpoint-10"]
     assert main(args) == 0  # nothing new
     assert capsys.readouterr().out == ""
+
+
+def _few_known_facts(world: Any, workspace: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> str:
+    """A probe file the world model gets right on only 3 probes (plus 12 it gets wrong), evaluated: McNemar
+    over 3 known facts can never reach p < 0.05, so the built-in policy's verdict is inconclusive."""
+    from workbench.results import load_results
+    from workbench.store import Store
+    from workbench.types import Verdict
+
+    full = _eval(world, workspace, capsys)
+    results = load_results(Store.open(workspace), full).probes
+    right = [r.probe.id for r in results if r.verdict == Verdict.CORRECT][:3]
+    wrong = [r.probe.id for r in results if r.verdict != Verdict.CORRECT][:12]
+    assert len(right) == 3 and len(wrong) == 12
+    keep = set(right + wrong)
+    rows = [line for line in Path(world.probes).read_text().splitlines() if json.loads(line)["id"] in keep]
+    (tmp_path / "few.jsonl").write_text("\n".join(rows) + "\n")
+    suite = Path(world.suite).read_text().replace("data: probes.jsonl", "data: few.jsonl")
+    (tmp_path / "few.yaml").write_text(suite)
+    return str(tmp_path / "few.yaml")
+
+
+def test_inconclusive_gate_exits_3_in_regress_watch_and_history(
+    world: Any, workspace: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    probes = _few_known_facts(world, workspace, capsys, tmp_path)
+    a = _eval(world, workspace, capsys, "--probes", probes)
+    b = _eval(world, workspace, capsys, "--probes", probes)
+    junit = tmp_path / "junit.xml"
+    proc = subprocess.run([sys.executable, "-m", "workbench", "regress", "--baseline", a, "--candidate", b,
+                           "--workspace", str(workspace), "--json", "--junit", str(junit)],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    assert out["verdict"] == "inconclusive" and out["exit_code"] == 3
+    # 3 known facts: McNemar cannot fail; 3 answers that could turn hallucinated cannot lift the CI off zero
+    assert {"not_significantly_worse", "hallucination_not_significantly_up"} <= set(out["inconclusive_gates"])
+    assert out["headline"]["rows"][0] == {**out["headline"]["rows"][0], "label": "correct", "baseline_count": 3}
+    skipped = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase") if c.find("skipped") is not None]
+    assert skipped == out["inconclusive_gates"]
+    proc = subprocess.run([sys.executable, "-m", "workbench", "regress", "--baseline", a, "--candidate", b,
+                           "--workspace", str(workspace)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 3 and "INCONCLUSIVE (exit 3)" in proc.stdout and "could not fail" in proc.stdout
+    from workbench.store import Store
+    from workbench.views import compare_runs
+
+    view = compare_runs(Store.open(workspace), a, b)  # the app's Compare tab renders the new verdict
+    assert view.verdict == "inconclusive" and "gate: INCONCLUSIVE" in view.summary_html
+
+    # watch --once: an identity adapter (LoRA B = 0) changes nothing; its gate is inconclusive, so is the scan
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(str(world.model)),
+                           LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))  # fmt: skip
+    folder = tmp_path / "train-out"
+    model.save_pretrained(folder / "adapter")
+    (folder / "adapter" / "COMPLETE").write_text("")
+    args = ["watch", str(folder), "--baseline", a, "--workspace", str(workspace), "--once", "--json"]
+    assert main(args) == 3
+    (line,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert line["verdict"] == "inconclusive" and line["exit_code"] == 3
+    assert main(["history", "--workspace", str(workspace), "--json"]) == 0
+    gates = json.loads(capsys.readouterr().out)
+    assert [(g["verdict"], g["exit_code"]) for g in gates] == [("inconclusive", 3)] * 3

@@ -48,6 +48,21 @@ def test_default_policy_parses_and_covers_documented_gates() -> None:
     assert policy.bootstrap.confidence == 0.95
     assert len({g.name for g in policy.gates}) == len(policy.gates) >= 4
     assert "gates:" in DEFAULT_POLICY_YAML
+    # broken known facts come first: warn above 1%, fail above 2.5%; abstention over all probes warns
+    broken = [(g.max_fraction, g.severity) for g in policy.gates if g.type == "max_broken_fraction"]
+    assert broken == [(0.025, "fail"), (0.01, "warn")] and policy.gates[0].type == "max_broken_fraction"
+    (abstention,) = [g for g in policy.gates if g.type == "max_abstention_increase"]
+    assert abstention.severity == "warn"
+
+
+def test_default_policy_on_issue_14s_breakage() -> None:
+    """3.7% and 5.2% of 267 broken with a net gain fail; the good jobs' 0.4-0.9% pass (1-2%: warn)."""
+
+    def verdict(broken: int) -> str:
+        rows = [(C, C, ())] * (267 - broken) + [(C, W, ())] * broken + [(W, C, ())] * 60 + [(W, W, ())] * 73
+        return _compare(rows, DEFAULT_POLICY_YAML.split("gates:\n", 1)[1]).verdict
+
+    assert [verdict(k) for k in (14, 10, 7, 4, 3, 2, 1, 0)] == ["fail"] * 3 + ["warn"] * 2 + ["pass"] * 3
 
 
 def test_gate_name_defaults_to_type_and_severity_to_fail() -> None:
@@ -107,6 +122,8 @@ def test_every_gate_type_is_tested_below() -> None:
         "hallucination_rate_must_drop",
         "max_tag_correct_drop",
         "max_abstention_on_previously_correct",
+        "max_abstention_increase",
+        "max_broken_fraction",
         "max_broken",
         "mcnemar",
     }
@@ -154,6 +171,34 @@ def test_max_abstention_on_previously_correct() -> None:
     result = _gate(rows, "  - {type: max_abstention_on_previously_correct, max_fraction: 0.1}\n")
     assert result.passed and result.observed == pytest.approx(0.1)
     assert _gate(_same(30), "  - {type: max_abstention_on_previously_correct}\n").passed
+
+
+def test_max_abstention_increase_counts_every_probe() -> None:
+    # hallucinations traded for abstentions: no baseline-correct probe moves, yet abstention rises 20 points
+    rows = _same(60) + [(W, N, ())] * 20
+    gate = "  - {type: max_abstention_increase, max_points: 10}\n"
+    result = _gate(rows, gate)
+    assert not result.passed and result.observed == pytest.approx(25.0) and result.unit == "points"
+    assert _gate(rows, "  - {type: max_abstention_on_previously_correct}\n").passed  # blind to it
+    assert _gate(_same(60) + [(W, N, ())] * 2, gate).passed
+    assert _gate(rows, "  - {type: max_abstention_increase, max_points: 30}\n").passed
+
+
+def test_max_broken_fraction_counts_wrong_and_abstained() -> None:
+    # issue 14: DPO broke 14 of 267 baseline-correct probes while fixing 60; McNemar saw a net gain
+    rows = [(C, C, ())] * 246 + [(C, W, ())] * 12 + [(C, N, ())] * 2 + [(W, C, ())] * 60 + [(W, W, ())] * 73
+    assert len(rows) == 393 and sum(r[0] == C for r in rows) == 260
+    rows += [(C, C, ())] * 7  # 267 baseline-correct
+    result = _compare(rows, "  - {type: max_broken_fraction, max_fraction: 0.025}\n  - {type: mcnemar}\n")
+    broken, mcnemar = result.gates
+    assert not broken.passed and broken.observed == pytest.approx(14 / 267)
+    assert "14 of 267" in broken.message and "12 now wrong, 2 now abstain" in broken.message
+    assert mcnemar.passed
+    # the good fix jobs' range passes: 2 of 267 (0.75%)
+    good = [(C, C, ())] * 265 + [(C, W, ())] * 2 + [(W, C, ())] * 60
+    assert _gate(good, "  - {type: max_broken_fraction, max_fraction: 0.025}\n").passed
+    assert not _gate(good, "  - {type: max_broken_fraction, max_fraction: 0.005}\n").passed
+    assert _gate(_same(30), "  - {type: max_broken_fraction}\n").passed
 
 
 def test_max_broken() -> None:

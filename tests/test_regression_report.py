@@ -40,10 +40,12 @@ gates:
 
 @pytest.fixture(scope="module")
 def result() -> ComparisonResult:
-    rows = [(v, v, ("geo",)) for v in [C, W, N] * 10] + [(C, W, ("geo", "a&b")), (C, N, ("a&b",)), (W, C, ())]
-    base = {f"p{k}": ProbeOutcome(f"p{k}", t, b, f"base answer {k}") for k, (b, _, t) in enumerate(rows)}
+    rows = [(v, v, ("geo",)) for v in [C, W, N] * 10] + [(C, W, ("geo", "a&b")), (C, N, ("a&b",)), (W, C, ()),
+                                                        (W, N, ())]  # fmt: skip
+    base = {f"p{k}": ProbeOutcome(f"p{k}", t, b, f"base answer {k}", question=f"question {k}?")
+            for k, (b, _, t) in enumerate(rows)}  # fmt: skip
     cand = {f"p{k}": ProbeOutcome(f"p{k}", t, c, f"cand answer {k}") for k, (_, c, t) in enumerate(rows)}
-    base["p30"] = ProbeOutcome("p30", ("geo", "a&b"), C, EVIL)
+    base["p30"] = ProbeOutcome("p30", ("geo", "a&b"), C, EVIL, question="question 30?")
     return compare(RunOutcomes("run-1", "base <v1>", base), RunOutcomes("run-2", "cand", cand),
                    parse_policy(POLICY))  # fmt: skip
 
@@ -54,6 +56,22 @@ def test_result_summary(result: ComparisonResult) -> None:
     assert [c.probe_id for c in result.broken] == ["p30", "p31"] and [c.probe_id for c in result.fixed] == [
         "p32"
     ]
+    assert [(c.probe_id, str(c.transition)) for c in result.changes if c.flip == "still_wrong"] == [
+        ("p33", "now_abstains")]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def inconclusive() -> ComparisonResult:
+    """Issue 18's gate: 4 known facts, 95 hallucinations turned into abstentions, built-in policy."""
+    rows = [(C, C)] * 4 + [(W, N)] * 95 + [(N, N)]
+    base = {f"nq{k}": ProbeOutcome(f"nq{k}", (), b, "Paris" if b == C else "Neptune") for k, (b, _) in enumerate(rows)}
+    cand = {f"nq{k}": ProbeOutcome(f"nq{k}", (), c, "Paris" if c == C else "i don't know")
+            for k, (_, c) in enumerate(rows)}  # fmt: skip
+    return compare(RunOutcomes("run-a", "base", base), RunOutcomes("run-b", "base + adapter", cand))
+
+
+def _order(text: str, *parts: str) -> list[int]:
+    return [text.index(p) for p in parts]
 
 
 def test_junit_has_one_testcase_per_gate_with_failures_marked(result: ComparisonResult) -> None:
@@ -65,15 +83,50 @@ def test_junit_has_one_testcase_per_gate_with_failures_marked(result: Comparison
     assert root.get("tests") == "4" and root.get("failures") == "1"
     warned = cases[3].find("system-out")
     assert warned is not None and (warned.text or "").startswith("WARNING:")
+    suite = root.find("testsuite")
+    assert suite is not None
+    props = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
+    assert props["verdict"] == "fail" and props["exit_code"] == "1" and props["format_version"] == "2"
+    detectable = {c.get("name"): {p.get("name"): p.get("value") for p in c.findall("properties/property")}
+                  for c in cases}  # fmt: skip
+    assert detectable["mcnemar_ok"]["detectable"].startswith("could detect: >= 6 broken probes")
+    # the broken probes, with question and both answers, in the broken gate's failure and the suite's output
+    failure = cases[0].find("failure")
+    assert failure is not None and "p31 'question 31?': 'base answer 31' -> 'cand answer 31'" in (failure.text or "")
+    out = suite.find("system-out")
+    assert out is not None and (out.text or "").startswith("verdict: FAIL (exit 1)")
+    assert "broken probes (2)" in (out.text or "") and "hallucinated" in (out.text or "")
+
+
+def test_junit_marks_a_gate_that_could_not_fail_as_skipped(inconclusive: ComparisonResult) -> None:
+    root = ET.fromstring(render_junit(inconclusive))
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("skipped") == "1" and suite.get("failures") == "0"
+    (case,) = [c for c in root.iter("testcase") if c.find("skipped") is not None]
+    skipped = case.find("skipped")
+    assert case.get("name") == "not_significantly_worse" and skipped is not None
+    assert "could not fail on this probe set" in (skipped.get("message") or "")
+    props = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
+    assert props["verdict"] == "inconclusive" and props["exit_code"] == "3"
 
 
 def test_json_round_trips_and_is_plain(result: ComparisonResult) -> None:
     data = json.loads(render_json(result))
-    assert data["verdict"] == "fail" and data["exit_code"] == 1 and data["n_probes"] == 33
+    assert data["verdict"] == "fail" and data["exit_code"] == 1 and data["n_probes"] == 34
+    assert data["format_version"] == 2 and list(data)[:5] == ["format_version", "verdict", "exit_code",
+                                                              "headline", "broken"]  # fmt: skip
     assert set(data["overall"]["metrics"]) == {"correct", "incorrect", "not_attempted",
                                                "accuracy_given_attempted", "f_score"}  # fmt: skip
     assert data["overall"]["transitions"]["counts"][0] == [10, 1, 1]
-    assert {c["flip"] for c in data["changes"]} == {"broken", "fixed"}
+    assert data["overall"]["transitions"]["transitions"]["now_abstains"] == 1
+    assert {c["flip"] for c in data["changes"]} == {"broken", "fixed", "still_wrong"}
+    assert {c["transition"] for c in data["changes"]} == {"broken_hallucinates", "broken_abstains", "fixed",
+                                                         "now_abstains"}  # fmt: skip
+    broken = [(b["probe_id"], b["question"]) for b in data["broken"]]
+    assert broken == [("p30", "question 30?"), ("p31", "question 31?")]
+    rows = {r["label"]: (r["baseline_count"], r["candidate_count"]) for r in data["headline"]["rows"]}
+    assert rows == {"correct": (12, 11), "hallucinated": (12, 11), "abstained": (10, 12)}
+    assert all(g["detectable"]["text"] for g in data["gates"]) and data["inconclusive_gates"] == []
     assert data["policy"]["bootstrap"]["resamples"] == 300
     assert json.loads(json.dumps(result.to_dict())) == data
 
@@ -83,9 +136,31 @@ def test_markdown_and_terminal_render_the_key_facts(result: ComparisonResult) ->
     assert md.startswith("# Regression check: FAIL")
     for section in ("## Gates", "## Metrics", "## Transitions", "## Per tag", "## Broken probes (2)"):
         assert section in md
+    # the headline, then the broken probes, before everything else
+    assert _order(md, "## All probes", "## Broken probes", "## Gates", "## Metrics") == sorted(
+        _order(md, "## All probes", "## Broken probes", "## Gates", "## Metrics"))  # fmt: skip
+    assert "| hallucinated | 12 (35.3%) | 11 (32.4%) |" in md
+    assert "| p31 | question 31? | base answer 31 | cand answer 31 | broken_abstains |" in md
+    assert "## Other verdict changes (2)" in md and "| p33 | question 33? |" in md and "now_abstains |" in md
+    assert "could detect: >= 6 broken probes" in md
     assert "\\| & " in md  # a pipe in an answer does not break the table
     text = render_terminal(result)
     assert "FAIL" in text and "max_broken" in text and "p31" in text
+    assert _order(text, "hallucinated", "broken probes (2)", "p31 'question 31?'", "Gates") == sorted(
+        _order(text, "hallucinated", "broken probes (2)", "p31 'question 31?'", "Gates"))  # fmt: skip
+
+
+def test_inconclusive_reports_say_which_gate_could_not_fail(inconclusive: ComparisonResult) -> None:
+    md = render_markdown(inconclusive)
+    assert md.startswith("# Regression check: INCONCLUSIVE")
+    assert "**Verdict: INCONCLUSIVE (exit 3): not\\_significantly\\_worse could not have failed" in md or (
+        "**Verdict: INCONCLUSIVE (exit 3): not_significantly_worse could not have failed" in md)
+    assert "| abstained | 1 (1.0%) | 96 (96.0%) | +95.00 |" in md and "now_abstains 95" in md
+    assert "| inconclusive | not" in md
+    text = render_terminal(inconclusive, width=200)
+    assert "INCONCLUSIVE (exit 3)" in text and "could not fail on this probe set" in text
+    page = render_html(inconclusive)
+    assert 'id="verdict" class="inconclusive">INCONCLUSIVE<' in page and 'id="inconclusive"' in page
 
 
 def test_html_is_self_contained_and_escaped(result: ComparisonResult) -> None:
@@ -95,6 +170,10 @@ def test_html_is_self_contained_and_escaped(result: ComparisonResult) -> None:
     assert page.count('<svg class="tag-chart"') == 1 + len(result.by_tag)
     for hook in ('id="verdict"', 'id="metric-deltas"', 'id="transition-matrix"', 'id="broken-probes"'):
         assert hook in page
+    hooks = ['id="headline"', 'id="broken-probes"', 'id="gates"', 'id="metric-deltas"', 'id="other-changes"']
+    assert _order(page, *hooks) == sorted(_order(page, *hooks))
+    assert "question 31?" in page and "could detect: &gt;= 6 broken probes" in page
+    assert 'id="inconclusive"' not in page
 
 
 def test_write_reports(tmp_path: Path, result: ComparisonResult) -> None:
@@ -125,6 +204,8 @@ def test_html_report_in_headless_chromium(tmp_path: Path, result: ComparisonResu
             for table in ("#metric-deltas", "#transition-matrix", "#broken-probes"):
                 assert page.locator(table).is_visible()
             assert page.locator("#metric-deltas tbody tr").count() == 5
+            assert page.locator("#headline tbody tr").count() == 3
+            assert "question 31?" in page.inner_text("#broken-probes")
             assert page.locator("#transition-matrix tbody tr").count() == 3
             broken = page.inner_text("#broken-probes")
             assert "p31" in broken and "cand answer 31" in broken and EVIL.split(" |")[0] in broken

@@ -12,7 +12,17 @@ from workbench.errors import WorkbenchError
 from workbench.regression import stats
 from workbench.regression.compare import ProbeOutcome, RunOutcomes, compare
 from workbench.regression.stats import METRICS, mcnemar_exact, paired_bootstrap
-from workbench.regression.transitions import Flip, TransitionMatrix, flip_of, grouped_transitions
+from workbench.regression.transitions import (
+    TRANSITION_HELP,
+    TRANSITION_OF,
+    Flip,
+    Transition,
+    TransitionMatrix,
+    flip_of,
+    grouped_transitions,
+    transition_of,
+    verdict_changed,
+)
 from workbench.types import Verdict
 
 C, W, N = Verdict.CORRECT, Verdict.INCORRECT, Verdict.NOT_ATTEMPTED
@@ -156,6 +166,35 @@ def test_transition_matrix_on_hand_made_pairs() -> None:
     assert tm.to_dict()["counts"] == [[2, 1, 1], [1, 1, 1], [2, 1, 1]]
 
 
+def test_named_transitions_refine_the_mcnemar_flips() -> None:
+    expected = {
+        (C, C): "still_correct", (C, W): "broken_hallucinates", (C, N): "broken_abstains",
+        (W, C): "fixed", (N, C): "fixed",
+        (W, W): "still_hallucinates", (W, N): "now_abstains", (N, W): "now_hallucinates", (N, N): "still_abstains",
+    }  # fmt: skip
+    assert {k: str(v) for k, v in TRANSITION_OF.items()} == expected
+    for (b, c), t in TRANSITION_OF.items():
+        assert transition_of(b, c) is t and t.flip is flip_of(b, c)  # McNemar's partition is unchanged
+        assert t.changed is verdict_changed(b, c) is (b != c)
+    # the case: incorrect -> not attempted is an abstention change, not "still wrong"
+    assert transition_of(W, N) is Transition.NOW_ABSTAINS and verdict_changed(W, N)
+    # a transition never borrows a flip's name for other cells
+    for t in Transition:
+        cells = {k for k, v in TRANSITION_OF.items() if v is t}
+        if str(t) in {str(f) for f in Flip}:
+            assert cells == {k for k in TRANSITION_OF if str(flip_of(*k)) == str(t)}
+    assert set(TRANSITION_HELP) == set(Transition)
+
+
+def test_transition_counts_and_changed() -> None:
+    pairs = [(C, C), (C, W), (C, N), (W, C), (N, C), (W, W), (W, N), (W, N), (N, W), (N, N)]
+    tm = TransitionMatrix.from_pairs(pairs)
+    counts = tm.transitions()
+    assert counts[Transition.FIXED] == 2 and counts[Transition.NOW_ABSTAINS] == 2
+    assert sum(counts.values()) == tm.total and tm.changed == sum(b != c for b, c in pairs) == 7
+    assert tm.to_dict()["transitions"]["now_abstains"] == 2 and tm.to_dict()["changed"] == 7
+
+
 def test_grouped_transitions_count_a_probe_in_each_of_its_groups() -> None:
     groups = grouped_transitions([(("a", "b"), C, W), (("b",), W, C), ((), C, C)])
     assert list(groups) == ["a", "b"]
@@ -186,6 +225,22 @@ def test_compare_pairs_by_id_and_reports_flips_tags_and_categories() -> None:
     assert result.broken[0].baseline_answer == "Paris" and result.broken[0].candidate_answer == "cand0"
     assert result.by_tag["a"].n == 2 and result.by_tag["b"].transitions.fixed == 1
     assert list(result.by_category) == ["unknown_fact"] and result.by_category["unknown_fact"].broken == 1
+
+
+def test_changes_list_every_verdict_change_with_its_transition_and_question() -> None:
+    base, cand = _runs([(C, W, ()), (W, N, ()), (N, W, ()), (W, W, ()), (N, C, ()), (C, C, ())])
+    base.outcomes["p000"] = ProbeOutcome("p000", (), C, "Paris", question="Capital of France?")
+    result = compare(base, cand)
+    assert [(c.probe_id, c.flip, c.transition) for c in result.changes] == [
+        ("p000", Flip.BROKEN, Transition.BROKEN_HALLUCINATES),
+        ("p001", Flip.STILL_WRONG, Transition.NOW_ABSTAINS),
+        ("p002", Flip.STILL_WRONG, Transition.NOW_HALLUCINATES),
+        ("p004", Flip.FIXED, Transition.FIXED),
+    ]
+    assert result.broken[0].question == "Capital of France?" and result.changes[1].question == ""
+    assert [c.probe_id for c in result.changed(Transition.NOW_ABSTAINS, Transition.NOW_HALLUCINATES)] == [
+        "p001", "p002"]  # fmt: skip
+    assert result.changed() == result.changes and len(result.changes) == result.headline.changed
 
 
 def test_mismatched_probe_sets_are_refused() -> None:

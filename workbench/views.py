@@ -240,7 +240,7 @@ def compare_filters(store: Store, baseline: str, candidate: str) -> dict[str, li
 
 
 def _compare_summary(result: Any, group: str, n: int, listed: int, release: Any) -> str:
-    colour = {"pass": "#1a7f37", "warn": "#9a6700", "fail": "#cf222e"}[result.verdict]
+    colour = {"pass": "#1a7f37", "warn": "#9a6700", "fail": "#cf222e", "inconclusive": "#8250df"}[result.verdict]
     out = [f"<div id='wb-verdict'><span style='background:{colour};color:white;padding:2px 8px;border-radius:4px'>"
            f"gate: {escape(result.verdict.upper())}</span> "
            f"candidate <b>{escape(result.candidate_label)}</b> vs baseline <b>{escape(result.baseline_label)}</b>"

@@ -25,11 +25,11 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title="regression gates")
-    for col in ("gate", "when", "baseline", "candidate", "adapter", "verdict", "sign-off"):
+    for col in ("gate", "when", "baseline", "candidate", "adapter", "verdict", "exit", "sign-off"):
         table.add_column(col)
     for r in rows:
         s = r["signoff"]
         table.add_row(r["gate_id"], r["created_at"], r["baseline_run"], r["candidate_run"], r["adapter"] or "",
-                      r["verdict"], "" if s is None else f"{s['decision']} by {s['reviewer']}")
+                      r["verdict"], str(r["exit_code"]), "" if s is None else f"{s['decision']} by {s['reviewer']}")
     Console().print(table)
     return 0

@@ -1,4 +1,4 @@
-"""`workbench regress`: may the candidate ship? Exit 0 pass, 1 a gate failed, 2 error."""
+"""`workbench regress`: may the candidate ship? Exit 0 pass, 1 a gate failed, 2 error, 3 inconclusive."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 from workbench.cli._common import add_eval_arguments, print_json
 
-HELP = "gate a candidate against a baseline (runs or models) under a policy; exit 0 pass, 1 fail, 2 error"
+HELP = ("gate a candidate against a baseline (runs or models) under a policy; exit 0 pass, 1 fail, 2 error, "
+        "3 inconclusive (a fail gate could not have failed on this probe set)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from workbench.cli._common import print_json
 
-HELP = "watch a folder for new complete adapters/checkpoints and gate each against a baseline run"
+HELP = ("watch a folder for new complete adapters/checkpoints and gate each against a baseline run; "
+        "--once exits with the worst verdict of the scan: 1 fail, 3 inconclusive, 0 pass")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -22,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.errors import WorkbenchError
-    from workbench.regression import load_policy
+    from workbench.regression import load_policy, worst_exit_code
     from workbench.regression.gate import complete_adapters, gate_runs, gated_adapters, rerun_like
     from workbench.store import Store
 
@@ -40,9 +41,10 @@ def run(args: argparse.Namespace) -> int:
                 continue
             cand = rerun_like(store, baseline, adapter=str(adapter))
             record = gate_runs(store, baseline, cand, policy)
-            worst = max(worst, record.result.exit_code)
+            worst = worst_exit_code((worst, record.result.exit_code))  # fail > inconclusive > pass
             line = {"adapter": str(adapter), "candidate_run": cand, "gate_id": record.id,
-                    "verdict": record.result.verdict, "report": str(record.reports["html"])}
+                    "verdict": record.result.verdict, "exit_code": record.result.exit_code,
+                    "report": str(record.reports["html"])}
             print_json(line) if args.json else print(
                 f"{adapter}: {record.result.verdict} (report {record.reports['html']})", flush=True)
         if args.once:

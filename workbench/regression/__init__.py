@@ -3,36 +3,63 @@
 Usage::
 
     result = compare(baseline, candidate, load_policy("policy.yaml"))
-    print(render_markdown(result)); sys.exit(result.exit_code)
+    print(result.headline.text())        # correct / hallucinated / abstained, before -> after
+    print(render_markdown(result)); sys.exit(result.exit_code)   # 0 pass/warn, 1 fail, 3 inconclusive
 """
 
 from workbench.regression.compare import ProbeOutcome, RunOutcomes, compare
+from workbench.regression.detect import Detectability
+from workbench.regression.headline import Headline, HeadlineRow
 from workbench.regression.policy import DEFAULT_POLICY_YAML, Policy, default_policy, load_policy, parse_policy
 from workbench.regression.report import (
     print_terminal,
     render_json,
-    render_junit,
     render_markdown,
     render_terminal,
     write_reports,
 )
 from workbench.regression.report_html import render_html
-from workbench.regression.results import ComparisonResult, GateResult, GroupComparison, ProbeChange
+from workbench.regression.report_junit import render_junit
+from workbench.regression.results import (
+    EXIT_CODES,
+    FORMAT_VERSION,
+    ComparisonResult,
+    GateResult,
+    GroupComparison,
+    Outcome,
+    ProbeChange,
+    worst_exit_code,
+)
 from workbench.regression.stats import McNemarResult, MetricDelta, mcnemar_exact, paired_bootstrap
-from workbench.regression.transitions import Flip, TransitionMatrix
+from workbench.regression.transitions import (
+    TRANSITION_HELP,
+    Flip,
+    Transition,
+    TransitionMatrix,
+    transition_of,
+    verdict_changed,
+)
 
 __all__ = [
     "DEFAULT_POLICY_YAML",
+    "EXIT_CODES",
+    "FORMAT_VERSION",
+    "TRANSITION_HELP",
     "ComparisonResult",
+    "Detectability",
     "Flip",
     "GateResult",
     "GroupComparison",
+    "Headline",
+    "HeadlineRow",
     "McNemarResult",
     "MetricDelta",
+    "Outcome",
     "Policy",
     "ProbeChange",
     "ProbeOutcome",
     "RunOutcomes",
+    "Transition",
     "TransitionMatrix",
     "compare",
     "default_policy",
@@ -46,5 +73,8 @@ __all__ = [
     "render_junit",
     "render_markdown",
     "render_terminal",
+    "transition_of",
+    "verdict_changed",
+    "worst_exit_code",
     "write_reports",
 ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from workbench.regression.results import ComparisonResult, ProbeChange
 from workbench.regression.stats import MetricDelta
+from workbench.regression.transitions import TransitionMatrix
 
 METRIC_LABELS: dict[str, str] = {
     "correct": "correct",
@@ -17,7 +19,7 @@ VERDICT_LABELS: tuple[str, ...] = ("correct", "incorrect", "not attempted")
 """Display names of stats.VERDICT_ORDER."""
 
 MAX_LISTED = 200
-"""Fixed / broken probes listed at most in Markdown and HTML reports (JSON has them all)."""
+"""Changed probes listed at most per section in Markdown, HTML and JUnit reports (JSON has them all)."""
 
 
 def pct(x: float) -> str:
@@ -37,3 +39,35 @@ def ci(d: MetricDelta) -> str:
 
 def p_value(p: float) -> str:
     return f"{p:.3g}" if p >= 1e-4 else f"{p:.1e}"
+
+
+def count_pct(count: int, rate: float) -> str:
+    """'4 (4.0%)'."""
+    return f"{count} ({pct(rate)})"
+
+
+def verdict_line(result: ComparisonResult) -> str:
+    """'INCONCLUSIVE (exit 3)' and, when inconclusive, which gates could not have failed."""
+    line = f"{result.verdict.upper()} (exit {result.exit_code})"
+    if result.inconclusive_gates:
+        names = ", ".join(g.name for g in result.inconclusive_gates)
+        line += f": {names} could not have failed on this probe set"
+    return line
+
+
+def answers(change: ProbeChange) -> str:
+    """Both answers, quoted: 'Paris' -> 'I don't know'."""
+    return f"{change.baseline_answer!r} -> {change.candidate_answer!r}"
+
+
+def transition_counts(tm: TransitionMatrix) -> str:
+    """Non-zero named transitions: 'now_abstains 95, still_correct 4, still_abstains 1'."""
+    return ", ".join(f"{t} {k}" for t, k in tm.transitions().items() if k) or "none"
+
+
+INCONCLUSIVE_NOTE = (
+    "Inconclusive: a fail-severity gate passed but could not have failed on this probe set (too few "
+    "probes of the kind it counts, e.g. fewer than 6 baseline-correct probes for McNemar at alpha 0.05). "
+    "The candidate is not shown to be worse, nor shown not to be: add probes the baseline answers "
+    "correctly, or review by hand."
+)

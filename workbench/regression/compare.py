@@ -10,7 +10,7 @@ from workbench.regression.gates import evaluate_gates
 from workbench.regression.policy import Policy, default_policy
 from workbench.regression.results import ComparisonResult, GroupComparison, ProbeChange
 from workbench.regression.stats import mcnemar_exact, paired_bootstrap
-from workbench.regression.transitions import Flip, TransitionMatrix, flip_of, grouped_transitions
+from workbench.regression.transitions import TransitionMatrix, flip_of, grouped_transitions, transition_of
 from workbench.types import Verdict
 
 _SHOWN_IDS = 5  # ids named in a probe-set mismatch error
@@ -26,6 +26,7 @@ class ProbeOutcome:
         verdict: Greedy verdict on the question (variant 0).
         answer: The greedy answer text.
         category: The baseline's attribution category, if attribution was run.
+        question: The probe's question, shown beside broken probes ("" when unknown).
     """
 
     probe_id: str
@@ -33,6 +34,7 @@ class ProbeOutcome:
     verdict: Verdict
     answer: str
     category: str | None = None
+    question: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,9 +65,10 @@ def compare(baseline: RunOutcomes, candidate: RunOutcomes, policy: Policy | None
         (((b.category,) if b.category else ()), b.verdict, c.verdict) for b, c in pairs
     )
     changes = tuple(
-        ProbeChange(b.probe_id, flip, b.tags, b.category, b.verdict, c.verdict, b.answer, c.answer)
+        ProbeChange(b.probe_id, flip_of(b.verdict, c.verdict), b.tags, b.category, b.verdict, c.verdict, b.answer,
+                    c.answer, transition=t, question=b.question or c.question)
         for b, c in pairs
-        if (flip := flip_of(b.verdict, c.verdict)) in (Flip.BROKEN, Flip.FIXED)
+        if (t := transition_of(b.verdict, c.verdict)).changed
     )
     return ComparisonResult(
         baseline_run_id=baseline.run_id,

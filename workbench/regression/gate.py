@@ -38,7 +38,8 @@ def outcomes(store: Store, run: RunRecord, label: str) -> RunOutcomes:
     return RunOutcomes(run_id=run.id, label=label, outcomes={
         r.probe.id: ProbeOutcome(probe_id=r.probe.id, tags=r.probe.tags,
                                  verdict=Verdict(overrides.get(r.probe.id, r.verdict)), answer=r.answer,
-                                 category=cats[r.probe.id].category if r.probe.id in cats else None)
+                                 category=cats[r.probe.id].category if r.probe.id in cats else None,
+                                 question=r.probe.question)
         for r in res.probes
     })
 

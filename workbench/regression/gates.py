@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
+from workbench.regression.detect import gate_detectability
 from workbench.regression.policy import (
     Gate,
     HallucinationRateMustDrop,
+    MaxAbstentionIncrease,
     MaxAbstentionOnPreviouslyCorrect,
     MaxBroken,
+    MaxBrokenFraction,
     MaxHallucinationIncrease,
     MaxTagCorrectDrop,
     McNemar,
@@ -21,8 +25,14 @@ from workbench.types import Verdict
 def evaluate_gates(
     policy: Policy, overall: GroupComparison, by_tag: Mapping[str, GroupComparison]
 ) -> tuple[GateResult, ...]:
-    """Every gate of the policy, in order."""
-    return tuple(evaluate_gate(g, overall, by_tag) for g in policy.gates)
+    """Every gate of the policy, in order, each with what it could detect on this probe set."""
+    sizes = {t: (g.n, sum(g.transitions.counts[0])) for t, g in by_tag.items()}
+    return tuple(
+        dataclasses.replace(
+            evaluate_gate(g, overall, by_tag), detectable=gate_detectability(g, policy, overall.transitions, sizes)
+        )
+        for g in policy.gates
+    )
 
 
 def evaluate_gate(gate: Gate, overall: GroupComparison, by_tag: Mapping[str, GroupComparison]) -> GateResult:
@@ -50,6 +60,26 @@ def evaluate_gate(gate: Gate, overall: GroupComparison, by_tag: Mapping[str, Gro
         ok = frac <= gate.max_fraction
         msg = (
             f"{abstained} of {was_correct} baseline-correct probes not attempted ({frac:.1%}) "
+            f"{'<=' if ok else '>'} {gate.max_fraction:.1%}"
+        )
+        return _result(gate, ok, frac, gate.max_fraction, "fraction", msg)
+    if isinstance(gate, MaxAbstentionIncrease):
+        value = _points(overall.metrics["not_attempted"].bound(gate.bound))
+        ok = value <= gate.max_points
+        msg = (
+            f"Δ abstention rate (all probes) {gate.bound} {value:+.2f} pt "
+            f"{'<=' if ok else '>'} +{gate.max_points:g} pt"
+        )
+        return _result(gate, ok, value, gate.max_points, "points", msg)
+    if isinstance(gate, MaxBrokenFraction):
+        tm = overall.transitions
+        known, broken = sum(tm.counts[0]), tm.broken
+        frac = broken / known if known else 0.0
+        ok = frac <= gate.max_fraction
+        msg = (
+            f"{broken} of {known} baseline-correct probes broken ({frac:.1%}: "
+            f"{tm.count(Verdict.CORRECT, Verdict.INCORRECT)} now wrong, "
+            f"{tm.count(Verdict.CORRECT, Verdict.NOT_ATTEMPTED)} now abstain) "
             f"{'<=' if ok else '>'} {gate.max_fraction:.1%}"
         )
         return _result(gate, ok, frac, gate.max_fraction, "fraction", msg)

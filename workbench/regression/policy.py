@@ -94,6 +94,34 @@ class MaxAbstentionOnPreviouslyCorrect(_GateBase):
     """Allowed fraction (0..1) of baseline-correct probes the candidate abstains on."""
 
 
+class MaxAbstentionIncrease(_GateBase):
+    """Fails if the chosen `bound` of Δ not-attempted rate over *all* probes exceeds `max_points`.
+
+    Abstention on every probe, not only the baseline-correct ones: a candidate that answers "I don't know"
+    to questions it used to hallucinate on shows here (and in the report's headline), where the broken
+    gates do not see it. `delta` (default) reads the point estimate.
+    """
+
+    type: Literal["max_abstention_increase"]
+    max_points: float = Field(default=20.0, ge=0)
+    """Allowed increase of the not-attempted (abstention) rate over all probes, in points."""
+    bound: Bound = "delta"
+    """Which number of the delta is compared: `ci_low`, `delta` or `ci_high`."""
+
+
+class MaxBrokenFraction(_GateBase):
+    """Fails if more than `max_fraction` of the baseline-correct probes are not correct in the candidate.
+
+    Broken = correct -> incorrect or correct -> not attempted (a known fact lost either way). Counted
+    exactly, so it can fail at one broken probe (granularity 1 / the number of baseline-correct probes),
+    unlike McNemar, which weighs broken against fixed and needs at least 6 broken probes at alpha 0.05.
+    """
+
+    type: Literal["max_broken_fraction"]
+    max_fraction: float = Field(default=0.01, ge=0, le=1)
+    """Allowed fraction (0..1) of baseline-correct probes broken."""
+
+
 class MaxBroken(_GateBase):
     """Fails if more than `max_count` probes went from correct to not correct."""
 
@@ -115,6 +143,8 @@ Gate = Annotated[
     | HallucinationRateMustDrop
     | MaxTagCorrectDrop
     | MaxAbstentionOnPreviouslyCorrect
+    | MaxAbstentionIncrease
+    | MaxBrokenFraction
     | MaxBroken
     | McNemar,
     Field(discriminator="type"),
@@ -154,9 +184,29 @@ class Policy(_Strict):
         return self
 
 
+# The built-in policy. Broken known facts first: the share of baseline-correct probes now wrong or
+# abstained, counted exactly. Fix jobs that met their goals broke 0-1.7% (bench/gate_regression.py,
+# 2026-11-23: SFT, DPO, combined SFT 0, 0, 0 of 234 on the default world and 3, 0, 1 of 244 on the seed-7
+# world; 1 and 4 of 234 in earlier runs, docs/scheduled-checks.md; 0-0.9% on issue 14's worlds). DPO on two
+# unseen worlds broke 3.7% and 5.2% of 267 (issue 14), the injected tag-breaker 24.6-24.8%. Warn above 1%
+# (the fix jobs' goal), fail above 2.5%: between the worst good job (1.7%) and the mildest bad one (3.7%).
+# Abstention over all probes warns, above 20 points: abstention fixes *should* turn hallucinations into
+# "I don't know" (SFT +13.3 / +11.2, combined SFT +15.4 / +11.5, DPO +0.2 / 0 points on the default /
+# seed-7 world; GRPO about +9, estimated from the README's RL table), so a fail would block the fix that
+# works and a lower bar would warn on each of them by design; issue 18's blanket refusal (+95 points)
+# warns. Known facts lost to abstention already fail above (they are broken).
 DEFAULT_POLICY_YAML = """\
 bootstrap: {resamples: 2000, seed: 0, confidence: 0.95}
 gates:
+  - type: max_broken_fraction
+    name: known_facts_kept
+    description: At most 2.5% of the probes the baseline got right are now wrong or abstained.
+    max_fraction: 0.025
+  - type: max_broken_fraction
+    name: known_facts_kept_within_1pct
+    description: At most 1% of the probes the baseline got right are now wrong or abstained (the fix jobs' goal).
+    max_fraction: 0.01
+    severity: warn
   - type: max_hallucination_increase
     name: hallucination_not_significantly_up
     description: The hallucination rate did not rise significantly.
@@ -176,10 +226,12 @@ gates:
     max_points: 2.0
     bound: ci_high
     severity: warn
-  - type: max_abstention_on_previously_correct
-    name: few_new_abstentions
-    description: At most 5% of baseline-correct probes are now not attempted.
-    max_fraction: 0.05
+  - type: max_abstention_increase
+    name: abstention_within_20_points
+    description: The candidate abstains on at most 20 points more of all probes (hallucinations traded for
+      abstentions count too).
+    max_points: 20.0
+    bound: delta
     severity: warn
 """
 

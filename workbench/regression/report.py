@@ -1,38 +1,66 @@
-"""Render a ComparisonResult: terminal (rich), Markdown, JUnit XML, JSON; HTML lives in report_html."""
+"""Render a ComparisonResult: terminal (rich), Markdown, JSON; HTML and JUnit XML live beside it."""
 
 from __future__ import annotations
 
 import io
 import json
-import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from workbench.regression._format import MAX_LISTED, METRIC_LABELS, VERDICT_LABELS, ci, p_value, pct, pts
+from workbench.regression._format import (
+    INCONCLUSIVE_NOTE,
+    MAX_LISTED,
+    METRIC_LABELS,
+    VERDICT_LABELS,
+    answers,
+    ci,
+    count_pct,
+    p_value,
+    pct,
+    pts,
+    transition_counts,
+    verdict_line,
+)
 from workbench.regression.report_html import render_html
-from workbench.regression.results import ComparisonResult
+from workbench.regression.report_junit import render_junit
+from workbench.regression.results import ComparisonResult, ProbeChange
 from workbench.regression.stats import METRICS
+from workbench.regression.transitions import Flip
 
-_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red"}
+_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red", "inconclusive": "bold magenta"}
 _TERMINAL_BROKEN = 20  # broken probes listed in the terminal
 
 
 def print_terminal(result: ComparisonResult, console: Console | None = None) -> None:
-    """Print the verdict, gates, metric deltas, per-tag table, transitions and some broken probes."""
+    """Print the verdict, the headline, the broken probes, the gates (with what each could detect), metric
+    deltas, the per-tag table and the transitions."""
     out = console or Console()
     out.print(
         f"[bold]{escape(result.candidate_label)}[/] vs baseline [bold]{escape(result.baseline_label)}[/]: "
-        f"{result.overall.n} probes, verdict [{_STYLE[result.verdict]}]{result.verdict.upper()}[/]"
+        f"{result.overall.n} probes, verdict [{_STYLE[result.verdict]}]{escape(verdict_line(result))}[/]"
     )
+    out.print(_headline_table(result))
+    out.print(f"verdict changes: {transition_counts(result.overall.transitions)}")
+    out.print(f"[bold]broken probes ({len(result.broken)})[/]: baseline-correct, now wrong or abstained")
+    for change in result.broken[:_TERMINAL_BROKEN]:
+        question = f" {change.question!r}:" if change.question else ""
+        out.print(f"  {escape(change.probe_id)}{escape(question)} {escape(answers(change))} ({change.transition})")
+    if len(result.broken) > _TERMINAL_BROKEN:
+        out.print(f"  ... and {len(result.broken) - _TERMINAL_BROKEN} more (see the reports)")
     gates = Table(title="Gates")
-    for col in ("status", "gate", "severity", "result"):
+    for col in ("status", "gate", "severity", "result", "could detect on this probe set"):
         gates.add_column(col)
     for g in result.gates:
-        gates.add_row(f"[{_STYLE[g.status]}]{g.status}[/]", escape(g.name), g.severity, escape(g.message))
+        could = g.detectable.text if g.detectable else ""
+        gates.add_row(f"[{_STYLE[g.status]}]{g.status}[/]", escape(g.name), g.severity, escape(g.message),
+                      escape(could))
     out.print(gates)
+    if result.inconclusive_gates:
+        out.print(f"[{_STYLE['inconclusive']}]{escape(INCONCLUSIVE_NOTE)}[/]")
     metrics = Table(title="Metrics (Δ in points, paired bootstrap CI)")
     for col in ("metric", "baseline", "candidate", "Δ", "CI"):
         metrics.add_column(col, justify="left" if col == "metric" else "right")
@@ -51,11 +79,16 @@ def print_terminal(result: ComparisonResult, console: Console | None = None) -> 
     out.print(tm)
     mc = result.overall.mcnemar
     out.print(f"fixed {mc.fixed}, broken {mc.broken}, McNemar exact p = {p_value(mc.p_value)}")
-    for change in result.broken[:_TERMINAL_BROKEN]:
-        answers = f"{change.baseline_answer!r} -> {change.candidate_answer!r}"
-        out.print(f"  broken {escape(change.probe_id)}: {escape(answers)}")
-    if len(result.broken) > _TERMINAL_BROKEN:
-        out.print(f"  ... and {len(result.broken) - _TERMINAL_BROKEN} more")
+
+
+def _headline_table(result: ComparisonResult) -> Table:
+    table = Table(title=f"All {result.overall.n} probes, baseline -> candidate (Δ in points, paired bootstrap CI)")
+    for col in ("verdict", "baseline", "candidate", "Δ", "CI"):
+        table.add_column(col, justify="left" if col == "verdict" else "right")
+    for r in result.headline.rows:
+        table.add_row(r.label, count_pct(r.baseline_count, r.delta.baseline),
+                      count_pct(r.candidate_count, r.delta.candidate), pts(r.delta.delta), ci(r.delta))
+    return table
 
 
 def _tag_table(result: ComparisonResult) -> Table:
@@ -92,18 +125,46 @@ def _md(text: str) -> str:
 
 
 def render_markdown(result: ComparisonResult) -> str:
-    """A Markdown report (GitHub flavoured tables)."""
+    """A Markdown report (GitHub flavoured tables): verdict, headline, broken probes first, then gates,
+    metrics, transitions, tags and the other verdict changes."""
     lines = [
         f"# Regression check: {result.verdict.upper()}",
         "",
         f"Candidate **{_md(result.candidate_label)}** (`{_md(result.candidate_run_id)}`) vs baseline "
         f"**{_md(result.baseline_label)}** (`{_md(result.baseline_run_id)}`), {result.overall.n} probes.",
         "",
+        f"**Verdict: {_md(verdict_line(result))}**",
+        "",
+        *([INCONCLUSIVE_NOTE, ""] if result.inconclusive_gates else []),
+        "## All probes, baseline -> candidate",
+        "",
+        "| verdict | baseline | candidate | Δ (pt) | CI (pt) |",
+        "|---|---:|---:|---:|---:|",
+        *(
+            f"| {r.label} | {count_pct(r.baseline_count, r.delta.baseline)} | "
+            f"{count_pct(r.candidate_count, r.delta.candidate)} | {pts(r.delta.delta)} | {ci(r.delta)} |"
+            for r in result.headline.rows
+        ),
+        "",
+        f"Verdict changes: {transition_counts(result.overall.transitions)}.",
+        "",
+        f"## Broken probes ({len(result.broken)})",
+        "",
+        "Probes the baseline got right that the candidate gets wrong or abstains on.",
+        "",
+    ]
+    lines += _md_changes(result.broken) if result.broken else ["None."]
+    lines += [
+        "",
         "## Gates",
         "",
-        "| status | gate | severity | result |",
-        "|---|---|---|---|",
-        *(f"| {g.status} | {_md(g.name)} | {g.severity} | {_md(g.message)} |" for g in result.gates),
+        "| status | gate | severity | result | could detect on this probe set |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {g.status} | {_md(g.name)} | {g.severity} | {_md(g.message)} | "
+            f"{_md(g.detectable.text if g.detectable else '')} |"
+            for g in result.gates
+        ),
         "",
         "## Metrics",
         "",
@@ -143,53 +204,25 @@ def render_markdown(result: ComparisonResult) -> str:
                 f"| {_md(tag)} | {g.n} | {pts(c.delta)} | {ci(c)} | {pts(i.delta)} | {ci(i)} | "
                 f"{g.transitions.fixed} | {g.transitions.broken} | {p_value(g.mcnemar.p_value)} |"
             )
-    lines += ["", f"## Broken probes ({len(result.broken)})", ""]
-    if result.broken:
-        lines += ["| probe | baseline answer | candidate answer | candidate verdict |", "|---|---|---|---|"]
-        for ch in result.broken[:MAX_LISTED]:
-            lines.append(
-                f"| {_md(ch.probe_id)} | {_md(ch.baseline_answer)} | {_md(ch.candidate_answer)} | "
-                f"{ch.candidate_verdict} |"
-            )
-        if len(result.broken) > MAX_LISTED:
-            lines.append(f"\n… and {len(result.broken) - MAX_LISTED} more (see the JSON report).")
-    else:
-        lines.append("None.")
+    others = [c for c in result.changes if c.flip != Flip.BROKEN]
+    lines += ["", f"## Other verdict changes ({len(others)})", ""]
+    lines += _md_changes(others) if others else ["None."]
     return "\n".join(lines) + "\n"
 
 
-def render_junit(result: ComparisonResult) -> str:
-    """JUnit XML: one testcase per gate. A failed fail-gate is a <failure>; a failed warn-gate passes
-    with its warning in <system-out> and a `severity` property."""
-    failures = sum(g.status == "fail" for g in result.gates)
-    suites = ET.Element(
-        "testsuites",
-        name="workbench regression",
-        tests=str(len(result.gates)),
-        failures=str(failures),
-        errors="0",
-    )
-    suite = ET.SubElement(
-        suites,
-        "testsuite",
-        name=f"regression {result.candidate_label} vs {result.baseline_label}",
-        tests=str(len(result.gates)),
-        failures=str(failures),
-        errors="0",
-        skipped="0",
-    )
-    for g in result.gates:
-        case = ET.SubElement(suite, "testcase", classname="workbench.regression", name=g.name)
-        props = ET.SubElement(case, "properties")
-        ET.SubElement(props, "property", name="severity", value=g.severity)
-        ET.SubElement(props, "property", name="type", value=g.type)
-        body = "\n".join((g.message, *g.details))
-        if g.status == "fail":
-            ET.SubElement(case, "failure", message=g.message, type=g.type).text = body
-        else:
-            ET.SubElement(case, "system-out").text = ("WARNING: " if g.status == "warn" else "") + body
-    ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+def _md_changes(changes: Sequence[ProbeChange]) -> list[str]:
+    lines = [
+        "| probe | question | baseline answer | candidate answer | transition |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {_md(c.probe_id)} | {_md(c.question)} | {_md(c.baseline_answer)} | {_md(c.candidate_answer)} | "
+            f"{c.transition} |"
+            for c in changes[:MAX_LISTED]
+        ),
+    ]
+    if len(changes) > MAX_LISTED:
+        lines.append(f"\n… and {len(changes) - MAX_LISTED} more (see the JSON report).")
+    return lines
 
 
 def render_json(result: ComparisonResult) -> str:

@@ -1,7 +1,9 @@
 """A self-contained HTML report: inline CSS, inline SVG charts, no scripts, no external assets.
 
-Stable hooks for tests and styling: #verdict, #gates, #metric-deltas, #transition-matrix, #tag-deltas,
-#broken-probes, #fixed-probes, svg.tag-chart (one per tag, plus one for "overall"). All text is escaped.
+Stable hooks for tests and styling: #verdict, #headline, #broken-probes (right after the headline), #gates
+(with what each gate could detect), #inconclusive (only then), #metric-deltas, #transition-matrix,
+#transition-counts, #tag-deltas, #fixed-probes, #other-changes, svg.tag-chart (one per tag, plus one for
+"overall"). All text is escaped.
 """
 
 from __future__ import annotations
@@ -9,9 +11,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from html import escape
 
-from workbench.regression._format import MAX_LISTED, METRIC_LABELS, VERDICT_LABELS, ci, p_value, pct, pts
+from workbench.regression._format import (
+    INCONCLUSIVE_NOTE,
+    MAX_LISTED,
+    METRIC_LABELS,
+    VERDICT_LABELS,
+    ci,
+    count_pct,
+    p_value,
+    pct,
+    pts,
+    transition_counts,
+    verdict_line,
+)
 from workbench.regression.results import ComparisonResult, GroupComparison, ProbeChange
 from workbench.regression.stats import METRICS
+from workbench.regression.transitions import TRANSITION_HELP, Flip
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1100px}
@@ -21,7 +36,7 @@ th{text-align:left}
 th:first-child,td:first-child,td.text{text-align:left}
 #verdict{font-size:1.6em;font-weight:bold;padding:.3em .8em;display:inline-block;border-radius:.3em}
 .pass{background:#d4f5d4;color:#145214}.warn{background:#fff3c4;color:#6b5200}
-.fail{background:#fbd5d5;color:#7a1010}
+.fail{background:#fbd5d5;color:#7a1010}.inconclusive{background:#ead8f5;color:#4b1670}
 .charts{display:flex;flex-wrap:wrap;gap:1em}
 svg.tag-chart{border:1px solid #ddd;background:#fff}
 """
@@ -31,25 +46,49 @@ _BASE_COLOUR, _CAND_COLOUR = "#8da0cb", "#fc8d62"
 def render_html(result: ComparisonResult) -> str:
     """The whole report as one HTML document."""
     title = f"Regression check: {result.candidate_label} vs {result.baseline_label}"
+    others = [c for c in result.changes if c.flip == Flip.STILL_WRONG]
     body = [
         f"<h1>{escape(title)}</h1>",
         f'<p id="verdict" class="{result.verdict}">{result.verdict.upper()}</p>',
+        f'<p class="verdict-line">{escape(verdict_line(result))}</p>',
+        *([f'<p id="inconclusive" class="inconclusive">{escape(INCONCLUSIVE_NOTE)}</p>']
+          if result.inconclusive_gates else []),
         f"<p>Candidate <b>{escape(result.candidate_label)}</b> ({escape(result.candidate_run_id)}) vs "
         f"baseline <b>{escape(result.baseline_label)}</b> ({escape(result.baseline_run_id)}): "
         f"{result.overall.n} probes. Δ in points (candidate − baseline) with paired bootstrap CIs "
         f"({result.policy.bootstrap.resamples} resamples, seed {result.policy.bootstrap.seed}, "
         f"{result.policy.bootstrap.confidence:.0%}).</p>",
+        "<h2>All probes, baseline → candidate</h2>",
+        _table(
+            "headline",
+            ["verdict", "baseline", "candidate", "Δ (pt)", "CI (pt)"],
+            (
+                [
+                    _text(r.label),
+                    _num(count_pct(r.baseline_count, r.delta.baseline)),
+                    _num(count_pct(r.candidate_count, r.delta.candidate)),
+                    _num(pts(r.delta.delta)),
+                    _num(ci(r.delta)),
+                ]
+                for r in result.headline.rows
+            ),
+        ),
+        f'<p id="transition-counts">Verdict changes: {escape(transition_counts(result.overall.transitions))}.</p>',
+        f"<h2>Broken probes ({len(result.broken)})</h2>",
+        "<p>Probes the baseline got right that the candidate gets wrong or abstains on.</p>",
+        _changes("broken-probes", result.broken),
         "<h2>Gates</h2>",
         _table(
             "gates",
-            ["status", "gate", "severity", "result", "details", "description"],
+            ["status", "gate", "severity", "result", "could detect on this probe set", "details", "description"],
             (
                 [
                     _cell(g.status, g.status),
                     _text(g.name),
                     _text(g.severity),
                     _text(g.message),
-                    _text("; ".join(g.details)),
+                    _text(g.detectable.text if g.detectable else ""),
+                    _text("; ".join((*g.details, *(g.detectable.details if g.detectable else ())))),
                     _text(g.description),
                 ]
                 for g in result.gates
@@ -79,10 +118,14 @@ def render_html(result: ComparisonResult) -> str:
     body += [_chart(g) for g in (result.overall, *result.by_tag.values())]
     body += [
         "</div>",
-        f"<h2>Broken probes ({len(result.broken)})</h2>",
-        _changes("broken-probes", result.broken),
         f"<h2>Fixed probes ({len(result.fixed)})</h2>",
         _changes("fixed-probes", result.fixed),
+        f"<h2>Other verdict changes ({len(others)})</h2>",
+        "<p>Not correct before or after, but the verdict changed: "
+        + "; ".join(f"<b>{t}</b>: {escape(TRANSITION_HELP[t])}" for t in TRANSITION_HELP if t.flip == Flip.STILL_WRONG
+                    and t.changed)
+        + ".</p>",
+        _changes("other-changes", others),
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -123,8 +166,8 @@ def _mcnemar_line(g: GroupComparison) -> str:
 def _flip_line(g: GroupComparison) -> str:
     tm = g.transitions
     return (
-        f'<p class="flips">fixed {tm.fixed}, broken {tm.broken}, still wrong {tm.still_wrong}, '
-        f"still correct {tm.still_correct}.</p>"
+        f'<p class="flips">McNemar\'s split: fixed {tm.fixed}, broken {tm.broken}, not correct either time '
+        f"{tm.still_wrong}, still correct {tm.still_correct}.</p>"
     )
 
 
@@ -148,15 +191,18 @@ def _tag_table(result: ComparisonResult) -> str:
 
 
 def _changes(table_id: str, changes: Sequence[ProbeChange]) -> str:
-    headers = ["probe", "tags", "baseline", "baseline answer", "candidate", "candidate answer"]
+    headers = ["probe", "question", "tags", "baseline", "baseline answer", "candidate", "candidate answer",
+               "transition"]
     rows = [
         [
             _text(c.probe_id),
+            _text(c.question),
             _text(", ".join(c.tags)),
             _text(str(c.baseline_verdict)),
             _text(c.baseline_answer),
             _text(str(c.candidate_verdict)),
             _text(c.candidate_answer),
+            _text(str(c.transition)),
         ]
         for c in changes[:MAX_LISTED]
     ]

@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from workbench.regression.detect import Detectability
+from workbench.regression.headline import Headline
 from workbench.regression.policy import Policy
 from workbench.regression.stats import METRICS, McNemarResult, MetricDelta
-from workbench.regression.transitions import Flip, TransitionMatrix
+from workbench.regression.transitions import Flip, Transition, TransitionMatrix
 from workbench.types import Verdict
 
-Outcome = Literal["pass", "warn", "fail"]
+Outcome = Literal["pass", "warn", "fail", "inconclusive"]
+"""A gate's status or the comparison's verdict. `inconclusive`: a fail-severity gate passed but could not
+have failed where its threshold says it should (see detect.py)."""
+
+EXIT_CODES: dict[Outcome, int] = {"pass": 0, "warn": 0, "fail": 1, "inconclusive": 3}
+"""Exit code of each verdict. 2 is an error (raised as WorkbenchError, never a verdict). Inconclusive is 3,
+not 0: a release check must not ship what the probe set could not judge, and not 1: "the candidate is
+worse" and "the probe set cannot tell" call for different actions (fix the model vs grow the probe set or
+review by hand)."""
+
+_WORST_FIRST: tuple[Outcome, ...] = ("fail", "inconclusive", "warn")
+
+FORMAT_VERSION = 2
+"""Version of `ComparisonResult.to_dict()`. 1 (no field): verdict pass/warn/fail, `changes` fixed and broken
+only. 2: verdict may be `inconclusive` (exit code 3); `changes` lists every probe whose verdict changed, each
+with its `transition`; new `headline`, `broken`, gate `detectable` and transition counts fields."""
+
+
+def worst_exit_code(codes: Iterable[int]) -> int:
+    """The exit code of several verdicts (e.g. one `watch` scan): fail (1) over inconclusive (3) over pass (0)."""
+    rank = {0: 0, 3: 1, 1: 2}
+    return max(codes, key=lambda c: rank.get(c, 3), default=0)
 
 
 @dataclass(frozen=True)
@@ -43,7 +67,13 @@ class GroupComparison:
 
 @dataclass(frozen=True)
 class ProbeChange:
-    """A probe that was fixed or broken, with both runs' answers."""
+    """A probe whose verdict changed, with both runs' answers.
+
+    Attributes:
+        flip: McNemar's partition (fixed / broken / still_wrong).
+        transition: The named transition (broken_abstains, now_abstains, ...).
+        question: The probe's question when the runs carry it, else "".
+    """
 
     probe_id: str
     flip: Flip
@@ -53,10 +83,12 @@ class ProbeChange:
     candidate_verdict: Verdict
     baseline_answer: str
     candidate_answer: str
+    transition: Transition
+    question: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d.update(tags=list(self.tags), flip=str(self.flip))
+        d.update(tags=list(self.tags), flip=str(self.flip), transition=str(self.transition))
         d.update(baseline_verdict=str(self.baseline_verdict), candidate_verdict=str(self.candidate_verdict))
         return d
 
@@ -76,6 +108,7 @@ class GateResult:
         message: One line saying what was compared and why it passed or failed.
         description: The gate's description from the policy.
         details: Extra lines, e.g. each failing tag.
+        detectable: What the gate could detect on this probe set (None only for results made by hand).
     """
 
     name: str
@@ -88,14 +121,26 @@ class GateResult:
     message: str
     description: str = ""
     details: tuple[str, ...] = ()
+    detectable: Detectability | None = None
+
+    @property
+    def inconclusive(self) -> bool:
+        """A fail-severity gate that passed but could not have failed where its threshold says it should."""
+        blind = self.detectable is not None and not self.detectable.adequate
+        return self.passed and self.severity == "fail" and blind
 
     @property
     def status(self) -> Outcome:
-        """`pass`, or the severity (`warn` / `fail`) when the condition does not hold."""
-        return "pass" if self.passed else ("fail" if self.severity == "fail" else "warn")
+        """The severity (`warn` / `fail`) when the condition does not hold; else `inconclusive` for a blind
+        fail-severity gate, else `pass`."""
+        if not self.passed:
+            return "fail" if self.severity == "fail" else "warn"
+        return "inconclusive" if self.inconclusive else "pass"
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "details": list(self.details), "status": self.status}
+        d = {**asdict(self), "details": list(self.details), "status": self.status}
+        d["detectable"] = None if self.detectable is None else self.detectable.to_dict()
+        return d
 
 
 @dataclass(frozen=True)
@@ -107,7 +152,7 @@ class ComparisonResult:
         overall: All probes.
         by_tag: One GroupComparison per tag (baseline's tags), sorted by tag.
         by_category: Transition matrix per baseline attribution category; probes without one are left out.
-        changes: Fixed and broken probes, by probe id, with both answers.
+        changes: Every probe whose verdict changed, by probe id, with both answers and its transition.
         gates: One result per policy gate, in policy order.
     """
 
@@ -124,27 +169,47 @@ class ComparisonResult:
 
     @property
     def verdict(self) -> Outcome:
-        """`fail` if any fail-severity gate failed, else `warn` if any warn gate failed, else `pass`."""
+        """`fail` if any fail-severity gate failed; else `inconclusive` if a fail-severity gate could not have
+        failed (GateResult.inconclusive); else `warn` if a warn gate failed; else `pass`."""
         statuses = {g.status for g in self.gates}
-        return "fail" if "fail" in statuses else "warn" if "warn" in statuses else "pass"
+        return next((s for s in _WORST_FIRST if s in statuses), "pass")
 
     @property
     def exit_code(self) -> int:
-        """0 pass (warnings allowed), 1 fail. (2, an error, is raised as WorkbenchError instead.)"""
-        return 1 if self.verdict == "fail" else 0
+        """EXIT_CODES[verdict]: 0 pass or warn, 1 fail, 3 inconclusive (2, an error, is a WorkbenchError)."""
+        return EXIT_CODES[self.verdict]
+
+    @property
+    def headline(self) -> Headline:
+        """Correct / hallucinated / abstained over all probes, before -> after."""
+        return Headline.from_group(self.overall.metrics, self.overall.transitions)
+
+    @property
+    def inconclusive_gates(self) -> tuple[GateResult, ...]:
+        """The fail-severity gates that passed but could not have failed."""
+        return tuple(g for g in self.gates if g.inconclusive)
 
     @property
     def broken(self) -> tuple[ProbeChange, ...]:
+        """Baseline-correct probes the candidate gets wrong or abstains on."""
         return tuple(c for c in self.changes if c.flip == Flip.BROKEN)
 
     @property
     def fixed(self) -> tuple[ProbeChange, ...]:
         return tuple(c for c in self.changes if c.flip == Flip.FIXED)
 
+    def changed(self, *transitions: Transition) -> tuple[ProbeChange, ...]:
+        """Changed probes with one of `transitions` (every changed probe when none is given)."""
+        return tuple(c for c in self.changes if not transitions or c.transition in transitions)
+
     def to_dict(self) -> dict[str, Any]:
         return {
+            "format_version": FORMAT_VERSION,
             "verdict": self.verdict,
             "exit_code": self.exit_code,
+            "headline": self.headline.to_dict(),
+            "broken": [c.to_dict() for c in self.broken],
+            "inconclusive_gates": [g.name for g in self.inconclusive_gates],
             "baseline": {"run_id": self.baseline_run_id, "label": self.baseline_label},
             "candidate": {"run_id": self.candidate_run_id, "label": self.candidate_label},
             "n_probes": self.overall.n,

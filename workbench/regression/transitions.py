@@ -1,8 +1,14 @@
-"""Grade transitions between two runs: a 3x3 matrix (rows baseline, columns candidate) and flips.
+"""Grade transitions between two runs: a 3x3 matrix (rows baseline, columns candidate), flips, transitions.
 
-Flip kinds partition the probes by correct / not correct (the same split McNemar's test uses):
-fixed (not correct -> correct), broken (correct -> not correct), still wrong (not correct both times,
-whether incorrect or not attempted) and still correct.
+Two ways to name what happened to a probe:
+
+- `Flip` partitions the probes by correct / not correct, the split McNemar's test uses: fixed, broken,
+  still_wrong (not correct both times: incorrect or not attempted, in any combination) and still_correct.
+  Kept as it was (JSON `flips`, McNemar's b and c).
+- `Transition` names each of the 9 cells for a reader: a change between incorrect and not attempted is
+  an abstention change (`now_abstains`, `now_hallucinates`), not "still wrong"; `broken_hallucinates` and
+  `broken_abstains` say what a broken probe became; no transition reuses a flip's name for other cells.
+  Every transition has one flip (`Transition.flip`); `verdict_changed` is the "any verdict change" predicate.
 """
 
 from __future__ import annotations
@@ -16,12 +22,87 @@ from workbench.types import Verdict
 
 
 class Flip(enum.StrEnum):
-    """What happened to one probe between baseline and candidate."""
+    """What happened to one probe, correct vs not correct (McNemar's partition; `Transition` names the cells).
+
+    `still_wrong` is not correct both times: still_hallucinates, now_abstains, now_hallucinates or
+    still_abstains.
+    """
 
     FIXED = "fixed"
     BROKEN = "broken"
     STILL_WRONG = "still_wrong"
     STILL_CORRECT = "still_correct"
+
+
+class Transition(enum.StrEnum):
+    """One probe's verdict pair, named for a reviewer (rows: baseline verdict; see TRANSITION_HELP)."""
+
+    STILL_CORRECT = "still_correct"
+    BROKEN_HALLUCINATES = "broken_hallucinates"
+    BROKEN_ABSTAINS = "broken_abstains"
+    FIXED = "fixed"
+    STILL_HALLUCINATES = "still_hallucinates"
+    NOW_ABSTAINS = "now_abstains"
+    NOW_HALLUCINATES = "now_hallucinates"
+    STILL_ABSTAINS = "still_abstains"
+
+    @property
+    def flip(self) -> Flip:
+        """The McNemar partition this transition belongs to."""
+        return _FLIP_OF[self]
+
+    @property
+    def changed(self) -> bool:
+        """Whether the verdict changed (every transition but the three `still_*`)."""
+        return self not in (Transition.STILL_CORRECT, Transition.STILL_HALLUCINATES, Transition.STILL_ABSTAINS)
+
+
+_C, _I, _N = VERDICT_ORDER
+TRANSITION_OF: dict[tuple[Verdict, Verdict], Transition] = {
+    (_C, _C): Transition.STILL_CORRECT,
+    (_C, _I): Transition.BROKEN_HALLUCINATES,
+    (_C, _N): Transition.BROKEN_ABSTAINS,
+    (_I, _C): Transition.FIXED,
+    (_N, _C): Transition.FIXED,
+    (_I, _I): Transition.STILL_HALLUCINATES,
+    (_I, _N): Transition.NOW_ABSTAINS,
+    (_N, _I): Transition.NOW_HALLUCINATES,
+    (_N, _N): Transition.STILL_ABSTAINS,
+}
+"""(baseline verdict, candidate verdict) -> its Transition; every pair has exactly one."""
+
+TRANSITION_HELP: dict[Transition, str] = {
+    Transition.STILL_CORRECT: "correct before and after",
+    Transition.BROKEN_HALLUCINATES: "correct before, now answers wrongly (hallucinates a fact it knew)",
+    Transition.BROKEN_ABSTAINS: "correct before, now abstains (a known fact lost to abstention)",
+    Transition.FIXED: "wrong or abstained before, now correct",
+    Transition.STILL_HALLUCINATES: "answered wrongly before and after (the wrong answer may differ)",
+    Transition.NOW_ABSTAINS: "answered wrongly before, now abstains (a hallucination traded for abstention)",
+    Transition.NOW_HALLUCINATES: "abstained before, now answers wrongly (a new hallucination)",
+    Transition.STILL_ABSTAINS: "abstained before and after",
+}
+"""One line per transition, for reports and the app."""
+
+_FLIP_OF: dict[Transition, Flip] = {
+    Transition.STILL_CORRECT: Flip.STILL_CORRECT,
+    Transition.BROKEN_HALLUCINATES: Flip.BROKEN,
+    Transition.BROKEN_ABSTAINS: Flip.BROKEN,
+    Transition.FIXED: Flip.FIXED,
+    Transition.STILL_HALLUCINATES: Flip.STILL_WRONG,
+    Transition.NOW_ABSTAINS: Flip.STILL_WRONG,
+    Transition.NOW_HALLUCINATES: Flip.STILL_WRONG,
+    Transition.STILL_ABSTAINS: Flip.STILL_WRONG,
+}
+
+
+def transition_of(baseline: Verdict, candidate: Verdict) -> Transition:
+    """The named transition of one pair of verdicts."""
+    return TRANSITION_OF[(Verdict(baseline), Verdict(candidate))]
+
+
+def verdict_changed(baseline: Verdict, candidate: Verdict) -> bool:
+    """The "any verdict change" predicate (the app's default filter): the two verdicts differ."""
+    return Verdict(baseline) != Verdict(candidate)
 
 
 def flip_of(baseline: Verdict, candidate: Verdict) -> Flip:
@@ -78,6 +159,18 @@ class TransitionMatrix:
     def still_correct(self) -> int:
         return self.counts[0][0]
 
+    @property
+    def changed(self) -> int:
+        """Probes whose verdict changed (off the diagonal)."""
+        return self.total - sum(self.counts[i][i] for i in range(3))
+
+    def transitions(self) -> dict[Transition, int]:
+        """Count per named Transition, in Transition order (fixed sums both of its cells)."""
+        out = dict.fromkeys(Transition, 0)
+        for (base, cand), t in TRANSITION_OF.items():
+            out[t] += self.count(base, cand)
+        return out
+
     def flips(self) -> dict[str, int]:
         """Count per Flip kind."""
         return {
@@ -93,6 +186,8 @@ class TransitionMatrix:
             "order": labels,
             "counts": [list(row) for row in self.counts],
             "flips": {str(k): v for k, v in self.flips().items()},
+            "transitions": {str(k): v for k, v in self.transitions().items()},
+            "changed": self.changed,
         }
 
 
