@@ -5,7 +5,9 @@ or `finetune.ui`, tested without gradio; each action shows its equivalent CLI co
 
 Security: binds 127.0.0.1 by default; any other host needs `--auth-file` (hashed passwords, see
 `workbench.auth`) or the app refuses to start; never `share=True`; serves no file outside the
-workspace (gradio's cache lives in it, user paths go through `workbench.safepath`); runs no shell.
+workspace (gradio's cache lives in it, user paths go through `workbench.safepath`, which also refuses the
+store's own files); runs no shell. The page layout holds nothing from the workspace (run ids arrive with
+the first load, after login), and before login the page carries no API description either.
 """
 
 # No `from __future__ import annotations`: gradio reads the handlers' annotations (gr.Request,
@@ -73,7 +75,15 @@ def build_app(workspace: str | Path) -> Any:
                 gr.Dropdown(choices=["", *filt["status"]]), gr.Dropdown(choices=["", *filt["suite"]]),
                 gr.Dropdown(choices=choices), gr.Dropdown(choices=choices), gr.Dropdown(choices=choices),
                 gr.Dropdown(choices=choices), gr.Dropdown(choices=choices, value=ids[:4]),
-                views.cli_runs(ws))
+                views.cli_runs(ws), views.interrupted_note(store))
+
+    @_ui_errors
+    def first_load(text: str, status: str, suite: str) -> tuple[Any, ...]:
+        """The page's first content (after login): runs, and the second newest run as the baseline."""
+        out = refresh_runs(text, status, suite)
+        choices = views.run_choices(store)
+        baseline_pick = gr.Dropdown(choices=choices, value=choices[1][1] if len(choices) > 1 else None)
+        return (*out[:3], baseline_pick, *out[4:], f"## Hallucination Workbench · workspace `{ws}`")
 
     @_ui_errors
     def runs_table(text: str, status: str, suite: str) -> Any:
@@ -172,11 +182,13 @@ def build_app(workspace: str | Path) -> Any:
     def stop(output_dir: str, request: gr.Request) -> str:
         return fix.stop_job(store, output_dir or "", who=who("app", request))
 
-    initial = views.run_choices(store)  # refreshed on page load and by Refresh
+    # Nothing from the workspace goes into the layout: gradio embeds the layout's values in the page's API
+    # description, which it serves before login. Run ids arrive with the first load (first_load).
+    initial: list[tuple[str, str]] = []
 
     # -- layout -------------------------------------------------------------------------------------------
     with gr.Blocks(title="Hallucination Workbench", analytics_enabled=False) as demo:
-        gr.Markdown(f"## Hallucination Workbench · workspace `{ws}`")
+        header = gr.Markdown("## Hallucination Workbench")
         with gr.Tabs() as tabs:
             with gr.Tab("Runs", id="runs"):
                 with gr.Row():
@@ -185,6 +197,7 @@ def build_app(workspace: str | Path) -> Any:
                     f_suite = gr.Dropdown(label="suite", choices=[""], value="", allow_custom_value=True, scale=1)
                     refresh_btn = gr.Button("Refresh", variant="primary", scale=1, elem_id="runs-refresh")
                 runs_df = gr.Dataframe(label="runs", interactive=False, elem_id="runs-table")
+                runs_note = gr.Markdown(elem_id="runs-note")
                 with gr.Row():
                     plot_runs = gr.Dropdown(label="runs to plot", multiselect=True, choices=initial,
                                             allow_custom_value=True, scale=3)
@@ -199,7 +212,7 @@ def build_app(workspace: str | Path) -> Any:
             with gr.Tab("Compare", id="compare"):
                 with gr.Row():
                     baseline = gr.Dropdown(label="baseline run", choices=initial, allow_custom_value=True,
-                                           value=initial[1][1] if len(initial) > 1 else None, elem_id="baseline")
+                                           elem_id="baseline")
                     candidate = gr.Dropdown(label="candidate run", choices=initial, allow_custom_value=True,
                                             elem_id="candidate")
                 with gr.Row():
@@ -291,9 +304,10 @@ def build_app(workspace: str | Path) -> Any:
 
         # -- wiring -------------------------------------------------------------------------------------
         run_inputs = [f_text, f_status, f_suite]
-        refresh_outputs = [runs_df, f_status, f_suite, baseline, candidate, fx_run, rv_run, plot_runs, runs_cli]
+        refresh_outputs = [runs_df, f_status, f_suite, baseline, candidate, fx_run, rv_run, plot_runs, runs_cli,
+                           runs_note]
         refresh_btn.click(refresh_runs, run_inputs, refresh_outputs, api_name="refresh")
-        demo.load(refresh_runs, run_inputs, refresh_outputs, api_visibility="private")
+        demo.load(first_load, run_inputs, [*refresh_outputs, header], api_visibility="private")
         demo.load(review_log, None, [rv_log, rv_gates], api_visibility="private")
         f_text.submit(runs_table, run_inputs, runs_df, api_name="runs")
         f_status.change(runs_table, run_inputs, runs_df, api_visibility="private")
@@ -333,6 +347,80 @@ def build_app(workspace: str | Path) -> Any:
     return demo
 
 
+class NoApiInfoBeforeLogin:
+    """ASGI middleware: with login on, a page served to a visitor without a session carries no API description.
+
+    gradio 6 embeds `gradio_api_info` (endpoint names, parameters, example values) in every HTML page, the login
+    page included, although `/gradio_api/info` itself answers 401 then. Here that value is replaced by `{}` in
+    HTML responses to visitors who are not logged in; the page reloads after login and gets the real one. Other
+    responses pass through untouched (and unbuffered)."""
+
+    MARKER = "gradio_api_info = "
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or _logged_in(scope):
+            await self.app(scope, receive, send)
+            return
+        held: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def filtered(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                kinds = dict(message.get("headers", []))
+                if b"text/html" in kinds.get(b"content-type", b""):
+                    held["start"] = message
+                    return
+            elif "start" in held and message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+                if message.get("more_body"):
+                    return
+                body = self.blank(b"".join(chunks))
+                start = held["start"]
+                headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+                await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+            await send(message)
+
+        await self.app(scope, receive, filtered)
+
+    @classmethod
+    def blank(cls, body: bytes) -> bytes:
+        import json
+
+        text = body.decode("utf-8", "replace")
+        at = text.find(cls.MARKER)
+        if at < 0:
+            return body
+        start = at + len(cls.MARKER)
+        try:
+            _, end = json.JSONDecoder().raw_decode(text, start)
+        except ValueError:
+            return body
+        return (text[:start] + "{}" + text[end:]).encode()
+
+
+def _logged_in(scope: Any) -> bool:
+    """Whether the request carries a session cookie of a logged-in user (always True when login is off)."""
+    from http.cookies import SimpleCookie
+
+    app = scope.get("app")
+    if getattr(app, "auth", None) is None:
+        return True
+    cookie_id, tokens = getattr(app, "cookie_id", ""), getattr(app, "tokens", {})
+    cookies: SimpleCookie = SimpleCookie()
+    for key, value in scope.get("headers", []):
+        if key == b"cookie":
+            cookies.load(value.decode("latin-1"))
+    for name in (f"access-token-{cookie_id}", f"access-token-unsecure-{cookie_id}"):
+        if name in cookies and cookies[name].value in tokens:
+            return True
+    return False
+
+
 def check_bind(host: str, auth_file: str | None) -> None:
     """Refuse to bind beyond loopback without a users file (WorkbenchError)."""
     from workbench.errors import WorkbenchError
@@ -357,9 +445,13 @@ def launch(workspace: str | Path, *, host: str = "127.0.0.1", port: int | None =
 
         auth = authenticator(auth_file)
     demo = build_app(ws)
+    from starlette.middleware import Middleware
+
+    # No FastAPI schema (/openapi.json lists every route, unauthenticated) and no API description before login.
+    app_kwargs = {"openapi_url": None, "middleware": [Middleware(NoApiInfoBeforeLogin)]}
     _, url, _ = demo.launch(server_name=host, server_port=port, share=False, auth=auth, allowed_paths=[],
                             prevent_thread_lock=prevent_thread_lock, quiet=quiet, show_error=True,
-                            ssr_mode=False, mcp_server=False, footer_links=["api"],
+                            ssr_mode=False, mcp_server=False, footer_links=["api"], app_kwargs=app_kwargs,
                             auth_message="Hallucination Workbench: sign in" if auth else None)
     return demo, str(url)
 
@@ -380,16 +472,22 @@ def run(args: argparse.Namespace) -> int:
     from workbench.errors import WorkbenchError
 
     try:
-        if args.add_user:
+        if args.add_user is not None:
             if not args.auth_file:
                 raise WorkbenchError("--add-user needs --auth-file FILE")
             from workbench.auth import add_user
 
             password = os.environ.get("WORKBENCH_PASSWORD")
             if password is None:
+                if not sys.stdin.isatty():
+                    raise WorkbenchError("--add-user needs a password: set $WORKBENCH_PASSWORD, or run it in a "
+                                         "terminal to be prompted")
                 import getpass
 
-                password = getpass.getpass(f"password for {args.add_user}: ")
+                try:
+                    password = getpass.getpass(f"password for {args.add_user}: ")
+                except EOFError:
+                    raise WorkbenchError("no password given (end of input)") from None
             add_user(args.auth_file, args.add_user, password)
             print(f"added {args.add_user} to {args.auth_file}")
             return 0
