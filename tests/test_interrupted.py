@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 from clirun import ENV, assert_refused, workbench
 from sqlalchemy import func, select
 
