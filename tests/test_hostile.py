@@ -42,9 +42,13 @@ def files(world: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
         "c_allbad.jsonl": '{"id": "a"}\n{"id": "b", "text": 3}\n',
         "c_notparquet.parquet": "hello, I am not Parquet",
         "sft_bad.jsonl": '{"question": 5, "answer": "x"}\n{"prompt": "q"}\n',
+        "same_question.jsonl": "".join(json.dumps({**json.loads(probes[0]), "id": f"copy{i}"}) + "\n"
+                                       for i in range(3)),
+        "policy_deep.yaml": "gates: " + "[" * 5000 + "]" * 5000 + "\n",
     }
     for name, text in rows.items():
         (d / name).write_text(text, encoding="utf-8")
+    (d / "policy_latin1.yaml").write_bytes("gates: [{type: mcnemar, description: caf\u00e9}]\n".encode("latin-1"))
     return d
 
 
@@ -172,6 +176,31 @@ def test_a_damaged_store_is_a_clear_error(evaluated: tuple[Path, list[str]], tmp
     assert workbench("runs", "--workspace", str(ws)).returncode == 0  # the runs table is intact
     for cmd in (["show", run], ["export", run, "--out", str(tmp_path / "x.jsonl")], ["attribute", run]):
         assert_refused(workbench(*cmd, "--workspace", str(ws)), "store.sqlite", "malformed", ".recover")
+
+
+def test_eval_of_probes_asking_the_same_question(world: Any, files: Path, tmp_path: Path) -> None:
+    """Probes with equal questions share one generation per sample (found by the fuzz test: eval crashed)."""
+    out = workbench("eval", "--model", str(world.model), "--probes", "same_question.jsonl", "--samples", "2",
+                    "--workspace", str(tmp_path / "ws"), "--json", cwd=files)
+    assert out.returncode == 0, out.stderr[-2000:]
+    exported = workbench("export", "latest", "--workspace", str(tmp_path / "ws"), "--out", str(tmp_path / "a.jsonl"))
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    answers = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    by_probe: dict[str, list[str]] = {}
+    for a in sorted(answers, key=lambda a: (a["kind"], a["sample_index"])):
+        by_probe.setdefault(a["probe_id"], []).append(a["answer"])
+    assert len(by_probe) == 3 and len({tuple(v) for v in by_probe.values()}) == 1  # the same three answers
+
+
+@pytest.mark.parametrize(("policy", "needles"), [
+    ("policy_latin1.yaml", ["policy_latin1.yaml", "not valid UTF-8"]),
+    ("policy_deep.yaml", ["policy_deep.yaml", "nested deeper than 32 levels"]),
+])
+def test_regress_refuses_hostile_policies(evaluated: tuple[Path, list[str]], files: Path, policy: str,
+                                          needles: list[str]) -> None:
+    a, b = evaluated[1]
+    assert_refused(workbench("regress", "--baseline", a, "--candidate", b, "--policy", policy, "--workspace",
+                             str(evaluated[0]), cwd=files), *needles)
 
 
 def test_an_ambiguous_run_prefix_lists_the_matches(evaluated: tuple[Path, list[str]]) -> None:

@@ -62,7 +62,10 @@ _StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_y
 
 def yaml_load(text: str) -> Any:
     """`yaml.safe_load` with duplicate keys refused, then `check_tree`. Raises yaml.YAMLError or ValueError."""
-    data = yaml.load(text, Loader=_StrictLoader)
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)
+    except RecursionError:  # PyYAML's parser recurses per nesting level
+        raise TreeError(f"nested deeper than {MAX_DEPTH} levels", "") from None
     check_tree(data)
     return data
 
