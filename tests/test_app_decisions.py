@@ -159,3 +159,33 @@ def test_nothing_about_the_workspace_before_login(workspace: Path, tmp_path: Pat
         assert "workspace_file" in page  # after login the page carries its API description again
     finally:
         demo.close()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="no Chromium at /usr/bin/chromium")
+def test_signing_in_through_the_login_page_in_a_browser(workspace: Path, tmp_path: Path) -> None:
+    """The login page still works without its API description: sign in, then the runs arrive."""
+    from playwright.sync_api import sync_playwright
+
+    import app
+    from workbench.auth import add_user
+
+    users = tmp_path / "users"
+    add_user(users, "ann", "pw-ann")
+    demo, url = app.launch(workspace, port=free_port(), auth_file=str(users), prevent_thread_lock=True, quiet=True)
+    args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run", "--disable-quic"]
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=args)
+            page = browser.new_page()
+            page.goto(url)
+            page.wait_for_selector("input", timeout=60_000)
+            page.locator("input").nth(0).fill("ann")
+            page.locator("input").nth(1).fill("pw-ann")
+            page.get_by_role("button", name="Login").click()
+            page.wait_for_function("document.querySelector('#runs-table')?.innerText.includes('run-')",
+                                   timeout=60_000)
+            browser.close()
+    finally:
+        demo.close()

@@ -119,6 +119,20 @@ def test_index_refuses_hostile_corpora(files: Path, tmp_path: Path, corpus: str,
     assert_refused(workbench("index", corpus, "--workspace", ws, *extra, cwd=files, timeout=60))
 
 
+@pytest.mark.parametrize(("command", "args", "needles"), [
+    ("screen", ["--model", "/etc"], ["`/etc` is not a model directory (no config.json in it)"]),
+    ("screen", ["--model", "MODEL", "--adapter", "/etc"], ["`/etc` is not a peft adapter directory"]),
+    ("regress", ["--baseline", "/etc", "--candidate", "/etc", "--probes", "p.jsonl"], ["`/etc`", "config.json"]),
+    ("regress", ["--baseline", "MODEL", "--candidate", "MODEL", "--candidate-adapter", "/etc", "--probes",
+                 "p.jsonl"], ["`/etc` is not a peft adapter directory"]),
+])
+def test_a_directory_that_is_no_model_is_refused(world: Any, files: Path, tmp_path: Path, command: str,
+                                                 args: list[str], needles: list[str]) -> None:
+    argv = [command, *(["p.jsonl"] if command == "screen" else []),
+            *[str(world.model) if a == "MODEL" else a for a in args], "--workspace", str(tmp_path / "ws")]
+    assert_refused(workbench(*argv, cwd=files), *needles)
+
+
 def test_screen_refuses_a_file_without_a_usable_row(world: Any, files: Path, tmp_path: Path) -> None:
     args = ["screen", "sft_bad.jsonl", "--model", str(world.model), "--workspace", str(tmp_path / "ws")]
     assert_refused(workbench(*args, cwd=files), "sft_bad.jsonl, line 1", "`question`")

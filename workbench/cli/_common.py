@@ -97,15 +97,20 @@ def _int(text: str) -> int:
 
 
 def check_model_args(args: argparse.Namespace) -> None:
-    """`--model` and `--adapter` name usable local directories (WorkbenchError otherwise). With the openai
-    backend both are names the server knows (a served model or LoRA name), so neither is checked."""
+    """`--model` and `--adapter` name usable local directories (WorkbenchError otherwise)."""
+    check_model(args.model, args.adapter, getattr(args, "backend", "hf"))
+
+
+def check_model(model: str, adapter: str | None, backend: str) -> None:
+    """A local model is a directory with config.json, an adapter one with adapter_config.json (a hub id
+    passes). With the openai backend both are names the server knows (a served model or LoRA name)."""
     from workbench.textgen import check_adapter_path, check_model_path
 
-    if getattr(args, "backend", "hf") == "openai":
+    if backend == "openai":
         return
-    check_model_path(args.model)
-    if args.adapter:
-        check_adapter_path(args.adapter)
+    check_model_path(model)
+    if adapter:
+        check_adapter_path(adapter)
 
 
 def parse_options(items: list[str]) -> tuple[tuple[str, object], ...]:

@@ -6,7 +6,14 @@ import argparse
 import os
 from typing import Any
 
-from workbench.cli._common import add_dtype_argument, add_eval_arguments, check_output_file, copy_atomic, print_json
+from workbench.cli._common import (
+    add_dtype_argument,
+    add_eval_arguments,
+    check_model,
+    check_output_file,
+    copy_atomic,
+    print_json,
+)
 
 HELP = "gate a candidate against a baseline (runs or models) under a policy; exit 0 pass, 1 fail, 2 error"
 
@@ -40,7 +47,9 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
             if "/" not in ref:
                 raise
             del e  # looks like a hub id: evaluate it
-    if not args.probes and like is not None:
+    rerun = not args.probes and like is not None  # then evaluated like `like`, on its backend
+    check_model(ref, adapter, store.get_run(like).backend if rerun else args.backend)
+    if rerun:
         from workbench.regression.gate import rerun_like
 
         return rerun_like(store, like, model=ref, adapter=adapter)
@@ -51,8 +60,6 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
     from workbench.runner import run_eval
     from workbench.types import ModelSpec
 
-    if args.backend == "hf" and not os.path.exists(ref) and ref.startswith((".", "/")):
-        raise WorkbenchError(f"model directory `{ref}` does not exist")
     suite, loaded = resolve_probes(args.probes, format=args.format, skip_bad=args.skip_bad)
     spec = ModelSpec(model=ref, adapter=adapter, backend=args.backend, dtype=args.dtype)
     return run_eval(store, spec, suite, loaded, eval_options_from_args(args)).run_id

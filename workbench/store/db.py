@@ -82,18 +82,20 @@ class Store:
     def open(cls, workspace: str | os.PathLike[str], url: str | None = None) -> Store:
         ws = Path(workspace)
         url = url or os.environ.get("WORKBENCH_STORE_URL")
-        readonly, shown = False, _shown(url) if url else ""
+        readonly, shown = False, ""
         if url is None:
             path, readonly = _workspace_store(ws)
             shown = str(path)
             url = f"sqlite:///{path}"
             if readonly:
                 # A read-only WAL database needs its -shm file; without one (a cleanly closed store in a
-                # directory we cannot write) only `immutable` opens it, which is exact when no -wal is left.
+                # directory we cannot write) only `immutable` opens it: exact when no -wal is left, and it
+                # takes no locks, so a writer under another account is not seen while this process reads.
                 wal = Path(f"{path}-wal")
                 mode = "mode=ro" if wal.exists() and wal.stat().st_size else "immutable=1"
                 url = f"sqlite:///file:{quote(str(path.resolve()))}?{mode}&uri=true"
         engine = _engine(url)
+        shown = shown or _shown(url)
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_readonly_pragmas if readonly else _sqlite_pragmas)
         try:
