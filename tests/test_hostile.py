@@ -250,7 +250,7 @@ def test_export_refuses_an_unwritable_out(evaluated: tuple[Path, list[str]], tmp
                    f"--out `{out}`")
 
 
-def test_a_read_only_workspace_can_be_read(evaluated: tuple[Path, list[str]], tmp_path: Path) -> None:
+def test_a_read_only_workspace_can_be_read(evaluated: tuple[Path, list[str]], files: Path, tmp_path: Path) -> None:
     prefix = without_write_access()
     if prefix is None:
         pytest.skip("running as root without setpriv: permission bits cannot be enforced")
@@ -266,6 +266,8 @@ def test_a_read_only_workspace_can_be_read(evaluated: tuple[Path, list[str]], tm
         assert len(out.read_text().splitlines()) == 3
         assert_refused(workbench("review", run, "--target", "release", "--value", "signoff", "--reason", "ok",
                                  "--workspace", str(ws), prefix=prefix), "read-only", "not writable")
+        assert_refused(workbench("index", "c_empty.jsonl", "--workspace", str(ws), prefix=prefix, cwd=files),
+                       "is not writable, and the corpus index is written into it")
         assert sorted(p.name for p in ws.iterdir()) == ["store.sqlite"]  # nothing created in it
     finally:
         for p in [ws, *ws.rglob("*")]:

@@ -132,9 +132,10 @@ def parse_options(items: list[str]) -> tuple[tuple[str, object], ...]:
     return tuple(out)
 
 
-def workspace_dir(workspace: str) -> Path:
-    """The --workspace directory, created if missing; a WorkbenchError when it is a file or cannot be made.
-    (Store.open checks the same; commands that write the workspace before opening the store call this.)"""
+def workspace_dir(workspace: str, *, writing: str = "") -> Path:
+    """The --workspace directory, created if missing; a WorkbenchError when it is a file or cannot be made,
+    or, for a command that writes into it (`writing` says what), when it is not writable. (Store.open checks
+    the same for the store; commands that write other files into the workspace call this first.)"""
     from workbench.errors import WorkbenchError
 
     ws = Path(workspace)
@@ -144,6 +145,8 @@ def workspace_dir(workspace: str) -> Path:
         ws.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise WorkbenchError(f"cannot create workspace `{ws}`: {e.strerror}") from None
+    if writing and not os.access(ws, os.W_OK):
+        raise WorkbenchError(f"workspace `{ws}` is not writable, and {writing} is written into it")
     return ws
 
 

@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.batch_size < 1:
         raise WorkbenchError("--batch-size must be at least 1")
-    workspace_dir(args.workspace)
+    workspace_dir(args.workspace, writing="the corpus index")
     total = None
     if not args.json and sys.stderr.isatty():  # the hint may read metadata: only for a visible bar
         total = open_corpus(args.corpus, text_field=args.text_field, id_field=args.id_field).total_hint()
