@@ -47,12 +47,12 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
             if "/" not in ref:
                 raise
             del e  # looks like a hub id: evaluate it
-    rerun = not args.probes and like is not None  # then evaluated like `like`, on its backend
-    check_model(ref, adapter, store.get_run(like).backend if rerun else args.backend)
-    if rerun:
+    rerun_of = None if args.probes else like  # then evaluated like that run, on its backend
+    check_model(ref, adapter, store.get_run(rerun_of).backend if rerun_of else args.backend)
+    if rerun_of is not None:
         from workbench.regression.gate import rerun_like
 
-        return rerun_like(store, like, model=ref, adapter=adapter)
+        return rerun_like(store, rerun_of, model=ref, adapter=adapter)
     if not args.probes:
         raise WorkbenchError(f"--{what} `{ref}` is a model: --probes is needed to evaluate it")
     from workbench.cli.eval import eval_options_from_args
