@@ -39,5 +39,5 @@ def run(args: argparse.Namespace) -> int:
     console.print(table)
     for r in rows:
         if r["note"]:
-            console.print(f"{r['run_id']} {r['note']}", markup=False, highlight=False)
+            console.print(f"{r['run_id']} {r['note']}", markup=False, highlight=False, soft_wrap=True)
     return 0

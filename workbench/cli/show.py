@@ -62,7 +62,7 @@ def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
     console.print(f"generated {rec.generated}, from cache {rec.cached}, skipped bad rows {rec.skipped_bad}, "
                   f"status {rec.status}")
     if rec.note:
-        console.print(rec.note, markup=False, highlight=False)
+        console.print(rec.note, markup=False, highlight=False, soft_wrap=True)
     bad = [r for r in res.probes if r.verdict == Verdict.INCORRECT]
     # Confident hallucinations first: high sample agreement, then high log-prob.
     bad.sort(key=lambda r: (-(r.agreement or 0.0), -(r.mean_logprob or -1e9)))
