@@ -347,80 +347,6 @@ def build_app(workspace: str | Path) -> Any:
     return demo
 
 
-class NoApiInfoBeforeLogin:
-    """ASGI middleware: with login on, a page served to a visitor without a session carries no API description.
-
-    gradio 6 embeds `gradio_api_info` (endpoint names, parameters, example values) in every HTML page, the login
-    page included, although `/gradio_api/info` itself answers 401 then. Here that value is replaced by `{}` in
-    HTML responses to visitors who are not logged in; the page reloads after login and gets the real one. Other
-    responses pass through untouched (and unbuffered)."""
-
-    MARKER = "gradio_api_info = "
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or _logged_in(scope):
-            await self.app(scope, receive, send)
-            return
-        held: dict[str, Any] = {}
-        chunks: list[bytes] = []
-
-        async def filtered(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                kinds = dict(message.get("headers", []))
-                if b"text/html" in kinds.get(b"content-type", b""):
-                    held["start"] = message
-                    return
-            elif "start" in held and message["type"] == "http.response.body":
-                chunks.append(message.get("body", b""))
-                if message.get("more_body"):
-                    return
-                body = self.blank(b"".join(chunks))
-                start = held["start"]
-                headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
-                await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
-                await send({"type": "http.response.body", "body": body})
-                return
-            await send(message)
-
-        await self.app(scope, receive, filtered)
-
-    @classmethod
-    def blank(cls, body: bytes) -> bytes:
-        import json
-
-        text = body.decode("utf-8", "replace")
-        at = text.find(cls.MARKER)
-        if at < 0:
-            return body
-        start = at + len(cls.MARKER)
-        try:
-            _, end = json.JSONDecoder().raw_decode(text, start)
-        except ValueError:
-            return body
-        return (text[:start] + "{}" + text[end:]).encode()
-
-
-def _logged_in(scope: Any) -> bool:
-    """Whether the request carries a session cookie of a logged-in user (always True when login is off)."""
-    from http.cookies import SimpleCookie
-
-    app = scope.get("app")
-    if getattr(app, "auth", None) is None:
-        return True
-    cookie_id, tokens = getattr(app, "cookie_id", ""), getattr(app, "tokens", {})
-    cookies: SimpleCookie = SimpleCookie()
-    for key, value in scope.get("headers", []):
-        if key == b"cookie":
-            cookies.load(value.decode("latin-1"))
-    for name in (f"access-token-{cookie_id}", f"access-token-unsecure-{cookie_id}"):
-        if name in cookies and cookies[name].value in tokens:
-            return True
-    return False
-
-
 def check_bind(host: str, auth_file: str | None) -> None:
     """Refuse to bind beyond loopback without a users file (WorkbenchError)."""
     from workbench.errors import WorkbenchError
@@ -446,6 +372,8 @@ def launch(workspace: str | Path, *, host: str = "127.0.0.1", port: int | None =
         auth = authenticator(auth_file)
     demo = build_app(ws)
     from starlette.middleware import Middleware
+
+    from workbench.appguard import NoApiInfoBeforeLogin
 
     # No FastAPI schema (/openapi.json lists every route, unauthenticated) and no API description before login.
     app_kwargs = {"openapi_url": None, "middleware": [Middleware(NoApiInfoBeforeLogin)]}
