@@ -5,7 +5,9 @@ or `finetune.ui`, tested without gradio; each action shows its equivalent CLI co
 
 Security: binds 127.0.0.1 by default; any other host needs `--auth-file` (hashed passwords, see
 `workbench.auth`) or the app refuses to start; never `share=True`; serves no file outside the
-workspace (gradio's cache lives in it, user paths go through `workbench.safepath`); runs no shell.
+workspace (gradio's cache lives in it, user paths go through `workbench.safepath`, which also refuses the
+store's own files); runs no shell. The page layout holds nothing from the workspace (run ids arrive with
+the first load, after login), and before login the page carries no API description either.
 """
 
 # No `from __future__ import annotations`: gradio reads the handlers' annotations (gr.Request,
@@ -73,7 +75,15 @@ def build_app(workspace: str | Path) -> Any:
                 gr.Dropdown(choices=["", *filt["status"]]), gr.Dropdown(choices=["", *filt["suite"]]),
                 gr.Dropdown(choices=choices), gr.Dropdown(choices=choices), gr.Dropdown(choices=choices),
                 gr.Dropdown(choices=choices), gr.Dropdown(choices=choices, value=ids[:4]),
-                views.cli_runs(ws))
+                views.cli_runs(ws), views.interrupted_note(store))
+
+    @_ui_errors
+    def first_load(text: str, status: str, suite: str) -> tuple[Any, ...]:
+        """The page's first content (after login): runs, and the second newest run as the baseline."""
+        out = refresh_runs(text, status, suite)
+        choices = views.run_choices(store)
+        baseline_pick = gr.Dropdown(choices=choices, value=choices[1][1] if len(choices) > 1 else None)
+        return (*out[:3], baseline_pick, *out[4:], f"## Hallucination Workbench · workspace `{ws}`")
 
     @_ui_errors
     def runs_table(text: str, status: str, suite: str) -> Any:
@@ -172,11 +182,13 @@ def build_app(workspace: str | Path) -> Any:
     def stop(output_dir: str, request: gr.Request) -> str:
         return fix.stop_job(store, output_dir or "", who=who("app", request))
 
-    initial = views.run_choices(store)  # refreshed on page load and by Refresh
+    # Nothing from the workspace goes into the layout: gradio embeds the layout's values in the page's API
+    # description, which it serves before login. Run ids arrive with the first load (first_load).
+    initial: list[tuple[str, str]] = []
 
     # -- layout -------------------------------------------------------------------------------------------
     with gr.Blocks(title="Hallucination Workbench", analytics_enabled=False) as demo:
-        gr.Markdown(f"## Hallucination Workbench · workspace `{ws}`")
+        header = gr.Markdown("## Hallucination Workbench")
         with gr.Tabs() as tabs:
             with gr.Tab("Runs", id="runs"):
                 with gr.Row():
@@ -185,6 +197,7 @@ def build_app(workspace: str | Path) -> Any:
                     f_suite = gr.Dropdown(label="suite", choices=[""], value="", allow_custom_value=True, scale=1)
                     refresh_btn = gr.Button("Refresh", variant="primary", scale=1, elem_id="runs-refresh")
                 runs_df = gr.Dataframe(label="runs", interactive=False, elem_id="runs-table")
+                runs_note = gr.Markdown(elem_id="runs-note")
                 with gr.Row():
                     plot_runs = gr.Dropdown(label="runs to plot", multiselect=True, choices=initial,
                                             allow_custom_value=True, scale=3)
@@ -199,7 +212,7 @@ def build_app(workspace: str | Path) -> Any:
             with gr.Tab("Compare", id="compare"):
                 with gr.Row():
                     baseline = gr.Dropdown(label="baseline run", choices=initial, allow_custom_value=True,
-                                           value=initial[1][1] if len(initial) > 1 else None, elem_id="baseline")
+                                           elem_id="baseline")
                     candidate = gr.Dropdown(label="candidate run", choices=initial, allow_custom_value=True,
                                             elem_id="candidate")
                 with gr.Row():
@@ -291,9 +304,10 @@ def build_app(workspace: str | Path) -> Any:
 
         # -- wiring -------------------------------------------------------------------------------------
         run_inputs = [f_text, f_status, f_suite]
-        refresh_outputs = [runs_df, f_status, f_suite, baseline, candidate, fx_run, rv_run, plot_runs, runs_cli]
+        refresh_outputs = [runs_df, f_status, f_suite, baseline, candidate, fx_run, rv_run, plot_runs, runs_cli,
+                           runs_note]
         refresh_btn.click(refresh_runs, run_inputs, refresh_outputs, api_name="refresh")
-        demo.load(refresh_runs, run_inputs, refresh_outputs, api_visibility="private")
+        demo.load(first_load, run_inputs, [*refresh_outputs, header], api_visibility="private")
         demo.load(review_log, None, [rv_log, rv_gates], api_visibility="private")
         f_text.submit(runs_table, run_inputs, runs_df, api_name="runs")
         f_status.change(runs_table, run_inputs, runs_df, api_visibility="private")
@@ -357,9 +371,15 @@ def launch(workspace: str | Path, *, host: str = "127.0.0.1", port: int | None =
 
         auth = authenticator(auth_file)
     demo = build_app(ws)
+    from starlette.middleware import Middleware
+
+    from workbench.appguard import NoApiInfoBeforeLogin
+
+    # No FastAPI schema (/openapi.json lists every route, unauthenticated) and no API description before login.
+    app_kwargs = {"openapi_url": None, "middleware": [Middleware(NoApiInfoBeforeLogin)]}
     _, url, _ = demo.launch(server_name=host, server_port=port, share=False, auth=auth, allowed_paths=[],
                             prevent_thread_lock=prevent_thread_lock, quiet=quiet, show_error=True,
-                            ssr_mode=False, mcp_server=False, footer_links=["api"],
+                            ssr_mode=False, mcp_server=False, footer_links=["api"], app_kwargs=app_kwargs,
                             auth_message="Hallucination Workbench: sign in" if auth else None)
     return demo, str(url)
 
@@ -380,16 +400,22 @@ def run(args: argparse.Namespace) -> int:
     from workbench.errors import WorkbenchError
 
     try:
-        if args.add_user:
+        if args.add_user is not None:
             if not args.auth_file:
                 raise WorkbenchError("--add-user needs --auth-file FILE")
             from workbench.auth import add_user
 
             password = os.environ.get("WORKBENCH_PASSWORD")
             if password is None:
+                if not sys.stdin.isatty():
+                    raise WorkbenchError("--add-user needs a password: set $WORKBENCH_PASSWORD, or run it in a "
+                                         "terminal to be prompted")
                 import getpass
 
-                password = getpass.getpass(f"password for {args.add_user}: ")
+                try:
+                    password = getpass.getpass(f"password for {args.add_user}: ")
+                except EOFError:
+                    raise WorkbenchError("no password given (end of input)") from None
             add_user(args.auth_file, args.add_user, password)
             print(f"added {args.add_user} to {args.auth_file}")
             return 0

@@ -100,7 +100,9 @@ def test_sigkill_mid_run_then_rerun_loses_and_repeats_nothing(world: Any, worksp
     assert result["generated"] == total - before  # and nothing is generated twice
     assert _cache_rows(workspace) == total
     runs = Store.open(workspace).list_runs()
-    assert [r.status for r in runs] == ["running", "done"]  # the killed run stays visible as unfinished
+    # the killed run stays visible as unfinished: its process is gone, so it reads interrupted, with how to resume
+    assert [r.status for r in runs] == ["interrupted", "done"]
+    assert runs[0].note is not None and "workbench eval" in runs[0].note
 
 
 def test_cli_json_and_listing(world: Any, workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:

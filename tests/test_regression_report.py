@@ -143,7 +143,9 @@ def test_markdown_and_terminal_render_the_key_facts(result: ComparisonResult) ->
     assert "| p31 | question 31? | base answer 31 | cand answer 31 | broken_abstains |" in md
     assert "## Other verdict changes (2)" in md and "| p33 | question 33? |" in md and "now_abstains |" in md
     assert "could detect: >= 6 broken probes" in md
-    assert "\\| & " in md  # a pipe in an answer does not break the table
+    assert "\\| &amp; " in md  # a pipe in an answer does not break the table
+    # Data is text in Markdown too: no raw HTML from an answer or a model name survives into the report.
+    assert "<script" not in md and "&lt;script&gt;" in md and "base &lt;v1&gt;" in md
     text = render_terminal(result)
     assert "FAIL" in text and "max_broken" in text and "p31" in text
     assert _order(text, "hallucinated", "broken probes (2)", "p31 'question 31?'", "Gates") == sorted(
@@ -161,6 +163,22 @@ def test_inconclusive_reports_say_which_gate_could_not_fail(inconclusive: Compar
     assert "INCONCLUSIVE (exit 3)" in text and "could not fail on this probe set" in text
     page = render_html(inconclusive)
     assert 'id="verdict" class="inconclusive">INCONCLUSIVE<' in page and 'id="inconclusive"' in page
+
+
+@pytest.mark.parametrize("field", ["model", "tag", "probe", "answer"])
+def test_markdown_keeps_hostile_names_as_text(field: str) -> None:
+    """A model name, tag, probe id or answer holding HTML or Markdown markup stays literal text."""
+    evil = "<img src=x onerror=alert(1)>[link](javascript:alert(2))*x*`y`"
+    pid = evil if field == "probe" else "p0"
+    tags = (evil,) if field == "tag" else ("t",)
+    answer = evil if field == "answer" else "a"
+    base = {pid: ProbeOutcome(pid, tags, C, answer)}
+    cand = {pid: ProbeOutcome(pid, tags, W, answer)}
+    label = evil if field == "model" else "m"
+    md = render_markdown(compare(RunOutcomes("run-1", label, base), RunOutcomes("run-2", label, cand),
+                                 parse_policy(POLICY)))
+    assert "<img" not in md and "&lt;img src=x onerror=alert(1)&gt;" in md
+    assert "[link](" not in md and "\\[link\\](" in md and "\\*x\\*" in md and "\\`y\\`" in md
 
 
 def test_html_is_self_contained_and_escaped(result: ComparisonResult) -> None:

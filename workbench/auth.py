@@ -19,7 +19,7 @@ from workbench.errors import WorkbenchError
 
 ALGORITHM = "pbkdf2_sha256"
 ITERATIONS = 310_000  # OWASP's 2023 figure for PBKDF2-HMAC-SHA256
-_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+_NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")  # always with fullmatch: `$` would accept a trailing newline
 
 
 def hash_password(password: str, *, iterations: int = ITERATIONS, salt: str | None = None) -> str:
@@ -56,7 +56,7 @@ def load_users(path: str | os.PathLike[str]) -> dict[str, str]:
         if not line or line.startswith("#"):
             continue
         name, sep, encoded = line.partition(":")
-        if not sep or not _NAME.match(name) or not encoded.startswith(ALGORITHM + "$") or encoded.count("$") != 3:
+        if not sep or not _NAME.fullmatch(name) or not encoded.startswith(ALGORITHM + "$") or encoded.count("$") != 3:
             raise WorkbenchError(f"{p}, line {n}: expected `username:{ALGORITHM}$iterations$salt$hash`")
         users[name] = encoded
     if not users:
@@ -78,14 +78,27 @@ def authenticator(path: str | os.PathLike[str]) -> Callable[[str, str], bool]:
 
 
 def add_user(path: str | os.PathLike[str], username: str, password: str) -> None:
-    """Add or replace `username` in the users file (created with mode 0600)."""
-    if not _NAME.match(username):
-        raise WorkbenchError(f"bad username `{username}`: use letters, digits and _ . @ - (at most 64)")
+    """Add or replace `username` in the users file. The file is rewritten whole under a temporary name with
+    mode 0600 and renamed into place, so it is 0600 afterwards even if it was not, and a crash leaves the
+    old file or the new one, never half of one."""
+    if not _NAME.fullmatch(username):
+        raise WorkbenchError(f"bad username {username!r}: use letters, digits and _ . @ - (at most 64)")
     p = Path(path)
-    lines = p.read_text().splitlines() if p.exists() else []
+    try:
+        lines = p.read_text().splitlines() if p.exists() else []
+    except (OSError, UnicodeDecodeError) as e:
+        raise WorkbenchError(f"cannot read auth file {p}: {e}") from None
     kept = [ln for ln in lines if ln.partition(":")[0].strip() != username]
     kept.append(f"{username}:{hash_password(password)}")
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write("\n".join(kept) + "\n")
+    tmp = p.with_name(f".{p.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write("\n".join(kept) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise WorkbenchError(f"cannot write auth file {p}: {e.strerror}") from None

@@ -172,7 +172,7 @@ def _generate(backend: Backend, batch: Sequence[_Slot]) -> list[tuple[_Slot, Com
         by_request.setdefault(s.request, []).append(s)
     requests = []
     for req, group in by_request.items():
-        n = len(group)
+        n = len({s.sample_index for s in group})  # probes asking the same question share one generation
         if n == req.sampling.n:
             requests.append(req)
         else:  # only some samples missing (e.g. --samples grew): draw the rest under a derived seed
@@ -190,7 +190,9 @@ def _generate(backend: Backend, batch: Sequence[_Slot]) -> list[tuple[_Slot, Com
 
 
 def _pair(group: Sequence[_Slot], completions: Sequence[Completion]) -> list[tuple[_Slot, Completion]]:
-    return list(zip(sorted(group, key=lambda s: s.sample_index), completions, strict=True))
+    """Completions (in sample-index order) to slots; slots of equal prompts and sample index share one."""
+    by_index = dict(zip(sorted({s.sample_index for s in group}), completions, strict=True))
+    return [(s, by_index[s.sample_index]) for s in group]
 
 
 def _keep(store: Store, run_id: str, grader: Grader, fingerprint: str,

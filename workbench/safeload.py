@@ -11,7 +11,8 @@ the same everywhere and written once:
   such as a JSON "\\ud800"), no duplicate keys (YAML and JSON would silently keep the last one).
 
 A violation is a `ValueError` whose message says what and where (a dotted path inside the document); the
-callers wrap it in an `InputError` / `WorkbenchError` that names the file and line.
+callers wrap it in an `InputError` / `WorkbenchError` that names the file and line. `key_lines` maps a YAML
+file's top-level keys to their lines, so a spec's field errors can name the line as well.
 """
 
 from __future__ import annotations
@@ -47,12 +48,51 @@ class _StrictLoader(yaml.SafeLoader):  # type: ignore[misc]
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep)  # type: ignore[no-any-return]
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """Refuse a huge integer before converting it (Python refuses past 4,300 digits, without a line)."""
+        digits = len(str(node.value).lstrip("+-").replace("_", ""))
+        if digits > MAX_INT_DIGITS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"an integer of {digits} digits (at most {MAX_INT_DIGITS})", node.start_mark)
+        return super().construct_yaml_int(node)  # type: ignore[no-any-return]
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
+
 
 def yaml_load(text: str) -> Any:
     """`yaml.safe_load` with duplicate keys refused, then `check_tree`. Raises yaml.YAMLError or ValueError."""
-    data = yaml.load(text, Loader=_StrictLoader)
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)
+    except RecursionError:  # PyYAML's parser recurses per nesting level
+        raise TreeError(f"nested deeper than {MAX_DEPTH} levels", "") from None
     check_tree(data)
     return data
+
+
+class TreeError(ValueError):
+    """A `check_tree` violation; `where` is the dotted path inside the document ("" for the top)."""
+
+    def __init__(self, message: str, where: str) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+def key_lines(path: str | Path) -> dict[str, int]:
+    """The 1-based line of each top-level key of a YAML mapping file ({} when it is not one). Composing
+    builds nodes without expanding aliases, so this is safe on any file read_yaml_file accepted or refused."""
+    try:
+        node = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    except (OSError, ValueError, yaml.YAMLError, RecursionError):
+        return {}
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {str(k.value): k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
+
+
+def top_key(where: str) -> str:
+    """`grader_options.a[3]` -> `grader_options`."""
+    return where.split(".", 1)[0].split("[", 1)[0]
 
 
 def read_yaml_file(path: str | Path, *, max_bytes: int = MAX_SPEC_BYTES) -> Any:
@@ -75,6 +115,9 @@ def read_yaml_file(path: str | Path, *, max_bytes: int = MAX_SPEC_BYTES) -> Any:
         where = f", line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e)
         raise ValueError(f"{p}{where}: invalid YAML: {problem}") from None
+    except TreeError as e:
+        line = key_lines(p).get(top_key(e.where))
+        raise ValueError(f"{p}{f', line {line}' if line else ''}: {e}") from None
     except ValueError as e:
         raise ValueError(f"{p}: {e}") from None
     except RecursionError:
@@ -118,16 +161,17 @@ def check_tree(data: Any, *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NO
         value, depth, where = stack.pop()
         visited += 1
         if visited > max_nodes:
-            raise ValueError(f"expands to more than {max_nodes:,} values (YAML anchors/aliases?)")
+            raise TreeError(f"expands to more than {max_nodes:,} values (YAML anchors/aliases?) at "
+                            f"`{where or '<top>'}`", where)
         if depth > max_depth:
-            raise ValueError(f"nested deeper than {max_depth} levels at `{where or '<top>'}`")
+            raise TreeError(f"nested deeper than {max_depth} levels at `{where or '<top>'}`", where)
         if isinstance(value, str):
             _check_text(value, where)
         elif isinstance(value, bool) or value is None or isinstance(value, float):
             continue
         elif isinstance(value, int):
             if abs(value) >= 10**MAX_INT_DIGITS:
-                raise ValueError(f"`{where or '<top>'}`: an integer of more than {MAX_INT_DIGITS} digits")
+                raise TreeError(f"`{where or '<top>'}`: an integer of more than {MAX_INT_DIGITS} digits", where)
         elif isinstance(value, dict):
             for k, v in value.items():
                 if isinstance(k, str):
@@ -142,7 +186,8 @@ def _check_text(s: str, where: str) -> None:
         s.encode("utf-8")
     except UnicodeEncodeError as e:
         bad = s[e.start]
-        raise ValueError(f"`{where or '<top>'}`: a lone surrogate \\u{ord(bad):04x} is not valid Unicode") from None
+        raise TreeError(f"`{where or '<top>'}`: a lone surrogate \\u{ord(bad):04x} is not valid Unicode",
+                        where) from None
 
 
 def _short(s: str, n: int = 40) -> str:

@@ -108,6 +108,12 @@ def runs_table(store: Store, *, text: str = "", status: str = "", suite: str = "
     return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
 
 
+def interrupted_note(store: Store) -> str:
+    """Markdown naming each run whose process is gone (status `interrupted`) and how to resume it."""
+    notes = [f"- `{r.id}` {escape(r.note)}" for r in reversed(store.list_runs()) if r.note]
+    return "\n".join(["**Interrupted runs**", *notes]) if notes else ""
+
+
 def run_filters(store: Store) -> dict[str, list[str]]:
     """Values the Runs tab's filter dropdowns offer."""
     runs = store.list_runs()

@@ -72,9 +72,7 @@ class Corpus:
     def total_hint(self) -> int | None:
         """Row count when it is known without reading the data (for a progress bar)."""
         if self.kind == "parquet":
-            import pyarrow.parquet as pq
-
-            return int(pq.ParquetFile(self.label).metadata.num_rows)
+            return int(_parquet_file(self.label).metadata.num_rows)
         if self.kind == "textdir":
             return len(_txt_files(Path(self.label)))
         if self.kind == "hf":
@@ -105,6 +103,8 @@ def open_corpus(spec: str | Path, *, text_field: str = "text", id_field: str = "
     name = path.name.lower()
     for kind, suffixes in (("jsonl", JSONL_SUFFIXES), ("parquet", PARQUET_SUFFIXES), ("text", TEXT_SUFFIXES)):
         if name.endswith(suffixes):
+            if kind == "parquet":
+                _parquet_file(str(path))  # refuse a file that is not Parquet now, not mid-build
             return Corpus(kind, str(path), text_field, id_field)
     known = ", ".join(JSONL_SUFFIXES + PARQUET_SUFFIXES + TEXT_SUFFIXES)
     raise WorkbenchError(f"{path}: unknown corpus format (expected {known}, a directory of .txt, or hf:name)")
@@ -213,10 +213,18 @@ def _need_columns(c: Corpus, have: list[str], where: str) -> list[str]:
     return want
 
 
-def _read_parquet(c: Corpus, start: Position) -> Iterator[Doc | BadRow]:
+def _parquet_file(label: str) -> Any:
+    """pyarrow's ParquetFile, or a WorkbenchError naming the file (pyarrow raises several unrelated types)."""
     import pyarrow.parquet as pq
 
-    pf = pq.ParquetFile(c.label)
+    try:
+        return pq.ParquetFile(label)
+    except Exception as e:
+        raise WorkbenchError(f"{label}: not a readable Parquet file ({e})") from None
+
+
+def _read_parquet(c: Corpus, start: Position) -> Iterator[Doc | BadRow]:
+    pf = _parquet_file(c.label)
     want = _need_columns(c, pf.schema_arrow.names, c.label)
     # Skip whole row groups already indexed, then the rest of the partial one.
     groups: list[int] = []

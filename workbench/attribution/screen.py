@@ -21,8 +21,9 @@ from typing import Any
 from workbench.attribution.data_axis import AnswerSpace, find_conflict
 from workbench.attribution.index import CorpusIndex
 from workbench.attribution.knowledge import ChanceModel, assess
-from workbench.errors import InputError
+from workbench.errors import InputError, WorkbenchError
 from workbench.results import RunResults
+from workbench.safeload import json_loads
 from workbench.types import Probe
 
 _QUESTION = ("question", "prompt", "instruction")
@@ -39,25 +40,43 @@ class ScreenedRow:
 
 
 def read_sft(path: str | Path, *, skip_bad: bool = False) -> tuple[list[Probe], int]:
-    """SFT rows as probes; bad rows raise InputError (file, line, field) or are counted with skip_bad."""
-    probes, skipped = [], 0
-    for line_no, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
+    """SFT rows as probes; bad rows raise InputError (file, line, field) or are counted with skip_bad.
+    A file without a usable row is a WorkbenchError (there is nothing to screen)."""
+    p = Path(path)
+    if not p.is_file():
+        raise WorkbenchError(f"{p}: no such file" if not p.exists() else f"{p}: not a file")
+    probes: list[Probe] = []
+    skipped, first_line = 0, dict[str, int]()
+    for line_no, raw in enumerate(p.read_bytes().split(b"\n"), start=1):
+        if not raw.strip():
             continue
         try:
-            probes.append(_probe(path, line_no, line))
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(path, line_no, None, f"not valid UTF-8 (byte 0x{raw[e.start]:02x})") from None
+            probe = _probe(path, line_no, line)
+            if probe.id in first_line:  # the run keys probes by id
+                raise InputError(path, line_no, "id", f"duplicate id `{probe.id}` (first on line "
+                                                      f"{first_line[probe.id]})")
+            first_line[probe.id] = line_no
+            probes.append(probe)
         except InputError:
             if not skip_bad:
                 raise
             skipped += 1
+    if not probes:
+        raise WorkbenchError(f"{p}: no usable row to screen" + (f" ({skipped} bad rows skipped)" if skipped else ""))
     return probes, skipped
 
 
 def _probe(path: str | Path, line_no: int, line: str) -> Probe:
     try:
-        row = json.loads(line)
+        row = json_loads(line)
     except json.JSONDecodeError as e:
-        raise InputError(path, line_no, None, f"not JSON ({e.msg})") from e
+        raise InputError(path, line_no, None, f"not JSON ({e.msg})") from None
+    except ValueError as e:  # safeload's limits: depth, size, duplicate keys, huge integers, lone surrogates
+        raise InputError(path, line_no, None, str(e)) from None
     if not isinstance(row, dict):
         raise InputError(path, line_no, None, "a row must be a JSON object")
     if "messages" in row:

@@ -1,13 +1,29 @@
-"""Helpers shared by command modules: output, progress, model arguments."""
+"""Helpers shared by command modules: output, progress, model and evaluation arguments with their bounds.
+
+Bounds are checked by argparse (exit 2 with the option named) so that no command can be asked for more
+than a machine can give: `--samples` at most `MAX_SAMPLES`, a finite `--temperature` >= 0, a `--seed`
+that every backend accepts, a `--dtype` from `DTYPES`, a `--template` with only `{question}`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+
+#: Sampled answers per prompt variant. Attribution needs about 10 (SliCK uses 16); 1,000 is far beyond any
+#: use, and bounds what one flag can ask for (--samples 100000000 planned 1.9 GB of requests in 40 s).
+MAX_SAMPLES = 1000
+#: torch.manual_seed and vLLM take any 64-bit seed, but the runner derives seeds as seed * 1_000_003 + k.
+MAX_SEED = 2**31 - 1
+DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 def print_json(obj: Any) -> None:
@@ -20,24 +36,86 @@ def add_model_arguments(p: argparse.ArgumentParser, *, prefix: str = "", require
     p.add_argument(f"--{prefix}adapter", help="peft LoRA adapter directory")
     if not prefix:
         p.add_argument("--backend", default="hf", help="hf | vllm | openai (default: hf)")
-        p.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16")
+        add_dtype_argument(p)
         p.add_argument("--revision", help="hub revision of the model")
         p.add_argument("--backend-option", action="append", default=[], metavar="KEY=VALUE",
                        help="backend option, e.g. tensor_parallel_size=2 or base_url=http://127.0.0.1:8000/v1")
 
 
+def add_dtype_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dtype", default="auto", choices=DTYPES, help="auto | float32 | bfloat16 | float16")
+
+
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--samples", type=int, default=0, help="sampled answers per prompt variant (default 0)")
+    p.add_argument("--samples", type=samples_count, default=0,
+                   help=f"sampled answers per prompt variant, 0-{MAX_SAMPLES} (default 0)")
     p.add_argument("--paraphrases", action="store_true", help="also ask each probe's paraphrases")
-    p.add_argument("--temperature", type=float, default=1.0, help="temperature of the samples")
-    p.add_argument("--seed", type=int, default=0, help="seed of the samples")
-    p.add_argument("--template", help='prompt template, e.g. "Q: {question} A:", or "chat"')
+    p.add_argument("--temperature", type=temperature, default=1.0, help="temperature of the samples (>= 0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the samples")
+    p.add_argument("--template", type=template, help='prompt template, e.g. "Q: {question} A:", or "chat"')
     p.add_argument("--format", default="auto", help="probe file format (auto, jsonl, csv, truthfulqa, ...)")
     p.add_argument("--skip-bad", action="store_true", help="skip bad probe rows (counted in the run)")
 
 
+def samples_count(text: str) -> int:
+    n = _int(text)
+    if not 0 <= n <= MAX_SAMPLES:
+        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_SAMPLES}, got {n}")
+    return n
+
+
+def temperature(text: str) -> float:
+    try:
+        t = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(t) or t < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return t
+
+
+def seed(text: str) -> int:
+    n = _int(text)
+    if not 0 <= n <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_SEED}, got {n}")
+    return n
+
+
+def template(text: str) -> str:
+    from workbench.prompting import check_template
+
+    try:
+        return check_template(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _int(text: str) -> int:
+    if len(text.strip().lstrip("+-")) > 20 or not text.strip().lstrip("+-").isdigit():
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text[:40]!r}")
+    return int(text)
+
+
+def check_model_args(args: argparse.Namespace) -> None:
+    """`--model` and `--adapter` name usable local directories (WorkbenchError otherwise)."""
+    check_model(args.model, args.adapter, getattr(args, "backend", "hf"))
+
+
+def check_model(model: str, adapter: str | None, backend: str) -> None:
+    """A local model is a directory with config.json, an adapter one with adapter_config.json (a hub id
+    passes). With the openai backend both are names the server knows (a served model or LoRA name)."""
+    from workbench.textgen import check_adapter_path, check_model_path
+
+    if backend == "openai":
+        return
+    check_model_path(model)
+    if adapter:
+        check_adapter_path(adapter)
+
+
 def parse_options(items: list[str]) -> tuple[tuple[str, object], ...]:
     from workbench.errors import WorkbenchError
+    from workbench.safeload import json_loads
 
     out: list[tuple[str, object]] = []
     for item in items:
@@ -45,11 +123,68 @@ def parse_options(items: list[str]) -> tuple[tuple[str, object], ...]:
         if not sep or not key:
             raise WorkbenchError(f"--backend-option expects KEY=VALUE, got `{item}`")
         try:
-            value: object = json.loads(raw)
+            value: object = json_loads(raw)
         except json.JSONDecodeError:
             value = raw
+        except ValueError as e:
+            raise WorkbenchError(f"--backend-option {key}: {e}") from None
         out.append((key, value))
     return tuple(out)
+
+
+def workspace_dir(workspace: str, *, writing: str = "") -> Path:
+    """The --workspace directory, created if missing; a WorkbenchError when it is a file or cannot be made,
+    or, for a command that writes into it (`writing` says what), when it is not writable. (Store.open checks
+    the same for the store; commands that write other files into the workspace call this first.)"""
+    from workbench.errors import WorkbenchError
+
+    ws = Path(workspace)
+    if ws.exists() and not ws.is_dir():
+        raise WorkbenchError(f"workspace `{ws}` is not a directory; pass --workspace DIR (created if missing)")
+    try:
+        ws.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise WorkbenchError(f"cannot create workspace `{ws}`: {e.strerror}") from None
+    if writing and not os.access(ws, os.W_OK):
+        raise WorkbenchError(f"workspace `{ws}` is not writable, and {writing} is written into it")
+    return ws
+
+
+def check_output_file(path: str, flag: str) -> Path:
+    """Before any work: `path` can be written as a file (not a directory; its folder exists or can be made and
+    is writable, tried with a real temporary file). A WorkbenchError naming the flag otherwise."""
+    from workbench.errors import WorkbenchError
+
+    out = Path(path)
+    if out.is_dir():
+        raise WorkbenchError(f"{flag} `{path}` is a directory; give a file name")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"):
+            pass
+    except OSError as e:
+        raise WorkbenchError(f"{flag} `{path}`: cannot write there ({e.strerror or e})") from None
+    return out
+
+
+def copy_atomic(src: str | os.PathLike[str], dest: str | os.PathLike[str], flag: str) -> None:
+    """Copy `src` to `dest` under a temporary name in dest's folder, then rename: `dest` is the old file or
+    the whole new one. OSError becomes a WorkbenchError naming the flag."""
+    from workbench.errors import WorkbenchError
+
+    out = Path(dest)
+    try:
+        data = Path(src).read_bytes()
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, out)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as e:
+        raise WorkbenchError(f"{flag} `{dest}`: cannot write ({e.strerror or e})") from None
 
 
 @contextmanager

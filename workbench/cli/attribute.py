@@ -41,8 +41,11 @@ def open_index(args: argparse.Namespace) -> Any:
         return CorpusIndex.open(path)
     if not path.exists() and not args.corpus.startswith("hf:"):
         raise WorkbenchError(f"corpus `{args.corpus}` does not exist")
+    from workbench.cli.index import require_documents
+
     report = build_index(args.corpus, default, text_field=args.text_field, id_field=args.id_field,
                          skip_bad=args.skip_bad)
+    require_documents(report, args.corpus)
     if report.skipped and not args.json:
         print(f"note: {report.skipped} bad corpus rows skipped")
     return CorpusIndex.open(default)

@@ -6,8 +6,9 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
-from workbench.cli._common import print_json
+from workbench.cli._common import print_json, workspace_dir
 
 HELP = "index a training corpus (JSONL, Parquet, text, hf:name) for attribution's data axis"
 
@@ -31,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.batch_size < 1:
         raise WorkbenchError("--batch-size must be at least 1")
+    workspace_dir(args.workspace, writing="the corpus index")
     total = None
     if not args.json and sys.stderr.isatty():  # the hint may read metadata: only for a visible bar
         total = open_corpus(args.corpus, text_field=args.text_field, id_field=args.id_field).total_hint()
@@ -38,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
         report = build_index(args.corpus, default_index_path(args.workspace), text_field=args.text_field,
                              id_field=args.id_field, skip_bad=args.skip_bad, rebuild=args.rebuild,
                              batch_size=args.batch_size, progress=update)
+    require_documents(report, args.corpus)
     if args.json:
         print_json(report.as_dict())
     elif report.up_to_date:
@@ -49,6 +52,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"indexed {report.rows_added} rows ({report.rows_total} in all{resumed}{skipped}) "
               f"in {report.seconds:.1f}s ({rate:,.0f} rows/s) -> {report.index}")
     return 0
+
+
+def require_documents(report: Any, corpus: str) -> None:
+    """An index with no document answers every data-axis question with "missing": refuse it (exit 2)."""
+    from workbench.errors import WorkbenchError
+
+    if report.rows_total == 0:
+        skipped = f" ({report.skipped} bad rows skipped)" if report.skipped else ""
+        raise WorkbenchError(f"{corpus}: no documents to index{skipped}; the corpus is empty or has no usable row")
 
 
 @contextmanager

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-from pathlib import Path
 from typing import Any
 
-from workbench.cli._common import add_eval_arguments, print_json
+from workbench.cli._common import (
+    add_dtype_argument,
+    add_eval_arguments,
+    check_model,
+    check_output_file,
+    copy_atomic,
+    print_json,
+)
 
 HELP = ("gate a candidate against a baseline (runs or models) under a policy; exit 0 pass, 1 fail, 2 error, "
         "3 inconclusive (a fail gate could not have failed on this probe set)")
@@ -21,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--candidate-adapter", help="LoRA adapter on the candidate model")
     p.add_argument("--probes", help="suite or probe file (needed when --baseline/--candidate are models)")
     p.add_argument("--backend", default="hf")
-    p.add_argument("--dtype", default="auto")
+    add_dtype_argument(p)
     p.add_argument("--policy", help="policy YAML (default: the built-in policy)")
     p.add_argument("--report", help="also write the report here (.md or .html)")
     p.add_argument("--junit", help="write JUnit XML here (one test case per gate)")
@@ -43,10 +48,12 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
             if "/" not in ref:
                 raise
             del e  # looks like a hub id: evaluate it
-    if not args.probes and like is not None:
+    rerun_of = None if args.probes else like  # then evaluated like that run, on its backend
+    check_model(ref, adapter, store.get_run(rerun_of).backend if rerun_of else args.backend)
+    if rerun_of is not None:
         from workbench.regression.gate import rerun_like
 
-        return rerun_like(store, like, model=ref, adapter=adapter)
+        return rerun_like(store, rerun_of, model=ref, adapter=adapter)
     if not args.probes:
         raise WorkbenchError(f"--{what} `{ref}` is a model: --probes is needed to evaluate it")
     from workbench.cli.eval import eval_options_from_args
@@ -54,8 +61,6 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
     from workbench.runner import run_eval
     from workbench.types import ModelSpec
 
-    if args.backend == "hf" and not os.path.exists(ref) and ref.startswith((".", "/")):
-        raise WorkbenchError(f"model directory `{ref}` does not exist")
     suite, loaded = resolve_probes(args.probes, format=args.format, skip_bad=args.skip_bad)
     spec = ModelSpec(model=ref, adapter=adapter, backend=args.backend, dtype=args.dtype)
     return run_eval(store, spec, suite, loaded, eval_options_from_args(args)).run_id
@@ -66,17 +71,20 @@ def run(args: argparse.Namespace) -> int:
     from workbench.regression.gate import gate_runs
     from workbench.store import Store
 
+    # Refuse an unwritable --report/--junit before anything runs or is recorded (the gate is recorded once).
+    outputs = {flag: check_output_file(path, flag) for flag, path in (("--report", args.report),
+                                                                       ("--junit", args.junit)) if path}
     store = Store.open(args.workspace)
     policy = load_policy(args.policy) if args.policy else None
     base = resolve_run(store, args.baseline, args.baseline_adapter, args, what="baseline")
     cand = resolve_run(store, args.candidate, args.candidate_adapter, args, what="candidate", like=base)
     record = gate_runs(store, base, cand, policy)
     result = record.result
-    if args.report:
-        kind = "html" if Path(args.report).suffix.lower() in (".html", ".htm") else "markdown"
-        shutil.copyfile(record.reports[kind], args.report)
-    if args.junit:
-        shutil.copyfile(record.reports["junit"], args.junit)
+    if "--report" in outputs:
+        kind = "html" if outputs["--report"].suffix.lower() in (".html", ".htm") else "markdown"
+        copy_atomic(record.reports[kind], outputs["--report"], "--report")
+    if "--junit" in outputs:
+        copy_atomic(record.reports["junit"], outputs["--junit"], "--junit")
     if args.json:
         print_json({"gate_id": record.id, "verdict": result.verdict, "exit_code": result.exit_code,
                     "baseline_run": base, "candidate_run": cand,

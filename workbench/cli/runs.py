@@ -1,4 +1,5 @@
-"""`workbench runs`: list the workspace's runs."""
+"""`workbench runs`: list the workspace's runs (a run whose process is gone reads `interrupted`, with how to
+resume it)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
     rows = [{"run_id": r.id, "created_at": r.created_at, "status": r.status, "model": r.model,
              "adapter": r.adapter, "suite": r.suite, "n": r.n_probes,
              "correct": (r.metrics or {}).get("overall", {}).get("correct"),
-             "incorrect": (r.metrics or {}).get("overall", {}).get("incorrect")} for r in runs]
+             "incorrect": (r.metrics or {}).get("overall", {}).get("incorrect"), "note": r.note} for r in runs]
     if args.json:
         print_json(rows)
         return 0
@@ -34,5 +35,9 @@ def run(args: argparse.Namespace) -> int:
         pct = [f"{100 * r[k]:.1f}" if isinstance(r[k], float) else "-" for k in ("correct", "incorrect")]
         table.add_row(str(r["run_id"]), str(r["created_at"]), str(r["status"]), str(r["model"]),
                       str(r["adapter"] or ""), str(r["suite"]), str(r["n"]), *pct)
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    for r in rows:
+        if r["note"]:
+            console.print(f"{r['run_id']} {r['note']}", markup=False, highlight=False, soft_wrap=True)
     return 0

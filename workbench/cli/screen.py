@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.cli._common import add_model_arguments, print_json
+from workbench.cli._common import add_model_arguments, check_model_args, print_json, samples_count
 
 HELP = "screen a fine-tuning set: rows teaching unknown facts, rows contradicting the corpus"
 
@@ -14,7 +14,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("sft_file", metavar="SFT_FILE", help="JSONL: question/answer, prompt/completion or messages")
     add_model_arguments(p)
     p.add_argument("--suite", help="suite YAML whose template, stop strings and grading to use")
-    p.add_argument("--samples", type=int, default=10, help="samples per row and variant (default 10)")
+    p.add_argument("--samples", type=samples_count, default=10, help="samples per row and variant (default 10)")
     p.add_argument("--corpus", metavar="FILE_OR_INDEX", help="training corpus or index (contradiction check)")
     p.add_argument("--text-field", default="text", help="corpus field holding the text (default: text)")
     p.add_argument("--id-field", default="id", help="corpus field holding the document id (default: id)")
@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.runner import EvalOptions, run_eval
     from workbench.store import Store
 
+    check_model_args(args)
     probes, skipped = read_sft(args.sft_file, skip_bad=args.skip_bad)
     suite = load_suite(args.suite) if args.suite else Suite(name="screen", data=args.sft_file)
     loaded = LoadResult(tuple(probes), skipped, (), args.sft_file)

@@ -23,7 +23,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         rec = store.get_run(args.run)
         print_json({"run_id": rec.id, "status": rec.status, "model": rec.model, "adapter": rec.adapter,
-                    "suite": rec.suite, "n": rec.n_probes, "metrics": rec.metrics, "options": rec.options})
+                    "suite": rec.suite, "n": rec.n_probes, "metrics": rec.metrics, "options": rec.options,
+                    "note": rec.note})
         return 0
     print_run(store, args.run, worst=args.worst)
     return 0
@@ -60,6 +61,8 @@ def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
     console.print(table)
     console.print(f"generated {rec.generated}, from cache {rec.cached}, skipped bad rows {rec.skipped_bad}, "
                   f"status {rec.status}")
+    if rec.note:
+        console.print(rec.note, markup=False, highlight=False, soft_wrap=True)
     bad = [r for r in res.probes if r.verdict == Verdict.INCORRECT]
     # Confident hallucinations first: high sample agreement, then high log-prob.
     bad.sort(key=lambda r: (-(r.agreement or 0.0), -(r.mean_logprob or -1e9)))

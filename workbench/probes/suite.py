@@ -13,7 +13,7 @@ from workbench.probes._row import PROBE_FIELDS
 from workbench.probes.formats import FORMAT_NAMES
 from workbench.probes.loader import HF_PREFIX, LoadResult, load_probes, with_tags
 from workbench.prompting import check_template
-from workbench.safeload import read_yaml_file
+from workbench.safeload import key_lines, read_yaml_file
 
 GRADERS = ("match", "embedding", "judge")
 DEFAULT_ABSTENTIONS = (
@@ -123,16 +123,21 @@ def load_suite(path_or_name: str | Path) -> Suite:
         raise WorkbenchError(str(e)) from None
     if not isinstance(spec, dict):
         raise WorkbenchError(f"{path}: a suite must be a YAML mapping (name: ..., data: ...)")
-    suite = _validate(spec, str(path))
+    suite = _validate(spec, str(path), path)
     suite._base_dir = path.parent.resolve()
     return suite
 
 
-def _validate(spec: dict[str, Any], where: str) -> Suite:
+def _validate(spec: dict[str, Any], where: str, path: Path | None = None) -> Suite:
     try:
         return Suite.model_validate(spec)
     except pydantic.ValidationError as e:
-        raise WorkbenchError(f"{where}: " + "; ".join(_describe(err) for err in e.errors())) from None
+        errors = e.errors()
+        lines = key_lines(path) if path is not None else {}
+        located = [(lines.get(str(err["loc"][0])) if err["loc"] else None, _describe(err)) for err in errors]
+        if len(located) == 1 and located[0][0]:
+            raise WorkbenchError(f"{where}, line {located[0][0]}: {located[0][1]}") from None
+        raise WorkbenchError(f"{where}: " + "; ".join(f"line {n}: {d}" if n else d for n, d in located)) from None
 
 
 def _describe(err: Any) -> str:

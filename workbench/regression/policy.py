@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from workbench.errors import WorkbenchError, did_you_mean
-from workbench.safeload import yaml_load
+from workbench.safeload import MAX_SPEC_BYTES, yaml_load
 
 Severity = Literal["fail", "warn"]
 Bound = Literal["ci_low", "delta", "ci_high"]
@@ -245,9 +245,13 @@ def load_policy(path: str | Path) -> Policy:
     """Read and validate a policy file; WorkbenchError names the file and the offending key."""
     p = Path(path)
     try:
+        if p.is_file() and p.stat().st_size > MAX_SPEC_BYTES:
+            raise WorkbenchError(f"{p}: {p.stat().st_size:,} bytes; a policy file may be at most {MAX_SPEC_BYTES:,}")
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise WorkbenchError(f"cannot read policy file {p}: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise WorkbenchError(f"{p}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
     return parse_policy(text, str(p))
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import io
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -119,9 +121,21 @@ def render_terminal(result: ComparisonResult, width: int = 120) -> str:
     return buf.getvalue()
 
 
+#: Markdown punctuation that could turn data into links, images, emphasis, code or a new table cell.
+_MD_PUNCT = re.compile(r"([\\`*_\[\]|~!])")
+
+
 def _md(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Data (model names, tags, probe ids, answers, gate names) as literal text in Markdown: HTML special
+    characters become entities (`<img onerror=...>` stays text in any renderer), Markdown punctuation is
+    backslash-escaped, and it stays on one line (a table cell)."""
+    text = html.escape(text, quote=False)
+    return _MD_PUNCT.sub(r"\\\1", text).replace("\r", " ").replace("\n", " ")
+
+
+def _code(text: str) -> str:
+    """An identifier shown as `code` (nothing is escaped inside a code span: backticks and newlines go)."""
+    return text.replace("`", "'").replace("\r", " ").replace("\n", " ")
 
 
 def render_markdown(result: ComparisonResult) -> str:
@@ -130,8 +144,8 @@ def render_markdown(result: ComparisonResult) -> str:
     lines = [
         f"# Regression check: {result.verdict.upper()}",
         "",
-        f"Candidate **{_md(result.candidate_label)}** (`{_md(result.candidate_run_id)}`) vs baseline "
-        f"**{_md(result.baseline_label)}** (`{_md(result.baseline_run_id)}`), {result.overall.n} probes.",
+        f"Candidate **{_md(result.candidate_label)}** (`{_code(result.candidate_run_id)}`) vs baseline "
+        f"**{_md(result.baseline_label)}** (`{_code(result.baseline_run_id)}`), {result.overall.n} probes.",
         "",
         f"**Verdict: {_md(verdict_line(result))}**",
         "",

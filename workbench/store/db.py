@@ -2,6 +2,11 @@
 
 Writes are small transactions committed as work finishes, so a killed process loses nothing it
 finished; readers (the app) see a run in progress while the CLI writes it.
+
+A new SQLite store is built under a temporary name and linked into place complete, so a 0-byte
+`store.sqlite` is never ours and is refused (a truncated copy) instead of silently starting over. A
+workspace the user cannot write is opened read-only: `runs`, `show`, `export --out` work, a write is a
+clear error. A damaged database file is a clear error naming the file, never a driver traceback.
 """
 
 from __future__ import annotations
@@ -14,13 +19,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event, insert, make_url, select, text, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError, ProgrammingError
 
-from workbench.errors import MissingDependencyError, WorkbenchError
+from workbench.errors import MissingDependencyError, WorkbenchError, did_you_mean
+from workbench.store import liveness
 from workbench.store import schema as t
+
+STORE_FILE = "store.sqlite"
+#: How to pick an interrupted run up again (shown by `runs`, `show` and the app).
+RESUME_HINT = ("resume it with `workbench eval --resume {run}`, or rerun the same `workbench eval`: finished "
+               "answers come from the cache, only the missing ones are generated")
 
 
 def utcnow() -> str:
@@ -51,62 +63,80 @@ class RunRecord:
     generated: int
     cached: int
     metrics: dict[str, Any] | None
+    pid: int | None = None  # the writing process (v2)
+    host: str | None = None  # its host and pid namespace (liveness.host_id)
+    heartbeat_at: str | None = None  # its last sign of life (create_run, then touch_run per batch)
+    #: Why a `running` run reads as interrupted (its process is gone) and how to resume it; else None.
+    note: str | None = None
 
 
 class Store:
     """One workspace's store. Open with `Store.open(workspace)`; an SQLAlchemy URL also works."""
 
-    def __init__(self, engine: Engine, workspace: Path) -> None:
+    def __init__(self, engine: Engine, workspace: Path, *, readonly: bool = False) -> None:
         self.engine = engine
         self.workspace = workspace
+        self.readonly = readonly
 
     @classmethod
     def open(cls, workspace: str | os.PathLike[str], url: str | None = None) -> Store:
         ws = Path(workspace)
         url = url or os.environ.get("WORKBENCH_STORE_URL")
+        readonly, shown = False, ""
         if url is None:
-            ws.mkdir(parents=True, exist_ok=True)
-            url = f"sqlite:///{ws / 'store.sqlite'}"
-        try:
-            engine = create_engine(url, future=True)
-        except ArgumentError as e:
-            raise WorkbenchError(f"store URL `{url}` is not an SQLAlchemy URL ({e}); e.g. "
-                                 "postgresql+psycopg2://user@host/db") from None
-        except ImportError as e:  # the URL names a database driver that is not installed
-            if make_url(url).get_backend_name() == "postgresql":
-                pip = "pip install -e '.[postgres]'   (psycopg2; name it in the URL: postgresql+psycopg2://...)"
-            else:
-                pip = f"pip install <the package that provides `{e.name}`>"
-            raise MissingDependencyError(f"store `{_shown(url)}` (driver `{e.name}`)", pip) from None
+            path, readonly = _workspace_store(ws)
+            shown = str(path)
+            url = f"sqlite:///{path}"
+            if readonly:
+                # A read-only WAL database needs its -shm file; without one (a cleanly closed store in a
+                # directory we cannot write) only `immutable` opens it: exact when no -wal is left, and it
+                # takes no locks, so a writer under another account is not seen while this process reads.
+                wal = Path(f"{path}-wal")
+                mode = "mode=ro" if wal.exists() and wal.stat().st_size else "immutable=1"
+                url = f"sqlite:///file:{quote(str(path.resolve()))}?{mode}&uri=true"
+        engine = _engine(url)
+        shown = shown or _shown(url)
         if engine.dialect.name == "sqlite":
-            event.listen(engine, "connect", _sqlite_pragmas)
+            event.listen(engine, "connect", _sqlite_readonly_pragmas if readonly else _sqlite_pragmas)
         try:
-            _create_all(engine)
-            version = _schema_version(engine)
+            if not readonly:
+                _create_all(engine)
+            version = _schema_version(engine, readonly=readonly)
             if version > t.SCHEMA_VERSION:
                 raise WorkbenchError(
-                    f"store {_shown(url)} has schema version {version}, newer than this workbench's "
+                    f"store {shown} has schema version {version}, newer than this workbench's "
                     f"{t.SCHEMA_VERSION}; upgrade the workbench, or use a new --workspace"
                 )
             if version < t.SCHEMA_VERSION:
+                if readonly:
+                    raise WorkbenchError(f"store {shown} has schema version {version} and the workspace is "
+                                         "read-only, so it cannot be upgraded; open it once with write access")
                 _migrate(engine, version)
-        except DBAPIError as e:  # unreachable server, missing rights, ...: the driver's own words
-            raise WorkbenchError(f"cannot open store {_shown(url)}: {e.orig}") from e
-        return cls(engine, ws)
+        except DBAPIError as e:  # unreachable server, missing rights, a damaged file: the driver's own words
+            raise WorkbenchError(f"cannot open store {shown}: {e.orig}{_advice(str(e.orig))}") from e
+        if engine.dialect.name == "sqlite":
+            event.listen(engine, "handle_error", _store_errors(shown, readonly))
+        return cls(engine, ws, readonly=readonly)
 
     # -- runs -------------------------------------------------------------------------------------
     def create_run(self, *, model: str, adapter: str | None, backend: str, fingerprint: str, suite: str,
                    suite_config: Mapping[str, Any], options: Mapping[str, Any], n_probes: int,
                    skipped_bad: int) -> str:
-        run_id = new_id("run")
+        run_id, now = new_id("run"), utcnow()
         with self.engine.begin() as c:
             c.execute(insert(t.runs).values(
-                id=run_id, created_at=utcnow(), status="running", model=model, adapter=adapter,
+                id=run_id, created_at=now, status="running", model=model, adapter=adapter,
                 backend=backend, fingerprint=fingerprint, suite=suite,
                 suite_json=json.dumps(suite_config, sort_keys=True), options_json=json.dumps(options, sort_keys=True),
                 n_probes=n_probes, skipped_bad=skipped_bad, generated=0, cached=0,
+                pid=os.getpid(), host=liveness.host_id(), heartbeat_at=now,
             ))
         return run_id
+
+    def touch_run(self, run_id: str) -> None:
+        """A sign of life of a running run (after each committed batch): see `store.liveness`."""
+        with self.engine.begin() as c:
+            c.execute(update(t.runs).where(t.runs.c.id == run_id).values(heartbeat_at=utcnow()))
 
     def finish_run(self, run_id: str, *, status: str, metrics: Mapping[str, Any] | None,
                    generated: int, cached: int) -> None:
@@ -129,15 +159,19 @@ class Store:
                 # "latest" and unique prefixes are conveniences for people typing ids.
                 if run_id == "latest" and ids:
                     return self.list_runs()[-1]
-                matches = [i for i in ids if i.startswith(run_id)]
+                matches = sorted(i for i in ids if i.startswith(run_id)) if run_id else []
                 if len(matches) == 1:
                     return self.get_run(matches[0])
-                from workbench.errors import did_you_mean
-
+                if matches:
+                    shown = ", ".join(matches[:10]) + (f" and {len(matches) - 10} more" if len(matches) > 10 else "")
+                    raise WorkbenchError(f"run prefix `{run_id}` matches {len(matches)} runs in {self.workspace}: "
+                                         f"{shown}; give more of the id")
                 raise WorkbenchError(f"no run `{run_id}` in {self.workspace}.{did_you_mean(run_id, ids)}")
         return _run_record(row)
 
     def add_probes(self, run_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        if not rows:
+            return
         with self.engine.begin() as c:
             c.execute(insert(t.probes), [
                 {"run_id": run_id, "probe_id": r["id"], "position": i, "data_json": json.dumps(r)}
@@ -230,7 +264,7 @@ def _create_all(engine: Engine) -> None:
                 raise
 
 
-def _schema_version(engine: Engine) -> int:
+def _schema_version(engine: Engine, *, readonly: bool = False) -> int:
     """The store's schema version, stamping ours on a new store. Two processes opening a new store at once
     can both read "no version" and both insert it; the loser's insert fails on the key, and it reads again."""
     for _ in range(2):
@@ -238,6 +272,8 @@ def _schema_version(engine: Engine) -> int:
             row = c.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).first()
         if row is not None:
             return int(row[0])
+        if readonly:
+            raise WorkbenchError(f"{engine.url.database}: not a workbench store (no schema version)")
         try:
             with engine.begin() as c:
                 c.execute(insert(t.meta).values(key="schema_version", value=str(t.SCHEMA_VERSION)))
@@ -270,11 +306,112 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def _sqlite_readonly_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+def _engine(url: str) -> Engine:
+    try:
+        return create_engine(url, future=True)
+    except ArgumentError as e:
+        raise WorkbenchError(f"store URL `{url}` is not an SQLAlchemy URL ({e}); e.g. "
+                             "postgresql+psycopg2://user@host/db") from None
+    except ImportError as e:  # the URL names a database driver that is not installed
+        if make_url(url).get_backend_name() == "postgresql":
+            pip = "pip install -e '.[postgres]'   (psycopg2; name it in the URL: postgresql+psycopg2://...)"
+        else:
+            pip = f"pip install <the package that provides `{e.name}`>"
+        raise MissingDependencyError(f"store `{_shown(url)}` (driver `{e.name}`)", pip) from None
+
+
+def _workspace_store(ws: Path) -> tuple[Path, bool]:
+    """The workspace's store file, created (complete) when missing; and whether it must be opened read-only.
+    A workspace that is a file (or /dev/null), an empty store file and an unwritable new workspace are
+    WorkbenchErrors."""
+    if ws.exists() and not ws.is_dir():
+        raise WorkbenchError(f"workspace `{ws}` is not a directory; pass --workspace DIR (created if missing)")
+    try:
+        ws.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise WorkbenchError(f"cannot create workspace `{ws}`: {e.strerror}") from None
+    path = ws / STORE_FILE
+    writable = os.access(ws, os.W_OK)
+    if path.exists() or path.is_symlink():
+        if not path.is_file():
+            raise WorkbenchError(f"{path} is not a file (a workbench store is an SQLite file)")
+        wal = Path(f"{path}-wal")
+        if path.stat().st_size == 0 and not (wal.exists() and wal.stat().st_size):
+            raise WorkbenchError(f"{path} is empty (0 bytes): not a workbench store (a truncated copy?). Restore it "
+                                 "from a backup, or move it away to start a new store in this workspace")
+        return path, not (writable and os.access(path, os.W_OK))
+    if not writable:
+        raise WorkbenchError(f"workspace `{ws}` holds no store and is not writable, so none can be created")
+    _create_store_file(path)
+    return path, False
+
+
+def _create_store_file(path: Path) -> None:
+    """Build a new store (tables, schema version) under a temporary name, then hard-link it into place: other
+    processes see no store or a complete one, never a half-made or 0-byte file. When another process links its
+    own first, theirs is kept. (Closing the temporary database checkpoints and removes its WAL.)"""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
+    engine = create_engine(f"sqlite:///{tmp}", future=True)
+    event.listen(engine, "connect", _sqlite_pragmas)
+    try:
+        t.metadata.create_all(engine)
+        with engine.begin() as c:
+            c.execute(insert(t.meta).values(key="schema_version", value=str(t.SCHEMA_VERSION)))
+        engine.dispose()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links: a plain rename, when still missing
+            if not path.exists():
+                os.replace(tmp, path)
+    except (OSError, DBAPIError) as e:
+        raise WorkbenchError(f"cannot create the store {path}: {getattr(e, 'orig', None) or e}") from None
+    finally:
+        engine.dispose()
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+
+
+def _advice(message: str) -> str:
+    if "malformed" in message or "not a database" in message:
+        return (" (the file is damaged or not a workbench store: keep a copy, try `sqlite3 store.sqlite .recover`, "
+                "or use a new --workspace)")
+    return ""
+
+
+def _store_errors(shown: str, readonly: bool) -> Any:
+    """A `handle_error` hook: damaged-file and read-only errors from any query become WorkbenchErrors."""
+
+    def hook(ctx: Any) -> None:
+        message = str(ctx.original_exception)
+        if "malformed" in message or "not a database" in message:
+            raise WorkbenchError(f"store {shown} is damaged: {message}{_advice(message)}")
+        if "readonly" in message or "read-only" in message:
+            why = "the workspace is not writable" if readonly else "the store file is not writable"
+            raise WorkbenchError(f"store {shown} is read-only ({why}): reading works (runs, show, export "
+                                 "--out ELSEWHERE), this command needs to write")
+        if "disk I/O error" in message or "disk is full" in message:
+            raise WorkbenchError(f"store {shown}: {message}")
+
+    return hook
+
+
 def _run_record(r: Any) -> RunRecord:
+    state = liveness.judge(r["status"], pid=r["pid"], host=r["host"], heartbeat_at=r["heartbeat_at"],
+                           created_at=r["created_at"])
+    note = None if state.why is None else f"interrupted: {state.why}; " + RESUME_HINT.format(run=r["id"])
     return RunRecord(
-        id=r["id"], created_at=r["created_at"], finished_at=r["finished_at"], status=r["status"],
+        id=r["id"], created_at=r["created_at"], finished_at=r["finished_at"], status=state.status,
         model=r["model"], adapter=r["adapter"], backend=r["backend"], fingerprint=r["fingerprint"],
         suite=r["suite"], suite_config=json.loads(r["suite_json"]), options=json.loads(r["options_json"]),
         n_probes=r["n_probes"], skipped_bad=r["skipped_bad"], generated=r["generated"], cached=r["cached"],
         metrics=json.loads(r["metrics_json"]) if r["metrics_json"] else None,
+        pid=r["pid"], host=r["host"], heartbeat_at=r["heartbeat_at"], note=note,
     )

@@ -1,0 +1,83 @@
+"""ASGI middleware for the app (no gradio import: it speaks ASGI and reads three attributes of gradio's App).
+
+gradio 6 embeds `gradio_api_info` (endpoint names, parameters, example values) in every HTML page it serves,
+the login page included, although `/gradio_api/info` itself answers 401 before login. `NoApiInfoBeforeLogin`
+replaces that value by `{}` in HTML responses to visitors without a session; the page reloads after login
+and gets the real one. Measured on gradio 6.31 over a workspace of 5 runs: the login page was 53 KB holding run
+ids 236 times and every API name; with this (and run ids kept out of the layout) it is 4.6 KB holding neither.
+Tested over HTTP and by signing in through the login page in Chromium (tests/test_app_decisions.py).
+"""
+
+from __future__ import annotations
+
+import json
+from http.cookies import SimpleCookie
+from typing import Any
+
+
+class NoApiInfoBeforeLogin:
+    """With login on, HTML served to a visitor without a session carries no API description (module docstring).
+    Other responses pass through untouched and unbuffered."""
+
+    MARKER = "gradio_api_info = "
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or _logged_in(scope):
+            await self.app(scope, receive, send)
+            return
+        held: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def filtered(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                kinds = dict(message.get("headers", []))
+                if b"text/html" in kinds.get(b"content-type", b""):
+                    held["start"] = message
+                    return
+            elif "start" in held and message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+                if message.get("more_body"):
+                    return
+                body = self.blank(b"".join(chunks))
+                start = held["start"]
+                headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+                await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+            await send(message)
+
+        await self.app(scope, receive, filtered)
+
+    @classmethod
+    def blank(cls, body: bytes) -> bytes:
+        """The HTML with the embedded API description replaced by `{}` (unchanged when there is none)."""
+        text = body.decode("utf-8", "replace")
+        at = text.find(cls.MARKER)
+        if at < 0:
+            return body
+        start = at + len(cls.MARKER)
+        try:
+            _, end = json.JSONDecoder().raw_decode(text, start)
+        except ValueError:
+            return body
+        return (text[:start] + "{}" + text[end:]).encode()
+
+
+def _logged_in(scope: Any) -> bool:
+    """Whether the request carries a session cookie of a logged-in user (always True when login is off).
+    Reads gradio's App: `auth`, `cookie_id` and `tokens` (the same names its own routes use)."""
+    app = scope.get("app")
+    if getattr(app, "auth", None) is None:
+        return True
+    cookie_id, tokens = getattr(app, "cookie_id", ""), getattr(app, "tokens", {})
+    cookies: SimpleCookie = SimpleCookie()
+    for key, value in scope.get("headers", []):
+        if key == b"cookie":
+            cookies.load(value.decode("latin-1"))
+    for name in (f"access-token-{cookie_id}", f"access-token-unsecure-{cookie_id}"):
+        if name in cookies and cookies[name].value in tokens:
+            return True
+    return False

@@ -1,0 +1,113 @@
+"""Is the process writing a `running` run still there? A killed run must not read `running` forever.
+
+`create_run` records the writer's pid, its host and a heartbeat (`Store.touch_run`, called after every
+committed batch). A reader decides, without writing anything (a read-only workspace works too):
+
+- same host and pid namespace (`host_id()`): exact. The run is interrupted when its pid is gone, is a
+  zombie, or now belongs to a process that started after the run was created (pid reuse: the pid was
+  ours when the run was created, so a process holding it now that started later is another one).
+- another host (a shared store): by heartbeat only. Interrupted after `STALE_AFTER_S` without one.
+
+Nothing is written: a reader on another host that guesses wrong corrects itself at the next heartbeat.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+from dataclasses import dataclass
+from functools import cache
+
+#: A `running` run on another host reads as interrupted after this long without a heartbeat. The first
+#: heartbeat after `create_run` comes after the engine has started and the first batch is committed: on this
+#: project's machines a vLLM engine starts in 45-113 s (ENVIRONMENT.md) and a batch of the world model takes
+#: under 2 s; a 70B model loading from a network disk takes several minutes. 30 minutes covers both with a
+#: wide margin; a run that is really gone is shown as interrupted half an hour later on other hosts only
+#: (on its own host it is immediate).
+STALE_AFTER_S = 30 * 60
+#: How far the start time read from /proc may lie after the run's creation for the same process: /proc's
+#: boot time is whole seconds and the clock ticks are 1/100 s.
+_CLOCK_SLACK_S = 2.0
+
+
+@dataclass(frozen=True)
+class Liveness:
+    status: str  # the stored status, or "interrupted"
+    why: str | None  # why it reads as interrupted (None when it does not)
+
+
+@cache
+def host_id() -> str:
+    """This host's name plus its pid namespace (two containers may share a hostname, never a namespace)."""
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        ns = ""
+    return f"{socket.gethostname()} {ns}".strip()
+
+
+def judge(status: str, *, pid: int | None, host: str | None, heartbeat_at: str | None, created_at: str,
+          now: dt.datetime | None = None) -> Liveness:
+    """The status a reader should show for a stored run (see the module docstring)."""
+    if status != "running":
+        return Liveness(status, None)
+    now = now or dt.datetime.now(dt.UTC)
+    if pid is not None and host == host_id():
+        alive = process_alive(pid, started_by=_parse(created_at))
+        if alive:
+            return Liveness(status, None)
+        return Liveness("interrupted", f"its process {pid} on this host is gone")
+    last = _parse(heartbeat_at or created_at)
+    age = (now - last).total_seconds()
+    if age > STALE_AFTER_S:
+        where = f"on {host.split(' ')[0]}" if host else "(no host recorded)"
+        return Liveness("interrupted", f"no heartbeat from its process {where} for {age / 60:.0f} minutes")
+    return Liveness(status, None)
+
+
+def process_alive(pid: int, *, started_by: dt.datetime | None = None) -> bool:
+    """Whether `pid` is a live process (not a zombie) that started no later than `started_by`."""
+    stat = _proc_stat(pid)
+    if stat is None:  # no such process, or no /proc (macOS), or /proc hides other users' processes
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True  # another user's live process
+        return True
+    state, start_ticks = stat
+    if state in ("Z", "X"):
+        return False
+    if started_by is not None:
+        started = _boot_time() + start_ticks / os.sysconf("SC_CLK_TCK")
+        if started > started_by.timestamp() + _CLOCK_SLACK_S:
+            return False  # the pid was reused by a newer process
+    return True
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state, start time in clock ticks after boot) from /proc/PID/stat; None when unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
+    rest = raw[raw.rfind(")") + 2 :].split()
+    return rest[0], int(rest[19])  # field 3: state; field 22: starttime
+
+
+@cache
+def _boot_time() -> float:
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    return 0.0
+
+
+def _parse(stamp: str) -> dt.datetime:
+    t = dt.datetime.fromisoformat(stamp)
+    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
