@@ -21,9 +21,13 @@ def run(args: argparse.Namespace) -> int:
 
     store = Store.open(args.workspace)
     if args.json:
-        rec = store.get_run(args.run)
+        from workbench.results import load_results
+
+        res = load_results(store, args.run)
+        rec = res.run
         print_json({"run_id": rec.id, "status": rec.status, "model": rec.model, "adapter": rec.adapter,
-                    "suite": rec.suite, "n": rec.n_probes, "metrics": rec.metrics, "options": rec.options})
+                    "backend": rec.backend, "engines": res.engines(), "suite": rec.suite, "n": rec.n_probes,
+                    "metrics": rec.metrics, "options": rec.options})
         return 0
     print_run(store, args.run, worst=args.worst)
     return 0
@@ -60,6 +64,8 @@ def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
     console.print(table)
     console.print(f"generated {rec.generated}, from cache {rec.cached}, skipped bad rows {rec.skipped_bad}, "
                   f"status {rec.status}")
+    if engines := res.engines():
+        console.print("answers by engine: " + "; ".join(f"{e} ({n})" for e, n in engines.items()), markup=False)
     bad = [r for r in res.probes if r.verdict == Verdict.INCORRECT]
     # Confident hallucinations first: high sample agreement, then high log-prob.
     bad.sort(key=lambda r: (-(r.agreement or 0.0), -(r.mean_logprob or -1e9)))

@@ -116,6 +116,11 @@ class Store:
                 metrics_json=json.dumps(metrics) if metrics is not None else None,
             ))
 
+    def touch_run(self, run_id: str) -> None:
+        """A sign of life of a running run (the runner calls it after every finished batch)."""
+        with self.engine.begin() as c:
+            c.execute(update(t.runs).where(t.runs.c.id == run_id).values(heartbeat_at=utcnow()))
+
     def list_runs(self) -> list[RunRecord]:
         with self.engine.connect() as c:
             rows = c.execute(select(t.runs).order_by(t.runs.c.created_at, t.runs.c.id)).mappings().all()
