@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import importlib.metadata
 import json
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -49,6 +50,9 @@ _ADAPTER_IDS: dict[str, int] = {}  # resolved adapter path -> LoRA int id, stabl
 
 
 def _import_vllm() -> Any:
+    # vLLM logs to stdout by default, which mixes its lines into `workbench eval --json`: stderr instead
+    # (read when vllm is first imported; its engine processes inherit it).
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
     try:
         import vllm
     except ImportError as e:
