@@ -18,6 +18,7 @@ import pytest
 from clirun import finish, run_workbench
 from test_backend_vllm import make_adapter, needs_vllm
 
+from evals.world import WorldPaths
 from workbench.cli import main
 from workbench.probes import resolve_probes
 from workbench.results import RunResults, load_results
@@ -144,3 +145,23 @@ if __name__ == "__main__":
     hf = _greedy(_hf_run(world, tmp_path / "hf"))
     ids = [json.loads(line)["id"] for line in Path(world.probes).read_text().splitlines()]
     assert json.loads(done.stdout.splitlines()[-1]) == [hf[(i, 0)] for i in ids]
+
+
+@needs_vllm
+def test_demo_on_vllm(tmp_path: Path) -> None:
+    """`workbench demo --backend vllm` at the demo test's size: one engine serves the baseline and the dpo
+    adapter; the sft adapter (trainable embedding rows, which vLLM cannot load) is reported, not gated."""
+    ws = tmp_path / "ws"
+    done = run_workbench(["demo", "--workspace", str(ws), "--entities", "24", "--samples", "2", "--steps", "3",
+                          "--threads", "1", "--methods", "sft,dpo", "--backend", "vllm"], timeout=LIMIT)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "gate dpo:" in done.stdout and "gate sft:" not in done.stdout
+    assert "sft: not gated on vllm" in done.stdout
+    store = Store.open(ws)
+    base, cand = store.list_runs()
+    assert base.backend == cand.backend == "vllm" and cand.adapter and Path(cand.adapter).parent.name == "dpo"
+    for run in (base, cand):
+        assert next(iter(load_results(store, run.id).engines())).startswith("vllm ")
+    hf = _hf_run(WorldPaths.under(ws / "world"), tmp_path / "hf")
+    assert _greedy(load_results(store, base.id)) == _greedy(hf)
+    print(f"\nworkbench demo --backend vllm: {done.seconds:.0f} s")
