@@ -157,6 +157,7 @@ def test_demo_on_vllm(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "gate dpo:" in done.stdout and "gate sft:" not in done.stdout
     assert "sft: not gated on vllm" in done.stdout
+    assert done.stderr.count("Starting to load model") == 1  # vLLM's log line: one engine for both runs
     store = Store.open(ws)
     base, cand = store.list_runs()
     assert base.backend == cand.backend == "vllm" and cand.adapter and Path(cand.adapter).parent.name == "dpo"
@@ -165,3 +166,18 @@ def test_demo_on_vllm(tmp_path: Path) -> None:
     hf = _hf_run(WorldPaths.under(ws / "world"), tmp_path / "hf")
     assert _greedy(load_results(store, base.id)) == _greedy(hf)
     print(f"\nworkbench demo --backend vllm: {done.seconds:.0f} s")
+
+
+@needs_vllm
+def test_an_engine_too_slow_to_start_stops_the_run_and_leaves_nothing(world: Any, tmp_path: Path) -> None:
+    """--start-timeout shorter than the engine's start-up (20-100 s here): exit 2 with the message, and the
+    half-built engine's processes are gone (abandoned in a thread, they held the command forever)."""
+    ws = tmp_path / "ws"
+    done = run_workbench(["eval", "--model", str(world.model), "--probes", str(world.suite), "--workspace", str(ws),
+                          "--backend", "vllm", "--json", "--start-timeout", "25", *VLLM_OPTIONS], timeout=LIMIT)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "stalled: waited 25 s for the vllm backend to start" in done.stderr and "--start-timeout" in done.stderr
+    assert "Traceback" not in done.stderr.split("stalled: waited")[-1]
+    (run,) = Store.open(ws).list_runs()
+    assert run.status == "failed"
+    print(f"\nstart-up stopped {'after' if 'EngineCore' in done.stderr else 'before'} the engine process started")

@@ -22,7 +22,7 @@ from sqlalchemy import update
 
 from workbench import prompting
 from workbench.backends import Backend, open_backend
-from workbench.backends.watchdog import STALL_TIMEOUT, START_TIMEOUT, BackendStalled, call_within
+from workbench.backends.watchdog import STALL_TIMEOUT, START_TIMEOUT, BackendStalled, call_within, start_within
 from workbench.errors import PartialGenerationError, WorkbenchError
 from workbench.grading import Grader, make_grader
 from workbench.grading.metrics import compute_metrics, metrics_by_tag
@@ -191,8 +191,8 @@ def _run(store: Store, spec: ModelSpec, suite: Suite, loaded: LoadResult, option
 
     try:
         if missing:
-            call_within(limits.start_timeout, backend.start, option="--start-timeout",
-                        what=f"the {backend.name} backend to start `{spec.model}` ({engine})")
+            start_within(limits.start_timeout, backend.start, option="--start-timeout",
+                         what=f"the {backend.name} backend to start `{spec.model}` ({engine})")
         for batch in _batches(missing, backend.batch_size):
             try:
                 results = _generate(backend, batch, limits.stall_timeout)

@@ -1,13 +1,19 @@
 """Waiting on a backend with a time limit: the stall watchdog of every backend.
 
-A backend call (`start`, or `generate` of one batch) runs in a daemon thread while the caller waits at
-most a given time. A call that does not return in time raises `BackendStalled`; its thread cannot be
-stopped and is abandoned (a daemon thread never holds the interpreter at exit), and the caller closes
-the backend, which ends its engine or its connections. Ctrl-C still reaches the waiting caller.
+`generate` of one batch runs in a daemon thread while the caller waits at most a given time. A call that
+does not return in time raises `BackendStalled`; its thread cannot be stopped and is abandoned (a daemon
+thread never holds the interpreter at exit), and the caller closes the backend, which ends its engine or
+its connections. Ctrl-C still reaches the waiting caller.
+
+Start-up is different: until it returns there is no engine to close. A vLLM engine abandoned half-built
+in a thread kept its EngineCore process, and the interpreter then waited for it at exit, forever (seen
+here). So `start_within` runs it in the main thread under a SIGALRM timer: the alarm raises inside the
+start-up, whose own error handling then tears the half-built engine down.
 """
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -56,3 +62,32 @@ def call_within(seconds: float, fn: Callable[[], T], *, what: str, option: str) 
     if error:
         raise error[0]
     return result[0]
+
+
+class _StartTimedOut(BaseException):
+    """Raised by the alarm inside a start-up; a BaseException so no `except Exception` in it swallows it."""
+
+
+def start_within(seconds: float, fn: Callable[[], None], *, what: str, option: str) -> None:
+    """`fn()` in this thread, or BackendStalled after `seconds` (see the module docstring). Off the main
+    thread (no signals there) it falls back to `call_within`."""
+    if threading.current_thread() is not threading.main_thread():
+        call_within(seconds, fn, what=what, option=option)
+        return
+    armed = True
+
+    def alarm(signum: int, frame: object) -> None:
+        if armed:
+            raise _StartTimedOut()
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        fn()
+        armed = False
+    except _StartTimedOut:
+        raise BackendStalled(what, seconds, option) from None
+    finally:
+        armed = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
