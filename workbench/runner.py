@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from workbench import prompting
 from workbench.backends import Backend, open_backend
@@ -167,10 +167,10 @@ def _run(store: Store, spec: ModelSpec, suite: Suite, loaded: LoadResult, option
             n_probes=len(probes), skipped_bad=loaded.skipped,
         )
         store.add_probes(run_id, [dataclasses.asdict(p) for p in probes])
-        before = store.get_run(run_id)
+        prior_generated = prior_cached = 0
     else:
-        before = _reopen(store, resume, fingerprint)
-        run_id = before.id
+        run = _reopen(store, resume, fingerprint)
+        run_id, prior_generated, prior_cached = run.id, run.generated, run.cached
         answered = {(a["probe_id"], a["variant"], a["kind"], a["sample_index"]) for a in store.answer_rows(run_id)}
         slots = [s for s in slots if s.ident not in answered]
     kept = total - len(slots)
@@ -186,8 +186,8 @@ def _run(store: Store, spec: ModelSpec, suite: Suite, loaded: LoadResult, option
     generated = 0
 
     def finish(status: str, metrics: dict[str, Any] | None) -> None:
-        store.finish_run(run_id, status=status, metrics=metrics, generated=before.generated + generated,
-                         cached=before.cached + len(cached))
+        store.finish_run(run_id, status=status, metrics=metrics, generated=prior_generated + generated,
+                         cached=prior_cached + len(cached))
 
     try:
         if missing:
@@ -255,15 +255,30 @@ def resume_eval(store: Store, run_id: str, *, limits: Limits = Limits(),
 
 
 def _reopen(store: Store, run_id: str, fingerprint: str) -> RunRecord:
-    """Mark a run to resume as running again, in this process; refuse one whose model files changed."""
+    """Mark a run to resume as running again, in this process; refuse one whose model files changed or
+    that a live process on this host is still writing."""
     run = store.get_run(run_id)
     if run.fingerprint != fingerprint:
         raise WorkbenchError(f"the model or adapter files of run {run.id} changed since it started "
                              "(fingerprint differs): its answers cannot be continued; start a new run")
+    with store.engine.connect() as c:
+        pid, host = c.execute(select(runs.c.pid, runs.c.host).where(runs.c.id == run.id)).one()
+    if run.status == "running" and host == socket.gethostname() and pid and _alive(pid):
+        raise WorkbenchError(f"run {run.id} is still running (process {pid}); stop it first, or wait")
     with store.engine.begin() as c:
         c.execute(update(runs).where(runs.c.id == run.id).values(
             status="running", finished_at=None, pid=os.getpid(), host=socket.gethostname(), heartbeat_at=utcnow()))
     return run
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return pid != os.getpid()
 
 
 def _stall_message(e: BackendStalled, run_id: str, done: int, total: int) -> str:
