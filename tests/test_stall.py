@@ -130,3 +130,27 @@ def test_sigterm_ends_the_run_like_ctrl_c(server: tuple[str, _Server], probes: P
     assert "interrupted" in ended.stderr and "Traceback" not in ended.stderr
     (run,) = Store.open(ws).list_runs()
     assert run.status == "interrupted" and len(Store.open(ws).answer_rows(run.id)) == BATCH
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--resume", "run-x", "--model", "m"], "leave out --model and --probes"),
+    (["--resume", "run-x"], "no run `run-x`"),
+    (["--model", "m"], "--model and --probes are required (or --resume RUN"),
+    (["--model", "m", "--probes", "p.jsonl", "--stall-timeout", "0"], "--stall-timeout must be > 0 seconds, got 0.0"),
+])
+def test_resume_and_timeout_mistakes_exit_2(args: list[str], message: str, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from workbench.cli import main
+
+    assert main(["eval", "--workspace", str(tmp_path / "ws"), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_a_finished_run_has_nothing_to_resume(server: tuple[str, _Server], probes: Path, tmp_path: Path) -> None:
+    url, _ = server
+    ws = tmp_path / "ws"
+    done = run_workbench(_eval_args(url, probes, ws), timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    again = run_workbench(["eval", "--resume", json.loads(done.stdout)["run_id"], "--workspace", str(ws)], timeout=120)
+    assert again.returncode == 2 and "is done: nothing to resume" in again.stderr
