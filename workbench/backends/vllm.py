@@ -243,6 +243,8 @@ class VLLMBackend(Backend):
             return
         key, self._key, self._llm = self._key, None, None
         with _LOCK:
+            if key not in _USERS:  # shut down already (shutdown_engines)
+                return
             _USERS[key] -= 1
             llm = _ENGINES.pop(key) if _USERS[key] == 0 and _KEEP == 0 else None
             if llm is not None:
