@@ -12,7 +12,6 @@ both layers); nothing in `workbench`'s library code imports `finetune`.
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import os
 import signal
@@ -81,7 +80,6 @@ def add_workspace_argument(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from_sys_argv = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(only=command if command in all_commands() else None)
@@ -104,11 +102,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if in_main:
             signal.signal(signal.SIGTERM, previous)
-        if from_sys_argv:
-            # The process ends next. Its final garbage collections walk every object torch, transformers
-            # and vllm made: 6.5-9.1 s of interpreter exit, 1.0-1.3 s with the heap frozen first (measured,
-            # load 11; vllm freezes its own for the same reason). Not for in-process callers (tests).
-            gc.freeze()
     return code
 
 
