@@ -1,13 +1,25 @@
-"""Run the `workbench` CLI as a user does: a subprocess with a hard timeout, and check how it refused."""
+"""Run the `workbench` CLI as a user does: a subprocess with a hard time limit, and check how it refused
+or that nothing it started outlives it.
+
+`start`/`finish` run the command in its own session (`start_new_session`): every process it starts (vLLM's
+EngineCore and workers, multiprocessing's resource tracker) inherits the session id, so "gone" is checked
+over the whole session, not only the first process. Over its time limit the whole session is killed and
+the test fails with the output so far, instead of hanging CI.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
 
@@ -40,3 +52,67 @@ def without_write_access() -> list[str] | None:
     prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search,-fowner", "--inh-caps=-all", "--"]
     probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=30)
     return prefix if probe.returncode == 0 else None
+
+
+#: Seconds the processes of a finished command may take to disappear (the resource tracker exits when
+#: it sees its pipe close; a loaded machine is slow to reap).
+GONE_WITHIN = 20.0
+
+
+@dataclass(frozen=True)
+class Finished:
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float  # start to exit of the command's own process
+
+
+def session_processes(sid: int) -> list[str]:
+    """`pid name` of every live process in session `sid` (Linux /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # exited meanwhile
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text[text.rindex(")") + 2 :].split()
+        state, session = fields[0], int(fields[3])  # fields after the name: state ppid pgrp session ...
+        if session == sid and state != "Z":
+            found.append(f"{stat.parent.name} {name}")
+    return found
+
+
+def start(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """`python -m workbench ARGS` in a new session, stdout/stderr captured."""
+    return subprocess.Popen([sys.executable, "-m", "workbench", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, **(env or {})})
+
+
+def finish(proc: subprocess.Popen[str], timeout: float, t0: float | None = None) -> Finished:
+    """Wait for `proc` at most `timeout` s (else kill its session and fail), then require that every
+    process of its session is gone within GONE_WITHIN s."""
+    t0 = time.monotonic() if t0 is None else t0
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        left = session_processes(proc.pid)
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"`{' '.join(map(str, proc.args))}` still running after {timeout:.0f} s "  # type: ignore[arg-type]
+                    f"(processes: {left}); stderr tail:\n{err[-3000:]}")
+    seconds = time.monotonic() - t0
+    deadline = time.monotonic() + GONE_WITHIN
+    while (left := session_processes(proc.pid)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if left:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"processes outlived the command by {GONE_WITHIN:.0f} s: {left}; stderr tail:\n{err[-3000:]}")
+    return Finished(proc.returncode, out, err, seconds)
+
+
+def run_workbench(args: list[str], *, timeout: float, env: dict[str, str] | None = None) -> Finished:
+    """Run `workbench ARGS` to its end (see `finish`)."""
+    t0 = time.monotonic()
+    return finish(start(args, env), timeout, t0)

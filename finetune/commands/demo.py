@@ -21,7 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--entities", type=int, default=120, help="world size (default 120 entities)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--samples", type=int, default=10, help="samples per prompt variant (default 10)")
-    p.add_argument("--backend", default="hf", help="hf | vllm (default hf)")
+    p.add_argument("--backend", default="hf", help="hf | vllm (default hf; vllm: one engine serves the base "
+                   "model and every adapter it can load)")
     p.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     p.add_argument("--methods", default="sft,dpo,grpo",
                    help="fix jobs to run (comma-separated; default sft,dpo,grpo)")
@@ -49,16 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from evals.world import WorldConfig, build_world
-    from finetune.loop import train_fixes
-    from workbench.attribution.attribute import attribute_run
-    from workbench.attribution.build import build_index
-    from workbench.attribution.index import CorpusIndex
-    from workbench.cli.show import print_run
-    from workbench.probes import resolve_probes
-    from workbench.regression.gate import gate_runs, rerun_like
-    from workbench.runner import EvalOptions, run_eval
-    from workbench.store import Store
-    from workbench.types import ModelSpec
+    from workbench.backends import keep_engines
 
     torch.set_num_threads(args.threads)
     datasets.disable_progress_bars()  # per-step bars would bury the tables
@@ -72,10 +64,29 @@ def run(args: argparse.Namespace) -> int:
                         log=console.print)
     clock.done("world")
 
+    with keep_engines():  # one vLLM engine for the baseline and every adapter; shut down when the demo ends
+        return _loop(args, console, clock, ws, world)
+
+
+def _loop(args: argparse.Namespace, console: Any, clock: _Clock, ws: Path, world: Any) -> int:
+    from finetune.loop import train_fixes
+    from workbench.attribution.attribute import attribute_run
+    from workbench.attribution.build import build_index
+    from workbench.attribution.index import CorpusIndex
+    from workbench.backends.vllm import unservable_reason
+    from workbench.cli.show import print_run
+    from workbench.probes import resolve_probes
+    from workbench.regression.gate import gate_runs, rerun_like
+    from workbench.runner import EvalOptions, run_eval
+    from workbench.store import Store
+    from workbench.types import ModelSpec
+
     clock.step("2. evaluate: greedy + samples, question + paraphrase")
     store = Store.open(ws)
     suite, loaded = resolve_probes(str(world.suite))
-    spec = ModelSpec(model=str(world.model), backend=args.backend, dtype="float32")
+    # vllm: LoRA on from the start (rank 16, the fix jobs' default), so the adapters' runs share the engine
+    lora = (("enable_lora", True), ("max_lora_rank", 16), ("max_loras", 1)) if args.backend == "vllm" else ()
+    spec = ModelSpec(model=str(world.model), backend=args.backend, dtype="float32", options=lora)
     base = run_eval(store, spec, suite, loaded, EvalOptions(samples=args.samples, paraphrases=True))
     print_run(store, base.run_id, worst=0)
     console.print(f"generated {base.generated}, from cache {base.cached}")
@@ -111,6 +122,9 @@ def run(args: argparse.Namespace) -> int:
     for method, job in fixes.jobs.items():
         if job.adapter is None:
             console.print(f"[red]{method}: no adapter ({job.message})")
+            continue
+        if args.backend == "vllm" and (why := unservable_reason(job.adapter)):
+            console.print(f"[yellow]{method}: not gated on vllm: {why}")
             continue
         cand = rerun_like(store, base.run_id, adapter=job.adapter)
         _before_after(store, base.run_id, cand, method, console)

@@ -1,14 +1,20 @@
 """The backend contract: one method that turns requests into completions.
 
 Every backend (hf, vllm, openai) takes a `ModelSpec` and implements `generate`. Shared behaviour
-(fingerprinting for the cache, closing) lives here, not in copies.
+(fingerprinting for the cache, engine identity, start-up, closing) lives here, not in copies.
+
+Lifecycle: a backend is cheap to build; `start()` loads the weights or starts the engine (the first
+`generate` does it too); `close()` releases it. A backend is a context manager, and every caller that
+builds one closes it (`with open_backend(spec) as backend:`): a vLLM engine left open keeps its
+EngineCore process alive, and the interpreter then waits for it at exit, forever.
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from types import TracebackType
+from typing import Any, ClassVar, Self
 
 from workbench.errors import WorkbenchError
 from workbench.types import Completion, GenerationRequest, ModelSpec
@@ -73,5 +79,23 @@ class Backend(abc.ABC):
 
         return model_fingerprint(self.spec)
 
+    def engine(self) -> str:
+        """What turns the weights into text, beyond the weights: engine name and version, dtype, device
+        (e.g. "vllm 0.32.0 float32 cpu"). Two engines may answer differently on the same weights (kernels,
+        dtypes, batching), so this is part of the generation cache key and stored with every answer.
+        Known without starting the engine (a fully cached rerun never starts one)."""
+        return self.name
+
+    def start(self) -> None:  # noqa: B027 - optional hook
+        """Load the weights / start the engine now (else the first `generate` does). The runner calls it
+        under its own time allowance, apart from the per-batch stall watchdog."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
-        """Release engines, processes, GPU memory."""
+        """Release engines, processes, GPU memory. Idempotent."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,31 @@ class HFBackend(Backend):
     def tokenizer(self) -> Any:
         self._load()
         return self._tok
+
+    def engine(self) -> str:
+        """E.g. "hf transformers-5.19.0 float32 cpu": the dtype the weights run in ("auto" read from the
+        model's config, as transformers does) and the device, known without loading the model."""
+        import importlib.metadata
+
+        import torch
+
+        dtype = self.spec.dtype
+        config = Path(self.spec.model) / "config.json"
+        if dtype == "auto" and config.is_file():
+            try:
+                cfg = json.loads(config.read_text())
+            except (OSError, ValueError):
+                cfg = {}
+            dtype = str(cfg.get("dtype") or cfg.get("torch_dtype") or "float32")
+        device = self.spec.option("device", "cuda" if torch.cuda.is_available() else "cpu")
+        return f"hf transformers-{importlib.metadata.version('transformers')} {dtype} {device}"
+
+    def start(self) -> None:
+        self._load()
+
+    def close(self) -> None:
+        """Drop the weights (a later `generate` loads them again)."""
+        self._model, self._tok, self._adapters = None, None, {}
 
     # -- generation ------------------------------------------------------------------------------
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:

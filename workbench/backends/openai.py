@@ -23,10 +23,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import random
+import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,7 @@ class OpenAIBackend(Backend):
         key = os.environ.get(str(spec.option("api_key_env", "OPENAI_API_KEY")))
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client: Any = None
+        self._closed = False
 
     def format_chat(self, question: str, system_prompt: str | None = None) -> str:
         """With endpoint=chat the server applies the chat template: the question goes as the user turn."""
@@ -108,8 +110,11 @@ class OpenAIBackend(Backend):
                  "adapter": adapter_name(self.spec.adapter) if self.spec.adapter else None}
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
-    # -- generation ------------------------------------------------------------------------------
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
+    def engine(self) -> str:
+        """The server answers; what runs behind it is not visible from here."""
+        return f"openai {self.base_url}"
+
+    def start(self) -> None:
         if self._client is None:
             try:
                 import httpx
@@ -117,16 +122,41 @@ class OpenAIBackend(Backend):
                 raise MissingDependencyError("the openai backend", "pip install httpx") from e
             self._client = httpx.Client(timeout=self.timeout, headers=self._headers,
                                         limits=httpx.Limits(max_connections=self.max_concurrency))
+        self._closed = False
+
+    # -- generation ------------------------------------------------------------------------------
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
+        self.start()
         completed: dict[int, list[Completion]] = {}
         failures: dict[int, str] = {}
         # Threads, not asyncio: generate() is sync and may be called from a thread with a running loop.
-        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
-            futures = {i: pool.submit(self._one, r) for i, r in enumerate(requests)}
-            for i, fut in futures.items():  # every request runs to its end before anything is raised
+        # Daemon threads, not a ThreadPoolExecutor: the interpreter joins executor threads at exit, so a
+        # server that stopped answering would hold a finished (or stalled and abandoned) run for minutes.
+        todo = queue.SimpleQueue[int]()
+        for i in range(len(requests)):
+            todo.put(i)
+        lock = threading.Lock()
+
+        def worker() -> None:
+            while True:
                 try:
-                    completed[i] = fut.result()
+                    i = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    out = self._one(requests[i])
+                    with lock:
+                        completed[i] = out
                 except WorkbenchError as e:
-                    failures[i] = str(e)
+                    with lock:
+                        failures[i] = str(e)
+
+        threads = [threading.Thread(target=worker, daemon=True, name=f"openai-{k}")
+                   for k in range(min(self.max_concurrency, len(requests)))]
+        for t in threads:
+            t.start()
+        for t in threads:  # every request runs to its end before anything is raised
+            t.join()
         if failures:
             raise PartialGenerationError(completed, failures)
         return [completed[i] for i in range(len(requests))]
@@ -159,7 +189,7 @@ class OpenAIBackend(Backend):
             try:
                 return self._attempt(url, body, r.sampling)
             except _Retryable as e:
-                if attempt == self.max_retries:
+                if attempt == self.max_retries or self._closed:
                     raise WorkbenchError(f"{e} (after {attempt + 1} attempts)") from e
                 backoff = random.uniform(0, min(_MAX_DELAY, self.retry_base_delay * 2**attempt))  # full jitter
                 time.sleep(max(backoff, e.retry_after or 0.0))
@@ -168,10 +198,15 @@ class OpenAIBackend(Backend):
     def _attempt(self, url: str, body: dict[str, Any], s: SamplingParams) -> list[Completion]:
         import httpx
 
+        client = self._client
+        if client is None:
+            raise WorkbenchError("the openai backend was closed while this request waited")
         try:
-            resp = self._client.post(url, json=body)
+            resp = client.post(url, json=body)
         except (httpx.TimeoutException, httpx.TransportError) as e:
             raise _Retryable(f"{type(e).__name__}: {e}") from e
+        except RuntimeError as e:  # httpx: "the client has been closed" (closed from another thread)
+            raise WorkbenchError(f"the openai backend was closed while this request waited: {e}") from e
         if resp.status_code == 429 or resp.status_code >= 500:
             wait = _retry_after(resp.headers.get("retry-after"))
             raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:200]}", wait)
@@ -206,6 +241,8 @@ class OpenAIBackend(Backend):
         return Completion(text=text.strip(), finish_reason=reason, token_logprobs=logprobs)
 
     def close(self) -> None:
+        """Close the connections; requests still in flight (a stalled batch) stop retrying."""
+        self._closed = True
         if self._client is not None:
             self._client.close()
             self._client = None

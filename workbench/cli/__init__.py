@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from workbench.errors import WorkbenchError
@@ -85,15 +87,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    # SIGTERM (a CI timeout, `kill`, systemd) ends a command like Ctrl-C: the exception unwinds through
+    # every `with` block, so engines shut down and a run in progress is marked interrupted.
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if in_main else None
     try:
         code: int = args._run(args)
     except WorkbenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         print("interrupted; finished generations are kept in the cache", file=sys.stderr)
-        return 130
+        return 143 if isinstance(e, Terminated) else 130
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
     return code
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so a command unwinds as it does on Ctrl-C."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 if __name__ == "__main__":

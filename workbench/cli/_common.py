@@ -113,6 +113,29 @@ def check_model(model: str, adapter: str | None, backend: str) -> None:
         check_adapter_path(adapter)
 
 
+def add_limit_arguments(p: argparse.ArgumentParser) -> None:
+    """--start-timeout / --stall-timeout: how long a backend may take before the run stops (exit 2)."""
+    from workbench.backends.watchdog import STALL_TIMEOUT, START_TIMEOUT
+
+    p.add_argument("--start-timeout", type=float, default=START_TIMEOUT, metavar="SECONDS",
+                   help="seconds a backend may take to start (load the weights, start an engine); "
+                        f"default {START_TIMEOUT:g}")
+    p.add_argument("--stall-timeout", type=float, default=STALL_TIMEOUT, metavar="SECONDS",
+                   help="seconds one batch may take; past it the run stops, keeps every finished answer and can be "
+                        f"continued with `workbench eval --resume RUN`; default {STALL_TIMEOUT:g}")
+
+
+def limits_from_args(args: argparse.Namespace) -> Any:
+    from workbench.errors import WorkbenchError
+    from workbench.runner import Limits
+
+    try:
+        return Limits(start_timeout=args.start_timeout, stall_timeout=args.stall_timeout)
+    except ValueError as e:
+        raise WorkbenchError(str(e).replace("`start_timeout`", "--start-timeout")
+                             .replace("`stall_timeout`", "--stall-timeout")) from None
+
+
 def parse_options(items: list[str]) -> tuple[tuple[str, object], ...]:
     from workbench.errors import WorkbenchError
     from workbench.safeload import json_loads

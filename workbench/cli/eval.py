@@ -8,7 +8,9 @@ from typing import Any
 
 from workbench.cli._common import (
     add_eval_arguments,
+    add_limit_arguments,
     add_model_arguments,
+    limits_from_args,
     parse_options,
     print_json,
     progress_bar,
@@ -18,9 +20,16 @@ HELP = "evaluate a model on probes: greedy answers, samples, paraphrases; grade 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_model_arguments(p)
-    p.add_argument("--probes", required=True, help="suite YAML, suite name, or probe file (jsonl/csv/parquet)")
+    add_model_arguments(p, required=False)
+    p.add_argument("--probes", help="suite YAML, suite name, or probe file (jsonl/csv/parquet)")
     add_eval_arguments(p)
+    add_limit_arguments(p)
+    p.add_argument("--resume", metavar="RUN",
+                   help="continue an unfinished run (stalled, failed, interrupted, killed) under its own id, with "
+                        "its model, probes and options: only the missing answers are generated")
+    p.add_argument("--reuse-cache-from", metavar="ENGINE",
+                   help='also take cached answers another engine made (as `workbench show` names it, e.g. '
+                        '"hf transformers-5.19.0 float32 cpu"), or `any`; by default only this engine\'s count')
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
 
 
@@ -47,36 +56,50 @@ def eval_options_from_args(args: argparse.Namespace) -> Any:
 
     try:
         return EvalOptions(samples=args.samples, paraphrases=args.paraphrases, temperature=args.temperature,
-                           seed=args.seed, template=args.template)
+                           seed=args.seed, template=args.template,
+                           reuse_cache_from=getattr(args, "reuse_cache_from", None))
     except ValueError as e:
         raise WorkbenchError(str(e)) from e
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.errors import WorkbenchError
     from workbench.probes import resolve_probes
-    from workbench.runner import run_eval
+    from workbench.runner import resume_eval, run_eval
     from workbench.store import Store
 
-    spec = model_spec_from_args(args)
-    options = eval_options_from_args(args)
-    suite, loaded = resolve_probes(args.probes, format=args.format, skip_bad=args.skip_bad)
-    if options.template:
-        from workbench.errors import WorkbenchError
-        from workbench.prompting import check_template
+    limits = limits_from_args(args)
+    if args.resume:
+        if args.model or args.probes:
+            raise WorkbenchError("--resume continues a run with its own model, probes and options: "
+                                 "leave out --model and --probes")
+        store = Store.open(args.workspace)
+        with progress_bar("generating", not args.json) as progress:
+            summary = resume_eval(store, args.resume, limits=limits, progress=progress)
+    else:
+        if not args.model or not args.probes:
+            raise WorkbenchError("--model and --probes are required (or --resume RUN to continue a run)")
+        spec = model_spec_from_args(args)
+        options = eval_options_from_args(args)
+        suite, loaded = resolve_probes(args.probes, format=args.format, skip_bad=args.skip_bad)
+        if options.template:
+            from workbench.prompting import check_template
 
-        try:
-            check_template(options.template)
-        except ValueError as e:
-            raise WorkbenchError(f"--template: {e}") from None
-    store = Store.open(args.workspace)
-    with progress_bar("generating", not args.json) as progress:
-        summary = run_eval(store, spec, suite, loaded, options, progress=progress)
+            try:
+                check_template(options.template)
+            except ValueError as e:
+                raise WorkbenchError(f"--template: {e}") from None
+        store = Store.open(args.workspace)
+        # run_eval opens the backend and closes it (its engine included) however the run ends.
+        with progress_bar("generating", not args.json) as progress:
+            summary = run_eval(store, spec, suite, loaded, options, limits=limits, progress=progress)
     overall = summary.metrics["overall"]
     if args.json:
         print_json({"run_id": summary.run_id, "n": summary.n, "skipped_bad": summary.skipped_bad,
                     **{k: overall[k] for k in ("correct", "incorrect", "not_attempted",
                                                "accuracy_given_attempted", "f_score")},
-                    "ci": overall["ci"], "generated": summary.generated, "cached": summary.cached})
+                    "ci": overall["ci"], "generated": summary.generated, "cached": summary.cached,
+                    "kept": summary.kept, "engine": summary.engine})
         return 0
     from workbench.cli.show import print_run
 

@@ -9,9 +9,12 @@ from typing import Any
 from workbench.cli._common import (
     add_dtype_argument,
     add_eval_arguments,
+    add_limit_arguments,
     check_model,
     check_output_file,
     copy_atomic,
+    limits_from_args,
+    parse_options,
     print_json,
 )
 
@@ -25,13 +28,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline-adapter", help="LoRA adapter on the baseline model")
     p.add_argument("--candidate-adapter", help="LoRA adapter on the candidate model")
     p.add_argument("--probes", help="suite or probe file (needed when --baseline/--candidate are models)")
-    p.add_argument("--backend", default="hf")
+    p.add_argument("--backend", default="hf", help="backend of models evaluated here (default hf)")
+    p.add_argument("--backend-option", action="append", default=[], metavar="KEY=VALUE", help="its options")
+    p.add_argument("--candidate-backend", help="evaluate the candidate model on this backend instead "
+                   "(e.g. vllm against an hf baseline run); its options: --candidate-backend-option")
+    p.add_argument("--candidate-backend-option", action="append", default=[], metavar="KEY=VALUE")
     add_dtype_argument(p)
     p.add_argument("--policy", help="policy YAML (default: the built-in policy)")
     p.add_argument("--report", help="also write the report here (.md or .html)")
     p.add_argument("--junit", help="write JUnit XML here (one test case per gate)")
     p.add_argument("--json", action="store_true")
     add_eval_arguments(p)
+    add_limit_arguments(p)
+
+
+def _backend(args: argparse.Namespace, what: str) -> tuple[str | None, tuple[tuple[str, object], ...]]:
+    """The backend (None: the baseline run's) and options a model given as --baseline/--candidate runs on."""
+    if what == "candidate" and args.candidate_backend:
+        return args.candidate_backend, parse_options(args.candidate_backend_option)
+    return None, parse_options(args.backend_option)
 
 
 def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namespace, *, what: str,
@@ -48,12 +63,14 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
             if "/" not in ref:
                 raise
             del e  # looks like a hub id: evaluate it
-    rerun_of = None if args.probes else like  # then evaluated like that run, on its backend
-    check_model(ref, adapter, store.get_run(rerun_of).backend if rerun_of else args.backend)
+    backend, options = _backend(args, what)
+    rerun_of = None if args.probes else like  # then evaluated like that run, on its backend unless told
+    check_model(ref, adapter, backend or (store.get_run(rerun_of).backend if rerun_of else args.backend))
     if rerun_of is not None:
         from workbench.regression.gate import rerun_like
 
-        return rerun_like(store, rerun_of, model=ref, adapter=adapter)
+        return rerun_like(store, rerun_of, model=ref, adapter=adapter, backend=backend, backend_options=options,
+                          limits=limits_from_args(args))
     if not args.probes:
         raise WorkbenchError(f"--{what} `{ref}` is a model: --probes is needed to evaluate it")
     from workbench.cli.eval import eval_options_from_args
@@ -61,9 +78,10 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
     from workbench.runner import run_eval
     from workbench.types import ModelSpec
 
+    backend = backend or args.backend
     suite, loaded = resolve_probes(args.probes, format=args.format, skip_bad=args.skip_bad)
-    spec = ModelSpec(model=ref, adapter=adapter, backend=args.backend, dtype=args.dtype)
-    return run_eval(store, spec, suite, loaded, eval_options_from_args(args)).run_id
+    spec = ModelSpec(model=ref, adapter=adapter, backend=backend, dtype=args.dtype, options=options)
+    return run_eval(store, spec, suite, loaded, eval_options_from_args(args), limits=limits_from_args(args)).run_id
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,10 +21,13 @@ def run(args: argparse.Namespace) -> int:
 
     store = Store.open(args.workspace)
     if args.json:
-        rec = store.get_run(args.run)
+        from workbench.results import load_results
+
+        res = load_results(store, args.run)
+        rec = res.run
         print_json({"run_id": rec.id, "status": rec.status, "model": rec.model, "adapter": rec.adapter,
-                    "suite": rec.suite, "n": rec.n_probes, "metrics": rec.metrics, "options": rec.options,
-                    "note": rec.note})
+                    "backend": rec.backend, "engines": res.engines(), "suite": rec.suite, "n": rec.n_probes,
+                    "metrics": rec.metrics, "options": rec.options, "note": rec.note})
         return 0
     print_run(store, args.run, worst=args.worst)
     return 0
@@ -63,6 +66,8 @@ def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
                   f"status {rec.status}")
     if rec.note:
         console.print(rec.note, markup=False, highlight=False, soft_wrap=True)
+    if engines := res.engines():
+        console.print("answers by engine: " + "; ".join(f"{e} ({n})" for e, n in engines.items()), markup=False)
     bad = [r for r in res.probes if r.verdict == Verdict.INCORRECT]
     # Confident hallucinations first: high sample agreement, then high log-prob.
     bad.sort(key=lambda r: (-(r.agreement or 0.0), -(r.mean_logprob or -1e9)))

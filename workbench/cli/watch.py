@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from workbench.cli._common import print_json
+from workbench.cli._common import add_limit_arguments, limits_from_args, print_json
 
 HELP = ("watch a folder for new complete adapters/checkpoints and gate each against a baseline run; "
         "--once exits with the worst verdict of the scan: 1 fail, 3 inconclusive, 0 pass")
@@ -19,9 +19,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interval", type=float, default=60.0, help="seconds between scans (default 60)")
     p.add_argument("--once", action="store_true", help="scan once and exit (for cron / CI)")
     p.add_argument("--json", action="store_true", help="print one JSON line per gated candidate")
+    add_limit_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.backends import keep_engines
     from workbench.errors import WorkbenchError
     from workbench.regression import load_policy, worst_exit_code
     from workbench.regression.gate import complete_adapters, gate_runs, gated_adapters, rerun_like
@@ -33,20 +35,24 @@ def run(args: argparse.Namespace) -> int:
     store = Store.open(args.workspace)
     baseline = store.get_run(args.baseline).id
     policy = load_policy(args.policy) if args.policy else None
+    limits = limits_from_args(args)
     worst = 0
-    while True:
-        done = gated_adapters(store)
-        for adapter in complete_adapters(folder):
-            if str(adapter) in done:
-                continue
-            cand = rerun_like(store, baseline, adapter=str(adapter))
-            record = gate_runs(store, baseline, cand, policy)
-            worst = worst_exit_code((worst, record.result.exit_code))  # fail > inconclusive > pass
-            line = {"adapter": str(adapter), "candidate_run": cand, "gate_id": record.id,
-                    "verdict": record.result.verdict, "exit_code": record.result.exit_code,
-                    "report": str(record.reports["html"])}
-            print_json(line) if args.json else print(
-                f"{adapter}: {record.result.verdict} (report {record.reports['html']})", flush=True)
-        if args.once:
-            return worst
-        time.sleep(args.interval)
+    # One vLLM engine serves every candidate while watch runs (each would otherwise start its own);
+    # it shuts down when watch stops, Ctrl-C and SIGTERM included.
+    with keep_engines():
+        while True:
+            done = gated_adapters(store)
+            for adapter in complete_adapters(folder):
+                if str(adapter) in done:
+                    continue
+                cand = rerun_like(store, baseline, adapter=str(adapter), limits=limits)
+                record = gate_runs(store, baseline, cand, policy)
+                worst = worst_exit_code((worst, record.result.exit_code))  # fail > inconclusive > pass
+                line = {"adapter": str(adapter), "candidate_run": cand, "gate_id": record.id,
+                        "verdict": record.result.verdict, "exit_code": record.result.exit_code,
+                        "report": str(record.reports["html"])}
+                print_json(line) if args.json else print(
+                    f"{adapter}: {record.result.verdict} (report {record.reports['html']})", flush=True)
+            if args.once:
+                return worst
+            time.sleep(args.interval)

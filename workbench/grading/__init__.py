@@ -15,7 +15,8 @@ class Grader(Protocol):
     """The grading contract.
 
     `grade_many` grades a batch (judges batch their backend calls there); `report` returns what the
-    run should record about grading itself (e.g. a judge's unparseable replies, counted apart).
+    run should record about grading itself (e.g. a judge's unparseable replies, counted apart); `close`
+    releases what the grader holds (a judge's backend and its engine). The runner closes its grader.
     """
 
     def grade(self, probe: Probe, answer: str) -> Verdict: ...
@@ -25,6 +26,8 @@ class Grader(Protocol):
     def is_abstention(self, answer: str) -> bool: ...
 
     def report(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
 
 
 GRADERS = ("match", "embedding", "judge")

@@ -93,6 +93,9 @@ class EmbeddingGrader:
     def report(self) -> dict[str, Any]:
         return {"threshold": self.threshold, "model": self.model}
 
+    def close(self) -> None:
+        """Nothing to release (the embedding model is shared by the process)."""
+
     # -- internals --------------------------------------------------------------------------------
     def _shortcut(self, probe: Probe, answer: str) -> Verdict | None:
         if self.is_abstention(answer):

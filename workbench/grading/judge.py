@@ -78,6 +78,7 @@ class JudgeGrader:
         self.sampling = SamplingParams(temperature=0.0, max_tokens=max_tokens)
         self._match = MatchGrader(abstention_phrases=abstention_phrases)
         self._fingerprint: str | None = None
+        self._engine: str | None = None
         self._replies: dict[str, str] = {}  # cache key -> reply, for graders without a store
         self.judge_calls = 0  # judge prompts sent to the backend
         self.judge_cached = 0  # judge prompts answered from the cache
@@ -104,6 +105,10 @@ class JudgeGrader:
 
     def is_abstention(self, answer: str) -> bool:
         return self._match.is_abstention(answer)
+
+    def close(self) -> None:
+        """Close the judge's backend (its engine)."""
+        self.backend.close()
 
     def grade(self, probe: Probe, answer: str) -> Verdict:
         return self.grade_many([(probe, answer)])[0]
@@ -145,9 +150,9 @@ class JudgeGrader:
 
     def _replies_for(self, requests: Sequence[GenerationRequest]) -> list[str]:
         if self._fingerprint is None:
-            self._fingerprint = self.backend.fingerprint()
-        fp = self._fingerprint
-        keys = [cache_key(fp, r, 0) for r in requests]
+            self._fingerprint, self._engine = self.backend.fingerprint(), self.backend.engine()
+        fp, engine = self._fingerprint, self._engine
+        keys = [cache_key(fp, r, 0, engine) for r in requests]
         wanted = set(keys)
         found = {k: v for k, v in self._replies.items() if k in wanted}
         if self.store is not None:
@@ -160,7 +165,7 @@ class JudgeGrader:
             self.judge_calls += len(todo)
             fresh = {k: out[0] for k, out in zip(todo, outputs, strict=True)}
             if self.store is not None:
-                self.store.cache_put_many([{"key": k, "fingerprint": fp, "text": c.text,
+                self.store.cache_put_many([{"key": k, "fingerprint": fp, "engine": engine, "text": c.text,
                                             "finish_reason": c.finish_reason, "logprobs_json": None}
                                            for k, c in fresh.items()])
             found.update({k: c.text for k, c in fresh.items()})

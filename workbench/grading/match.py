@@ -52,3 +52,6 @@ class MatchGrader:
 
     def report(self) -> dict[str, Any]:
         return {}
+
+    def close(self) -> None:
+        """Nothing to release."""

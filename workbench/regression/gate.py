@@ -17,6 +17,7 @@ from workbench.regression.compare import ProbeOutcome, RunOutcomes, compare
 from workbench.regression.policy import Policy, default_policy
 from workbench.regression.report import write_reports
 from workbench.regression.results import ComparisonResult
+from workbench.runner import Limits
 from workbench.store import RunRecord, Store, new_id, utcnow
 from workbench.store.schema import regressions, reviews
 
@@ -114,24 +115,27 @@ def _label(run: RunRecord) -> str:
     return Path(run.model).name + (f" + {Path(run.adapter).name}" if run.adapter else "")
 
 
-def rerun_like(store: Store, baseline_id: str, *, model: str | None = None, adapter: str | None = None) -> str:
-    """Evaluate a candidate (the baseline's model, or `model`, plus `adapter`) on exactly the baseline
-    run's probes with its suite settings and options; returns the new run's id."""
+def rerun_like(store: Store, baseline_id: str, *, model: str | None = None, adapter: str | None = None,
+               backend: str | None = None, backend_options: tuple[tuple[str, object], ...] = (),
+               limits: Limits | None = None) -> str:
+    """Evaluate a candidate (the baseline's model, or `model`, plus `adapter`; on the baseline's backend with
+    its options, or on `backend` with `backend_options`) on exactly the baseline run's probes with its suite
+    settings and options; returns the new run's id."""
     import dataclasses
 
     from workbench.probes import LoadResult, Suite
     from workbench.results import probe_from_dict
-    from workbench.runner import EvalOptions, run_eval
-    from workbench.types import ModelSpec
+    from workbench.runner import options_of_run, run_eval, spec_of_run
 
     base = store.get_run(baseline_id)
     probes = tuple(probe_from_dict(d) for d in store.probe_rows(base.id))
     suite = Suite.model_validate(base.suite_config)
-    known = {f.name for f in dataclasses.fields(EvalOptions)}
-    options = EvalOptions(**{k: v for k, v in base.options.items() if k in known})
-    spec = ModelSpec(model=model or base.model, adapter=adapter, backend=base.backend)
+    spec = dataclasses.replace(spec_of_run(base), model=model or base.model, adapter=adapter)
+    if backend is not None:
+        spec = dataclasses.replace(spec, backend=backend, options=backend_options)
     loaded = LoadResult(probes=probes, skipped=base.skipped_bad, problems=(), source=f"run {base.id}")
-    return run_eval(store, spec, suite, loaded, options).run_id
+    options = dataclasses.replace(options_of_run(base), reuse_cache_from=None)  # reuse is asked for per run
+    return run_eval(store, spec, suite, loaded, options, limits=limits or Limits()).run_id
 
 
 def gated_adapters(store: Store) -> set[str]:

@@ -54,7 +54,8 @@ def judge(status: str, *, pid: int | None, host: str | None, heartbeat_at: str |
         return Liveness(status, None)
     now = now or dt.datetime.now(dt.UTC)
     if pid is not None and host == host_id():
-        alive = process_alive(pid, started_by=_parse(created_at))
+        # The writer started before its last heartbeat (a resumed run's process started after created_at).
+        alive = process_alive(pid, started_by=_parse(heartbeat_at or created_at))
         if alive:
             return Liveness(status, None)
         return Liveness("interrupted", f"its process {pid} on this host is gone")
