@@ -235,7 +235,7 @@ def test_regress_refuses_unwritable_reports_before_recording_the_gate(evaluated:
     assert json.loads(workbench("history", "--json", "--workspace", str(ws)).stdout) == []  # nothing recorded
     ok = workbench("regress", "--baseline", a, "--candidate", b, "--workspace", str(ws),
                    "--report", str(tmp_path / "out" / "r.md"), "--junit", str(tmp_path / "out" / "j.xml"))
-    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert ok.returncode in (0, 3), ok.stderr[-2000:]  # pass, or inconclusive: a few probes cannot fail a gate
     assert "Regression check" in (tmp_path / "out" / "r.md").read_text()
     assert (tmp_path / "out" / "j.xml").read_text().startswith("<?xml")
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.endswith(".tmp")]

@@ -142,7 +142,7 @@ def test_markdown_and_terminal_render_the_key_facts(result: ComparisonResult) ->
     assert "| hallucinated | 12 (35.3%) | 11 (32.4%) |" in md
     assert "| p31 | question 31? | base answer 31 | cand answer 31 | broken_abstains |" in md
     assert "## Other verdict changes (2)" in md and "| p33 | question 33? |" in md and "now_abstains |" in md
-    assert "could detect: >= 6 broken probes" in md
+    assert "could detect: &gt;= 6 broken probes" in md  # Markdown escapes data and text alike
     assert "\\| &amp; " in md  # a pipe in an answer does not break the table
     # Data is text in Markdown too: no raw HTML from an answer or a model name survives into the report.
     assert "<script" not in md and "&lt;script&gt;" in md and "base &lt;v1&gt;" in md
