@@ -223,7 +223,7 @@ def test_fix_tab_launches_follows_and_stops_a_job(data: AppData, store: Store) -
 
 
 def test_review_cli_matches_the_app(data: AppData, store: Store, capsys: pytest.CaptureFixture[str]) -> None:
-    from workbench.cli import main
+    from hallucination_workbench import main
 
     pid = views.compare_runs(store, data.baseline, data.candidate, transition="broken").probe_ids[0]
     cli = views.cli_review(store.workspace, data.candidate, target="verdict", value="correct", reason="alias ok",

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from workbench.cli import main
+from hallucination_workbench import main
 
 
 @pytest.fixture(scope="module")

@@ -237,7 +237,7 @@ def test_blanket_abstention_watchdog_fires(w: FtWorld, rl_fix: Path, tmp_path: P
 
 @pytest.mark.slow
 def test_cli_fix_rl_then_train(w: FtWorld, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from workbench.cli import main
+    from hallucination_workbench import main
 
     ws = str(w.store.workspace)
     assert main(["fix", w.run_id, "--out", str(tmp_path / "fix"), "--workspace", ws, "--strategy", "rl",

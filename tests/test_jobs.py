@@ -232,7 +232,7 @@ def test_spike_and_collapse_callbacks() -> None:
 
 @pytest.mark.slow
 def test_cli_fix_then_train(w: FtWorld, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from workbench.cli import main
+    from hallucination_workbench import main
 
     ws = str(w.store.workspace)
     assert main(["fix", w.run_id, "--out", str(tmp_path / "fix"), "--workspace", ws, "--json"]) == 0
