@@ -144,6 +144,11 @@ class PreflightSpec:
             raise WorkbenchError(
                 "`offload_optimizer` needs `zero` >= 1 (DeepSpeed offloads ZeRO partitions), got 0"
             )
+        if self.peft and self.lora_rank > self.model.hidden:
+            # r x (in + out) per module: an absurd rank (1e8) would "not fit" by exabytes instead of being refused
+            raise WorkbenchError(f"`lora_rank` ({self.lora_rank}) is above the model width `hidden` "
+                                 f"({self.model.hidden}): a LoRA update of a width-h layer has rank <= h; use a "
+                                 "smaller rank (e.g. 8-64)")
         unknown = set(self.lora_targets) - set(LORA_TARGETS)
         if unknown:
             raise WorkbenchError(

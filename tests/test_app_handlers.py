@@ -209,7 +209,7 @@ def test_fix_tab_launches_follows_and_stops_a_job(data: AppData, store: Store) -
 
     ui.build_fix(store, data.baseline, "fixsets/base")
     job = ui.launch_job(store, "fixsets/base", method="sft", max_steps=2000, name="t1")
-    assert job.cli.startswith("python -m finetune.jobs jobs/t1/job.yaml")
+    assert job.cli.startswith("workbench train jobs/t1/job.yaml")
     deadline = time.time() + 240
     view = ui.follow_job(store, job.output_dir)
     while time.time() < deadline and view.loss.empty:

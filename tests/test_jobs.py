@@ -9,22 +9,13 @@ from typing import Any
 
 import pytest
 import torch
-from ftworld import ALL_LINEAR, FtWorld, Snapshot, greedy_verdicts, setup
+from ftworld import ALL_LINEAR, FtWorld, PoisonForTests, Snapshot, greedy_verdicts, setup
 from sqlalchemy import func, select
 
 from finetune import records
-from finetune.jobs import run_job
-from finetune.spec import (
-    DEFAULT_TARGETS,
-    EarlyStopSpec,
-    JobSpec,
-    LoraSpec,
-    TrainerSpec,
-    from_dict,
-    load_spec,
-    resolve_spec,
-)
-from finetune.watchdog import EarlyStopping, LossWatchdog, PoisonForTests
+from finetune.job import EarlyStopSpec, JobSpec, LoraSpec, TrainerSpec, from_dict, load_spec, resolve, run_job
+from finetune.job.resolve import DEFAULT_TARGETS
+from finetune.job.watchdog import EarlyStopping, LossWatchdog
 from workbench.errors import WorkbenchError
 
 
@@ -79,10 +70,12 @@ def test_a_method_without_rows_is_refused_before_anything_starts(w: FtWorld, tmp
 
 
 @pytest.mark.slow
-def test_resolve_spec_autos(w: FtWorld, tmp_path: Path) -> None:
-    sft = resolve_spec(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path)))
-    assert sft.base_model == str(w.paths.model) and sft.lora.target_modules == DEFAULT_TARGETS["llama"]
-    assert sft.trainer.max_steps == 400
+def test_resolve_autos(w: FtWorld, tmp_path: Path) -> None:
+    job = resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path)))
+    sft = job.spec  # the decided spec, as job.yaml records it; the ResolvedJob holds the same decisions typed
+    assert sft.base_model == job.base_model == str(w.paths.model)
+    assert sft.lora.target_modules == list(job.target_modules) == DEFAULT_TARGETS["llama"]
+    assert sft.trainer.max_steps == job.max_steps == 400 and job.split == "sft"
     assert sft.lora.fan_in_fan_out is False and sft.device == "cpu" and sft.bf16 is False
     assert sft.gradient_checkpointing is False and sft.trainer.learning_rate == 3e-3
     # the fix set teaches abstention with tokens the model never trained: their rows become trainable
@@ -90,7 +83,7 @@ def test_resolve_spec_autos(w: FtWorld, tmp_path: Path) -> None:
 
     tok = AutoTokenizer.from_pretrained(str(w.paths.model))
     assert sft.lora.trainable_token_indices == sorted(tok.convert_tokens_to_ids(["i", "don", "'", "t", "know"]))
-    dpo = resolve_spec(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path), method="dpo"))
+    dpo = resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path), method="dpo")).spec
     assert dpo.lora.trainable_token_indices == [] and dpo.trainer.max_steps == 300  # its pairs never abstain
     assert dpo.trainer.learning_rate == 3e-3 and dpo.trainer.dpo_loss_type == ["sigmoid", "sft"]
 
@@ -220,8 +213,8 @@ def test_spike_and_collapse_callbacks() -> None:
     for step, loss in enumerate([1.0, 1.1, 0.9, 1.0, 1.05, 9.0, 1.0], 1):
         dog.on_log(args, _fake_state(step), control, logs={"loss": loss})
     assert [k for k, _ in events] == ["spike"] and "step 6" in events[0][1] and not control.should_training_stop
-    early = EarlyStopping(report, lambda s, v: None, rows=[], stop=["."], tokenizer=None, eval_every=0, patience=1,
-                          min_delta=0, use_accuracy=False, collapse_nats=2.0)
+    early = EarlyStopping(report, lambda s, v: None, score=lambda model: 0.0, metric="heldout_accuracy",
+                          has_rows=False, eval_every=0, patience=1, min_delta=0, collapse_nats=2.0)
     for step, logp in enumerate([-3.0, -3.5, -4.5, -5.5], 1):
         early.on_log(args, _fake_state(step), control, logs={"logps/chosen": logp})
     assert events[-1][0] == "collapse" and control.should_training_stop and early.stopped is not None

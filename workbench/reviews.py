@@ -45,6 +45,7 @@ class Review:
         old_value: The effective value before this row (the grader's or the attribution's when first).
         new_value: The value decided.
         reason: Why, in the reviewer's words (required).
+        gate_id: The recorded gate a release decision is about (store schema v2; None for overrides).
     """
 
     id: int
@@ -56,6 +57,7 @@ class Review:
     old_value: str | None
     new_value: str
     reason: str
+    gate_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
