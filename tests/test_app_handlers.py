@@ -197,6 +197,10 @@ def test_fix_tab_preflight_and_fixset(data: AppData, store: Store) -> None:
     # refused before anything starts: an unknown method, and grpo on a fix set without GRPO prompts
     with pytest.raises(WorkbenchError, match=r"unknown method `grp`\. Did you mean `grpo`"):
         ui.launch_job(store, "fixsets/base", method="grp")
+    with pytest.raises(WorkbenchError, match=r"`trainer.max_steps` must be <= 1000000, got 1e\+30"):
+        ui.launch_job(store, "fixsets/base", max_steps=1e30, name="t0")  # a widget value, bounded by the spec
+    with pytest.raises(WorkbenchError, match=r"`trainer.max_steps` must be a finite number"):
+        ui.launch_job(store, "fixsets/base", max_steps=float("inf"), name="t0")
     with pytest.raises(WorkbenchError, match=r"no `prompts` training rows for method grpo; rebuild it with "
                        r"`--strategy rl`, or use method sft / dpo"):
         ui.launch_job(store, "fixsets/base", method="grpo", name="t0")

@@ -87,3 +87,41 @@ def test_sft_job_on_cuda(request: pytest.FixtureRequest, tmp_path_factory: pytes
     assert resolved.bf16 == torch.cuda.is_bf16_supported()
     result = run_job(spec, w.store)
     assert result.status == "done" and result.steps == 5 and result.adapter
+
+
+@pytest.mark.slow
+def test_train_cli_with_the_subprocess_launcher_reads_the_result_file(
+        request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    """`workbench train` as a user runs it, on a job whose launcher is a subprocess: the job process writes
+    OUT/result.json, the launcher returns it (never JSON scraped from the child's stdout)."""
+    import os
+    import subprocess
+    import sys
+
+    from ftworld import setup
+
+    from finetune import records
+    from finetune.job import read_result
+
+    w = setup(request, tmp_path_factory.mktemp("ft"))
+    out = tmp_path / "job"
+    out.mkdir()
+    (out / "result.json").write_text("{}")  # stale: removed before the job process starts, never read
+    job = tmp_path / "job.yaml"
+    job.write_text(f"fixset: {w.fixset}\noutput_dir: job\nworkspace: {w.store.workspace}\n"
+                   "trainer: {max_steps: 2}\nlauncher: {kind: subprocess}\n")
+    proc = subprocess.run([sys.executable, "-m", "hallucination_workbench", "train", str(job), "--json"],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    printed = json.loads(proc.stdout)
+    written = read_result(out)
+    assert written is not None and printed == written.to_dict()
+    assert written.status == "done" and written.steps == 2 and Path(str(written.adapter)).is_dir()
+    assert records.get_job(w.store, written.job_id)["status"] == "done"
+    assert "job " in (out / "job.log").read_text()  # the child's output is kept beside the job
+    # the same output_dir again without --resume: refused before the job process starts or job.yaml changes
+    saved = (out / "job.yaml").read_text()
+    again = subprocess.run([sys.executable, "-m", "hallucination_workbench", "train", str(job)],
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "already holds a job; pass --resume" in again.stderr
+    assert "Traceback" not in again.stderr and (out / "job.yaml").read_text() == saved

@@ -115,7 +115,7 @@ def guidance_ids(tokenizer: Any, phrase: str, stop: Sequence[str], *, model: str
     ids = [int(i) for i in tokenizer(" " + phrase + end, add_special_tokens=False)["input_ids"]]
     unk = tokenizer.unk_token_id
     if unk is not None and unk in ids:
-        raise cannot_spell(tokenizer, phrase, field="grpo.abstention_guidance", model=model or "the base model")
+        raise cannot_spell(tokenizer, phrase + end, field="grpo.abstention_guidance", model=model or "the base model")
     return [*ids, int(tokenizer.eos_token_id)]
 
 
