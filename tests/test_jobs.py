@@ -139,7 +139,7 @@ def test_abstention_phrase_the_tokenizer_cannot_spell_names_its_words() -> None:
     assert "the abstention phrase `i don't know`" in msg and "no token for `don't`" in msg
     assert "UNK" not in msg and "`know`" not in msg and "`lora.trainable_token_indices`" in msg
     assert abstention_token_ids(tok, tok.tokenize(" i know"), "i know", field="f", model="m") == [2, 3]
-    with pytest.raises(WorkbenchError, match=r"`grpo.abstention_guidance`.*no token for `don't`.*abstention_guidance: 0"):
+    with pytest.raises(WorkbenchError, match=r"`grpo.abstention_guidance`.*no token for `don't`.*guidance: 0"):
         guidance_ids(tok, "i don't know", ["."], model="m")
     assert guidance_ids(tok, "i know", ["."], model="m") == [2, 3, 4, 1]
 
