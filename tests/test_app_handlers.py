@@ -153,6 +153,30 @@ def test_attribution_override_and_validation(data: AppData, store: Store) -> Non
             reviews.record_override(store, **args)
 
 
+def test_the_gate_reads_reviewed_attributions_as_the_app_does(data: AppData, store: Store) -> None:
+    """A reviewer's category override reaches the recorded gate (its per-category transitions and broken-probe
+    list), as it reaches the Compare tab: both read the reviews table through workbench.reviews."""
+    from workbench.regression.gate import gate_runs
+
+    atts = reviews.effective_attributions(store, data.baseline)
+    before = gate_runs(store, data.baseline, data.candidate).result
+    changed = {c.probe_id for c in before.changes}
+    pid = next((p for p in sorted(atts) if p in changed), sorted(atts)[0])  # one in the broken/fixed list if any
+    old = atts[pid].category
+    new = "data:missing" if old != "data:missing" else "data:conflict"
+    reviews.record_override(store, reviewer="ann", run_id=data.baseline, probe_id=pid, target="attribution",
+                            new_value=new, reason="the corpus has no such fact")
+    after = gate_runs(store, data.baseline, data.candidate).result
+
+    def n(result: Any, cat: str) -> int:
+        return result.by_category[cat].total if cat in result.by_category else 0
+
+    assert (n(after, new), n(after, old)) == (n(before, new) + 1, n(before, old) - 1)
+    assert [c.category for c in after.changes if c.probe_id == pid] == [new] * len(changed & {pid})
+    shown = views.compare_runs(store, data.baseline, data.candidate, transition="all").probes
+    assert shown.set_index("probe").loc[pid, "category"] == new
+
+
 def test_release_signoff_shows_in_history_and_runs(data: AppData, store: Store) -> None:
     from workbench.regression.gate import gate_runs
 
