@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from workbench.cli._common import print_json
+from workbench.cli import print_json
 
 HELP = "build a fix set (SFT rows, DPO pairs, replay) from a run's attributions; --train runs a job on it"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.cli._common import print_json
+from workbench.cli import print_json
 
 HELP = "run a LoRA SFT/DPO/GRPO job from a job YAML (pre-flight first; --resume after a crash)"
 

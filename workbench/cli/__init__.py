@@ -7,6 +7,10 @@ from __future__ import annotations
 import argparse
 import os
 
+from workbench.cli._common import print_json
+
+__all__ = ["add_workspace_argument", "print_json"]
+
 
 def add_workspace_argument(p: argparse.ArgumentParser) -> None:
     """`--workspace DIR`, which every command takes (default $WORKBENCH_WORKSPACE, else ./.workbench)."""
