@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from workbench.errors import WorkbenchError
+from workbench.textgen import check_model_path
 
 GiB = 1024**3
 METHODS = ("full", "lora", "qlora", "dpo", "dpo-lora", "dpo-qlora")
@@ -420,11 +421,9 @@ def shape_from_config(cfg: dict[str, object]) -> ModelShape:
 
 def load_shape(model: str) -> ModelShape:
     """From a local directory holding config.json, or a hub id through AutoConfig (needs network)."""
-    path = Path(model)
-    if path.is_dir():
-        cfg_path = path / "config.json"
-        if not cfg_path.is_file():
-            raise WorkbenchError(f"{path} has no config.json")
+    check_model_path(model)  # a local path: a directory with config.json (workbench.textgen's one rule)
+    cfg_path = Path(model).expanduser() / "config.json"
+    if cfg_path.is_file():
         return shape_from_config(json.loads(cfg_path.read_text()))
     try:
         from transformers import AutoConfig
