@@ -214,17 +214,22 @@ def _acc(verdicts: dict[str, str], ids: set[str], value: str = "correct") -> flo
     return sum(verdicts[i] == value for i in ids) / len(ids)
 
 
+def _train_all_linear(w: FtWorld, out: Path, method: Any, steps: int, lr: float) -> tuple[Any, JobSpec, Snapshot]:
+    """A job on every linear layer; asserts it ran to the end and every trainable tensor moved."""
+    snap = Snapshot()
+    spec = JobSpec(fixset=str(w.fixset), output_dir=str(out), method=method,
+                   lora=LoraSpec(target_modules=ALL_LINEAR), trainer=TrainerSpec(max_steps=steps, learning_rate=lr))
+    result = run_job(spec, w.store, callbacks=[snap])
+    assert result.status == "done" and result.steps == steps and result.adapter
+    assert snap.before and snap.before.keys() == snap.after.keys()
+    assert [n for n in snap.before if torch.equal(snap.before[n], snap.after[n])] == []
+    return result, spec, snap
+
+
 @pytest.mark.slow
 def test_sft_injection_and_abstention(w: FtWorld, tmp_path: Path) -> None:
-    snap = Snapshot()
-    spec = JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "job"), method="sft",
-                   lora=LoraSpec(target_modules=ALL_LINEAR), trainer=TrainerSpec(max_steps=100, learning_rate=3e-3))
-    result = run_job(spec, w.store, callbacks=[snap])
-    assert result.status == "done" and result.steps == 100 and result.adapter
-    # Every trainable tensor moved (LoRA A/B of every target and the abstention token rows).
-    assert snap.before and snap.before.keys() == snap.after.keys()
-    unchanged = [n for n in snap.before if torch.equal(snap.before[n], snap.after[n])]
-    assert not unchanged
+    result, spec, snap = _train_all_linear(w, tmp_path / "job", "sft", 100, 3e-3)
+    # Every trainable tensor moved, the abstention token rows too.
     assert any("trainable_tokens" in n for n in snap.before)
     # The adapter is standard peft: PeftModel loads it, and the hf backend evaluates with it.
     from peft import PeftModel
@@ -254,13 +259,7 @@ def test_sft_injection_and_abstention(w: FtWorld, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_dpo_moves_behavior_failures(w: FtWorld, tmp_path: Path) -> None:
-    snap = Snapshot()
-    spec = JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "job"), method="dpo",
-                   lora=LoraSpec(target_modules=ALL_LINEAR), trainer=TrainerSpec(max_steps=60, learning_rate=2e-3))
-    result = run_job(spec, w.store, callbacks=[snap])
-    assert result.status == "done" and result.adapter
-    unchanged = [n for n in snap.before if torch.equal(snap.before[n], snap.after[n])]
-    assert snap.before and not unchanged
+    result, _, _ = _train_all_linear(w, tmp_path / "job", "dpo", 60, 2e-3)
     groups = _groups(w, w.fixset)
     targeted = groups.get("behavior:prompt-sensitive", set()) | groups.get("data:conflict", set()) \
         | groups.get("behavior:unstable", set())

@@ -73,22 +73,11 @@ def spec_from_args(args: argparse.Namespace) -> PreflightSpec:
         if missing:
             raise WorkbenchError(f"give --model, or the shape: missing {' '.join(missing)}")
         shape = ModelShape(**given)
-    return PreflightSpec(
-        model=shape,
-        gpu_memory_gib=args.gpu_memory,
-        method=args.method,
-        precision=args.precision,
-        zero=args.zero,
-        offload_optimizer=args.offload_optimizer,
-        gradient_checkpointing=args.gradient_checkpointing,
-        flash_attention=args.flash_attention,
-        micro_batch=args.micro_batch,
-        gradient_accumulation=args.gradient_accumulation,
-        seq_len=args.seq_len,
-        gpus=args.gpus,
-        lora_rank=args.lora_rank,
-        lora_targets=tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()),
-    )
+    # flags named as the PreflightSpec fields they set
+    same = ("method", "precision", "zero", "offload_optimizer", "gradient_checkpointing", "flash_attention",
+            "micro_batch", "gradient_accumulation", "seq_len", "gpus", "lora_rank")
+    return PreflightSpec(model=shape, gpu_memory_gib=args.gpu_memory, **{k: getattr(args, k) for k in same},
+                         lora_targets=tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()))
 
 
 def _gib(n: int) -> float:
