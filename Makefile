@@ -63,8 +63,8 @@ test: setup setup-vllm setup-real setup-browser setup-postgres
 	$(BIN)/python -m pytest -q -ra
 
 lint: setup
-	$(BIN)/ruff check workbench finetune evals tests bench app.py
-	$(BIN)/mypy workbench finetune evals
+	$(BIN)/ruff check hallucination_workbench workbench finetune evals tests bench app.py
+	$(BIN)/mypy hallucination_workbench workbench finetune evals
 
 bench: setup
 	$(BIN)/python bench/eval_throughput.py

@@ -47,8 +47,8 @@ def build_app(workspace: str | Path) -> Any:
 
     from finetune import ui as fix
     from finetune.fixset import STRATEGIES
+    from finetune.job import METHODS as JOB_METHODS
     from finetune.preflight import METHODS as PREFLIGHT_METHODS
-    from finetune.spec import METHODS as JOB_METHODS
     from workbench import reviews, views
     from workbench.attribution.types import CATEGORIES
     from workbench.regression.stats import METRICS

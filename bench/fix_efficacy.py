@@ -37,8 +37,7 @@ import yaml
 
 from evals.world import WorldConfig, build_world
 from finetune.fixset import DPO_CATEGORIES, FixSetManifest, build_fixset
-from finetune.jobs import JobResult, run_job
-from finetune.spec import JobSpec, from_dict
+from finetune.job import JobResult, JobSpec, from_dict, run_job
 from workbench.attribution.attribute import attribute_run
 from workbench.attribution.build import build_index
 from workbench.attribution.index import CorpusIndex, default_index_path

@@ -4,7 +4,7 @@ Steps, on the default world (120 entities; `--entities N` for another size):
 
 a. baseline: greedy eval of the world model on its suite;
 b. no-op candidate: the same model evaluated again as a new run -> the gate passes with zero flips;
-c. tag-breaker: a short LoRA SFT job (finetune's JobSpec/run_job) on a fix set that teaches a WRONG
+c. tag-breaker: a short LoRA SFT job (finetune.job's JobSpec/run_job) on a fix set that teaches a WRONG
    answer for every probe of `--tag` (default colour), under every phrasing, plus replay rows of the
    other tags' correct answers (`finetune.inject.build_tag_breaker`) -> the gate fails, and the
    `max_tag_correct_drop` gate names exactly that tag;
@@ -43,8 +43,7 @@ for _k, _v in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_
 
 from evals.world import WorldConfig, build_world  # noqa: E402
 from finetune.inject import build_tag_breaker  # noqa: E402
-from finetune.jobs import run_job  # noqa: E402
-from finetune.spec import JobSpec, TrainerSpec  # noqa: E402
+from finetune.job import JobSpec, TrainerSpec, run_job  # noqa: E402
 from workbench.probes import LoadResult, resolve_probes  # noqa: E402
 from workbench.regression import load_policy  # noqa: E402
 from workbench.regression.gate import GateRecord, gate_runs, rerun_like  # noqa: E402

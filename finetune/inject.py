@@ -4,7 +4,7 @@
 `fixset.json`) whose SFT rows teach, for every probe carrying `tag`, another probe's answer of that
 tag (the sorted distinct answers rotated by one, so every taught answer is wrong), under every
 phrasing; plus replay rows of the run's correctly answered probes of the OTHER tags, so those stay
-intact. A short LoRA SFT job (`finetune.jobs.run_job`) on it gives a "tag-breaker" adapter: the
+intact. A short LoRA SFT job (`finetune.job.run_job`) on it gives a "tag-breaker" adapter: the
 regression gate must fail on exactly that tag.
 
     manifest = build_tag_breaker(store, baseline_run, "out/breaker-fix", tag="colour")

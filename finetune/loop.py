@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.fixset import FixSetManifest, build_fixset
-from finetune.jobs import JobResult, run_job
-from finetune.spec import JobSpec, TrainerSpec, save_spec
+from finetune.job import JobResult, from_dict, run_job
 from workbench.attribution.types import load_attributions
 from workbench.results import load_results
 from workbench.store import Store
@@ -36,9 +35,8 @@ def train_fixes(store: Store, run_id: str, out_dir: Path, methods: tuple[str, ..
     jobs = {}
     for method in methods:
         fixset = out_dir / ("fixset-rl" if method == "grpo" else "fixset")
-        spec = JobSpec(fixset=str(fixset.resolve()), output_dir=str((out_dir / method).resolve()), method=method,
-                       trainer=TrainerSpec(max_steps=max_steps))
-        save_spec(spec, Path(spec.output_dir) / "job.yaml")
+        spec = from_dict({"fixset": str(fixset.resolve()), "output_dir": str((out_dir / method).resolve()),
+                          "method": method, "trainer": {"max_steps": max_steps}}, where="fix job")
         jobs[method] = run_job(spec, store)
     return FixJobs(manifest, jobs, rl)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from workbench.errors import WorkbenchError
+from workbench.textgen import check_model_path
 
 GiB = 1024**3
 METHODS = ("full", "lora", "qlora", "dpo", "dpo-lora", "dpo-qlora")
@@ -144,6 +145,11 @@ class PreflightSpec:
             raise WorkbenchError(
                 "`offload_optimizer` needs `zero` >= 1 (DeepSpeed offloads ZeRO partitions), got 0"
             )
+        if self.peft and self.lora_rank > self.model.hidden:
+            # r x (in + out) per module: an absurd rank (1e8) would "not fit" by exabytes instead of being refused
+            raise WorkbenchError(f"`lora_rank` ({self.lora_rank}) is above the model width `hidden` "
+                                 f"({self.model.hidden}): a LoRA update of a width-h layer has rank <= h; use a "
+                                 "smaller rank (e.g. 8-64)")
         unknown = set(self.lora_targets) - set(LORA_TARGETS)
         if unknown:
             raise WorkbenchError(
@@ -415,11 +421,9 @@ def shape_from_config(cfg: dict[str, object]) -> ModelShape:
 
 def load_shape(model: str) -> ModelShape:
     """From a local directory holding config.json, or a hub id through AutoConfig (needs network)."""
-    path = Path(model)
-    if path.is_dir():
-        cfg_path = path / "config.json"
-        if not cfg_path.is_file():
-            raise WorkbenchError(f"{path} has no config.json")
+    check_model_path(model)  # a local path: a directory with config.json (workbench.textgen's one rule)
+    cfg_path = Path(model).expanduser() / "config.json"
+    if cfg_path.is_file():
         return shape_from_config(json.loads(cfg_path.read_text()))
     try:
         from transformers import AutoConfig

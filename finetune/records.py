@@ -107,3 +107,32 @@ def metrics(store: Store, job_id: str, name: str | None = None) -> list[tuple[in
     with store.engine.connect() as c:
         rows = c.execute(q.order_by(job_metrics.c.step, job_metrics.c.name)).all()
     return [(int(r[0]), str(r[1]), float(r[2])) for r in rows]
+
+
+class JobRecorder:
+    """The store writes of one running job (job row, status, events, metrics); silent without a store, so a
+    job runs the same with or without one."""
+
+    def __init__(self, store: Store | None, job_id: str) -> None:
+        self.store, self.job_id = store, job_id
+
+    def create(self, *, method: str, spec: Mapping[str, Any], run_id: str | None, fixset_path: str,
+               fixset_hash: str) -> None:
+        """The job row, unless it exists (a resumed job keeps its row)."""
+        if self.store is None or job_exists(self.store, self.job_id):
+            return
+        create_job(self.store, method=method, spec=spec, run_id=run_id, fixset_path=fixset_path,
+                   fixset_hash=fixset_hash, job_id=self.job_id)
+
+    def status(self, status: str, *, adapter: str | None = None, metrics: Mapping[str, Any] | None = None,
+               finished: bool = False) -> None:
+        if self.store is not None:
+            set_status(self.store, self.job_id, status, adapter_path=adapter, metrics=metrics, finished=finished)
+
+    def event(self, kind: str, message: str, data: Mapping[str, Any] | None = None) -> None:
+        if self.store is not None:
+            add_event(self.store, self.job_id, kind, message, data)
+
+    def metrics(self, step: int, values: Mapping[str, float]) -> None:
+        if self.store is not None:
+            add_metrics(self.store, self.job_id, step, values)

@@ -1,15 +1,15 @@
 """The app's Fix tab as plain functions: build a fix set, memory pre-flight, launch / follow / stop a job.
 
 Lives in the finetune layer (workbench never imports finetune). Every path a user types is resolved
-inside the workspace (`workbench.safepath`); jobs start as `python -m finetune.jobs JOB.yaml` with
-`subprocess.Popen` in list form (never a shell), and each action returns its equivalent CLI command.
+inside the workspace (`workbench.safepath`); a job is resolved and pre-flighted as `workbench train` does,
+then starts as the launchers' job process (`python -m finetune.job OUT/job.yaml`) with `subprocess.Popen`
+in list form (never a shell), and each action returns its equivalent CLI command.
 """
 
 from __future__ import annotations
 
 import shlex
 import subprocess
-import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,32 +103,35 @@ class LaunchView:
     cli: str
 
 
-def launch_job(store: Store, fixset: str, *, method: str = "sft", max_steps: int = 60,
+def launch_job(store: Store, fixset: str, *, method: str = "sft", max_steps: float = 60,
                learning_rate: float | None = None, name: str = "") -> LaunchView:
-    """Write `jobs/<name>/job.yaml` and start `python -m finetune.jobs` on it in a subprocess."""
-    from finetune.fixset import load_manifest
-    from finetune.spec import METHODS, JobSpec, TrainerSpec, save_spec
+    """Write `jobs/<name>/job.yaml` (resolved, pre-flighted on a GPU as `workbench train` does) and start
+    the job process on it. Values come from widgets: the job spec's validation bounds them (a `max_steps`
+    of 1e30 is refused, not started)."""
+    from finetune.job import METHODS, check_fits, from_dict, resolve, save_spec
+    from finetune.job.launcher import job_command
 
     if method not in METHODS:
         raise unknown_name("method", method, METHODS)
     fix_dir = resolve_inside(store.workspace, fixset)
-    load_manifest(fix_dir).require_rows(method)  # refuse here, not in a job log after the launch
     rel = f"jobs/{name.strip() or new_id('ui')}"
     out = resolve_inside(store.workspace, rel)
     if out.exists() and any(out.iterdir()):
         raise WorkbenchError(f"`{rel}` already exists in the workspace; pick another job name")
-    spec = JobSpec(fixset=str(fix_dir), output_dir=str(out), method=method, workspace=str(store.workspace),
-                   trainer=TrainerSpec(max_steps=int(max_steps), learning_rate=learning_rate or None))
-    job_yaml = save_spec(spec, out / "job.yaml")
-    argv = [sys.executable, "-m", "finetune.jobs", str(job_yaml), "--workspace", str(store.workspace)]
+    trainer: dict[str, Any] = {"max_steps": max_steps}
+    if learning_rate:
+        trainer["learning_rate"] = learning_rate
+    job = resolve(from_dict({"fixset": str(fix_dir), "output_dir": str(out), "method": method,
+                             "workspace": str(store.workspace), "trainer": trainer}, where="job"))
+    check_fits(job)
+    job_yaml = save_spec(job.spec, out / "job.yaml")
     log = (out / "job.log").open("ab")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(job_command(job_yaml, workspace=str(store.workspace)), stdout=log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     log.close()
     with _LOCK:
         _PROCS[str(out)] = proc
-    return LaunchView(rel, str(job_yaml), proc.pid,
-                      shlex.join(["python", "-m", "finetune.jobs", f"{rel}/job.yaml", "--workspace",
-                                  str(store.workspace)]))
+    return LaunchView(rel, str(job_yaml), proc.pid, _cli(store.workspace, "train", f"{rel}/job.yaml"))
 
 
 def job_id_of(store: Store, output_dir: str) -> str | None:

@@ -9,8 +9,8 @@ set once per session, whichever test module asks first.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,13 +140,20 @@ def max_diff(a: dict[str, Any], b: dict[str, Any]) -> float:
     return max(float((a[k] - b[k]).abs().max()) for k in a)
 
 
-def start_job(w: FtWorld, job: Path, env: dict[str, str], resume: bool = False) -> subprocess.Popen[str]:
-    """`python -m finetune.jobs JOB` in a subprocess (one thread), extra environment `env`."""
-    from finetune.launcher import job_command
+def start_job(w: FtWorld, job: Path, *, resume: bool = False, step_delay: float = 0.0,
+              stall_save: str = "") -> subprocess.Popen[str]:
+    """The job process on JOB (one thread) through tests/jobworker.py: `step_delay` seconds after every step,
+    `stall_save` "STEP:SECONDS" stalls that checkpoint's save before its commit."""
+    from finetune.job.launcher import job_arguments
 
-    cmd = job_command(job, resume=resume, workspace=str(w.store.workspace), threads=1)
-    return subprocess.Popen(cmd, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=Path(__file__).resolve().parents[1])
+    cmd = [sys.executable, str(Path(__file__).with_name("jobworker.py")),
+           *job_arguments(job, resume=resume, workspace=str(w.store.workspace), threads=1)]
+    if step_delay:
+        cmd += ["--step-delay", str(step_delay)]
+    if stall_save:
+        cmd += ["--stall-save", stall_save]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
 
 
 def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 300) -> None:
@@ -161,9 +168,29 @@ def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 300) -> N
         time.sleep(0.05)
 
 
-def resume_job(w: FtWorld, job: Path) -> dict[str, object]:
-    """`--resume` in a subprocess to the end; its JSON result."""
-    proc = start_job(w, job, {}, resume=True)
-    stdout, stderr = proc.communicate(timeout=600)
+def resume_job(w: FtWorld, job: Path) -> Any:
+    """`--resume` in the job process to the end; the JobResult it wrote into its output_dir."""
+    from finetune.job import load_spec, read_result
+
+    proc = start_job(w, job, resume=True)
+    _, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stderr
-    return json.loads(stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    result = read_result(load_spec(job).output_dir)
+    assert result is not None
+    return result
+
+
+class PoisonForTests(TrainerCallback):  # type: ignore[misc]
+    """Fills the trainable weights with NaN before `at_step` (the NaN watchdog must fire)."""
+
+    def __init__(self, at_step: int) -> None:
+        self.at_step = at_step
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        import torch
+
+        if state.global_step + 1 == self.at_step and model is not None:
+            with torch.no_grad():
+                for p in model.parameters():
+                    if p.requires_grad:
+                        p.fill_(float("nan"))

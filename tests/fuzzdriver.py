@@ -16,7 +16,7 @@ import traceback
 
 
 def main() -> None:
-    from workbench.cli import main as workbench
+    from hallucination_workbench import main as workbench
 
     with open(sys.argv[1]) as f:
         cases = json.load(f)

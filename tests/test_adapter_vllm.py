@@ -9,8 +9,8 @@ import pytest
 from ftworld import FtWorld, setup
 from test_backend_vllm import GREEDY, engine_spec, needs_vllm
 
-from finetune.jobs import run_job
-from finetune.spec import DEFAULT_TARGETS, JobSpec, LoraSpec, TrainerSpec
+from finetune.job import JobSpec, LoraSpec, TrainerSpec, run_job
+from finetune.job.resolve import DEFAULT_TARGETS
 from workbench.backends import load_backend
 from workbench.types import GenerationRequest, ModelSpec
 

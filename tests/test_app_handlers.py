@@ -153,6 +153,30 @@ def test_attribution_override_and_validation(data: AppData, store: Store) -> Non
             reviews.record_override(store, **args)
 
 
+def test_the_gate_reads_reviewed_attributions_as_the_app_does(data: AppData, store: Store) -> None:
+    """A reviewer's category override reaches the recorded gate (its per-category transitions and broken-probe
+    list), as it reaches the Compare tab: both read the reviews table through workbench.reviews."""
+    from workbench.regression.gate import gate_runs
+
+    atts = reviews.effective_attributions(store, data.baseline)
+    before = gate_runs(store, data.baseline, data.candidate).result
+    changed = {c.probe_id for c in before.changes}
+    pid = next((p for p in sorted(atts) if p in changed), sorted(atts)[0])  # one in the broken/fixed list if any
+    old = atts[pid].category
+    new = "data:missing" if old != "data:missing" else "data:conflict"
+    reviews.record_override(store, reviewer="ann", run_id=data.baseline, probe_id=pid, target="attribution",
+                            new_value=new, reason="the corpus has no such fact")
+    after = gate_runs(store, data.baseline, data.candidate).result
+
+    def n(result: Any, cat: str) -> int:
+        return result.by_category[cat].total if cat in result.by_category else 0
+
+    assert (n(after, new), n(after, old)) == (n(before, new) + 1, n(before, old) - 1)
+    assert [c.category for c in after.changes if c.probe_id == pid] == [new] * len(changed & {pid})
+    shown = views.compare_runs(store, data.baseline, data.candidate, transition="all").probes
+    assert shown.set_index("probe").loc[pid, "category"] == new
+
+
 def test_release_signoff_shows_in_history_and_runs(data: AppData, store: Store) -> None:
     from workbench.regression.gate import gate_runs
 
@@ -197,6 +221,10 @@ def test_fix_tab_preflight_and_fixset(data: AppData, store: Store) -> None:
     # refused before anything starts: an unknown method, and grpo on a fix set without GRPO prompts
     with pytest.raises(WorkbenchError, match=r"unknown method `grp`\. Did you mean `grpo`"):
         ui.launch_job(store, "fixsets/base", method="grp")
+    with pytest.raises(WorkbenchError, match=r"`trainer.max_steps` must be <= 1000000, got 1e\+30"):
+        ui.launch_job(store, "fixsets/base", max_steps=1e30, name="t0")  # a widget value, bounded by the spec
+    with pytest.raises(WorkbenchError, match=r"`trainer.max_steps` must be a finite number"):
+        ui.launch_job(store, "fixsets/base", max_steps=float("inf"), name="t0")
     with pytest.raises(WorkbenchError, match=r"no `prompts` training rows for method grpo; rebuild it with "
                        r"`--strategy rl`, or use method sft / dpo"):
         ui.launch_job(store, "fixsets/base", method="grpo", name="t0")
@@ -209,7 +237,7 @@ def test_fix_tab_launches_follows_and_stops_a_job(data: AppData, store: Store) -
 
     ui.build_fix(store, data.baseline, "fixsets/base")
     job = ui.launch_job(store, "fixsets/base", method="sft", max_steps=2000, name="t1")
-    assert job.cli.startswith("python -m finetune.jobs jobs/t1/job.yaml")
+    assert job.cli.startswith("workbench train jobs/t1/job.yaml")
     deadline = time.time() + 240
     view = ui.follow_job(store, job.output_dir)
     while time.time() < deadline and view.loss.empty:
@@ -223,7 +251,7 @@ def test_fix_tab_launches_follows_and_stops_a_job(data: AppData, store: Store) -
 
 
 def test_review_cli_matches_the_app(data: AppData, store: Store, capsys: pytest.CaptureFixture[str]) -> None:
-    from workbench.cli import main
+    from hallucination_workbench import main
 
     pid = views.compare_runs(store, data.baseline, data.candidate, transition="broken").probe_ids[0]
     cli = views.cli_review(store.workspace, data.candidate, target="verdict", value="correct", reason="alias ok",

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from evals.world import TEST_CONFIG, WorldPaths, build_world
-from workbench.cli import main
+from hallucination_workbench import main
 from workbench.probes import resolve_probes
 from workbench.runner import EvalOptions, run_eval
 from workbench.store import Store

@@ -80,7 +80,7 @@ def test_binding_beyond_loopback_needs_an_auth_file(tmp_path: Path, capsys: pyte
     assert app.main(["--workspace", str(tmp_path / "ws"), "--host", "0.0.0.0"]) == 2
     assert "refusing to bind 0.0.0.0" in capsys.readouterr().err
     # The same through the workbench CLI, and adding a user with it.
-    from workbench.cli import main
+    from hallucination_workbench import main
 
     assert main(["app", "--workspace", str(tmp_path / "ws"), "--host", "0.0.0.0"]) == 2
     os.environ["WORKBENCH_PASSWORD"] = "pw"

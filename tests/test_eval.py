@@ -15,7 +15,7 @@ import pytest
 from procs import open_store_at_once
 from sqlalchemy import func, select
 
-from workbench.cli import main
+from hallucination_workbench import main
 from workbench.probes import resolve_probes
 from workbench.results import load_results
 from workbench.runner import EvalOptions, run_eval
@@ -75,8 +75,8 @@ def _cache_rows(workspace: Path) -> int:
 
 
 def _cli_eval(world: Any, workspace: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "workbench", "eval", "--model", str(world.model), "--probes", str(world.suite),
-            "--workspace", str(workspace), "--samples", "4", "--json", *extra]
+    return [sys.executable, "-m", "hallucination_workbench", "eval", "--model", str(world.model),
+            "--probes", str(world.suite), "--workspace", str(workspace), "--samples", "4", "--json", *extra]
 
 
 def test_sigkill_mid_run_then_rerun_loses_and_repeats_nothing(world: Any, workspace: Path) -> None:
@@ -150,8 +150,8 @@ def test_bad_input_exits_2_with_a_clear_message(world: Any, workspace: Path, arg
 
 
 def test_help_is_fast_and_imports_no_torch() -> None:
-    code = ("import sys, time; t=time.perf_counter(); from workbench.cli import build_parser; build_parser(); "
-            "print(time.perf_counter()-t, 'torch' in sys.modules, 'gradio' in sys.modules, "
+    code = ("import sys, time; t=time.perf_counter(); from hallucination_workbench import build_parser; "
+            "build_parser(); print(time.perf_counter()-t, 'torch' in sys.modules, 'gradio' in sys.modules, "
             "'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[1:] == ["False", "False", "False"], out

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from workbench.cli import main
+from hallucination_workbench import main
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +126,8 @@ def test_inconclusive_gate_exits_3_in_regress_watch_and_history(
     a = _eval(world, workspace, capsys, "--probes", probes)
     b = _eval(world, workspace, capsys, "--probes", probes)
     junit = tmp_path / "junit.xml"
-    proc = subprocess.run([sys.executable, "-m", "workbench", "regress", "--baseline", a, "--candidate", b,
+    proc = subprocess.run([sys.executable, "-m", "hallucination_workbench",
+                           "regress", "--baseline", a, "--candidate", b,
                            "--workspace", str(workspace), "--json", "--junit", str(junit)],
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 3, proc.stderr[-2000:]
@@ -137,7 +138,8 @@ def test_inconclusive_gate_exits_3_in_regress_watch_and_history(
     assert out["headline"]["rows"][0] == {**out["headline"]["rows"][0], "label": "correct", "baseline_count": 3}
     skipped = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase") if c.find("skipped") is not None]
     assert skipped == out["inconclusive_gates"]
-    proc = subprocess.run([sys.executable, "-m", "workbench", "regress", "--baseline", a, "--candidate", b,
+    proc = subprocess.run([sys.executable, "-m", "hallucination_workbench",
+                           "regress", "--baseline", a, "--candidate", b,
                            "--workspace", str(workspace)], capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 3 and "INCONCLUSIVE (exit 3)" in proc.stdout and "could not fail" in proc.stdout
     from workbench.store import Store

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from workbench.cli import main
+from hallucination_workbench import main
 
 pytestmark = pytest.mark.slow
 
@@ -17,8 +17,7 @@ pytestmark = pytest.mark.slow
 def test_tag_breaker_fails_the_gate_on_exactly_its_tag(world: Any, workspace: Path, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     from finetune.inject import build_tag_breaker
-    from finetune.jobs import run_job
-    from finetune.spec import JobSpec, TrainerSpec
+    from finetune.job import JobSpec, TrainerSpec, run_job
     from workbench.store import Store
 
     assert main(["eval", "--model", str(world.model), "--probes", str(world.suite), "--workspace", str(workspace),

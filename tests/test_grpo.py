@@ -4,7 +4,6 @@ abstain, KL blow-up, collapsed length), the CLI, and resume after SIGKILL."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import signal
 from pathlib import Path
@@ -27,20 +26,22 @@ from ftworld import (
 from transformers import TrainerCallback, TrainerControl, TrainerState
 
 from finetune import records
-from finetune.checkpoint import COMPLETE
 from finetune.fixset import PROMPT_COLUMNS, build_fixset, load_manifest
-from finetune.grpo import (
-    ANCHOR_NLL,
-    REPLAY_ABSTENTION,
-    REPLAY_KL,
-    SAMPLED_LENGTH,
-    FormatReward,
-    GraderReward,
-    GRPOWatchdog,
-    ReplayAnchor,
+from finetune.job import (
+    EarlyStopSpec,
+    GRPOSpec,
+    JobSpec,
+    LoraSpec,
+    TrainerSpec,
+    from_dict,
+    load_spec,
+    run_job,
+    save_spec,
 )
-from finetune.jobs import STEP_DELAY_ENV, run_job
-from finetune.spec import EarlyStopSpec, GRPOSpec, JobSpec, LoraSpec, TrainerSpec, from_dict, load_spec, save_spec
+from finetune.job.checkpoint import COMPLETE
+from finetune.job.methods.grpo import ANCHOR_NLL, ReplayAnchor
+from finetune.job.methods.grpo_watchdog import REPLAY_KL, GRPOWatchdog
+from finetune.job.methods.rewards import REPLAY_ABSTENTION, SAMPLED_LENGTH, FormatReward, GraderReward
 from workbench.errors import WorkbenchError
 from workbench.grading import MatchGrader
 
@@ -237,7 +238,7 @@ def test_blanket_abstention_watchdog_fires(w: FtWorld, rl_fix: Path, tmp_path: P
 
 @pytest.mark.slow
 def test_cli_fix_rl_then_train(w: FtWorld, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from workbench.cli import main
+    from hallucination_workbench import main
 
     ws = str(w.store.workspace)
     assert main(["fix", w.run_id, "--out", str(tmp_path / "fix"), "--workspace", ws, "--strategy", "rl",
@@ -253,22 +254,22 @@ def test_cli_fix_rl_then_train(w: FtWorld, tmp_path: Path, capsys: pytest.Captur
 @pytest.mark.slow
 def test_grpo_resume_after_sigkill(w: FtWorld, rl_fix: Path, tmp_path: Path) -> None:
     steps, every = 8, 4
-    ref = run_job(dataclasses.replace(_spec(rl_fix, tmp_path / "ref", steps), checkpoint_every=every), w.store)
+    ref = run_job(_spec(rl_fix, tmp_path / "ref", steps).model_copy(update={"checkpoint_every": every}), w.store)
     assert ref.adapter is not None
-    spec = dataclasses.replace(_spec(rl_fix, tmp_path / "job", steps), checkpoint_every=every)
+    spec = _spec(rl_fix, tmp_path / "job", steps).model_copy(update={"checkpoint_every": every})
     job = save_spec(spec, tmp_path / "job.yaml")
-    proc = start_job(w, job, {STEP_DELAY_ENV: "1.0"})
+    proc = start_job(w, job, step_delay=1.0)
     wait_for(tmp_path / "job" / "checkpoints" / f"checkpoint-{every}" / COMPLETE, proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (tmp_path / "job" / "adapter").exists()
     res = resume_job(w, job)
-    assert res["status"] == "done" and res["steps"] == steps
-    assert str(res["resumed_from"]).endswith(f"checkpoint-{every}")
+    assert res.status == "done" and res.steps == steps
+    assert str(res.resumed_from).endswith(f"checkpoint-{every}")
     diff = max_diff(adapter_weights(Path(ref.adapter)), adapter_weights(tmp_path / "job" / "adapter"))
     print(f"grpo resume after SIGKILL: max abs diff to an uninterrupted run {diff:.3g}")
     assert diff < RESUME_TOLERANCE
-    kinds = [e.kind for e in records.events(w.store, str(res["job_id"]))]
+    kinds = [e.kind for e in records.events(w.store, res.job_id)]
     assert "resume" in kinds and kinds[-1] == "done"
 
 
@@ -297,7 +298,7 @@ def test_grpo_continues_an_sft_adapter(w: FtWorld, rl_fix: Path, tmp_path: Path)
     assert sft.adapter
     saved = adapter_weights(Path(sft.adapter))
     snap = Snapshot()
-    spec = dataclasses.replace(_spec(rl_fix, tmp_path / "rl", 3), init_adapter=sft.adapter)
+    spec = _spec(rl_fix, tmp_path / "rl", 3).model_copy(update={"init_adapter": sft.adapter})
     result = run_job(spec, w.store, callbacks=[snap])
     assert result.status == "done" and result.adapter
     # peft names parameters `...lora_A.default.weight`; the file drops the adapter name
@@ -310,4 +311,4 @@ def test_grpo_continues_an_sft_adapter(w: FtWorld, rl_fix: Path, tmp_path: Path)
     rl_lora = load_spec(tmp_path / "rl" / "job.yaml").lora
     assert (rl_lora.r, rl_lora.alpha) == (4, 8) and rl_lora.trainable_token_indices == sft_lora.trainable_token_indices
     with pytest.raises(WorkbenchError, match=r"`init_adapter` .* is not a peft adapter directory"):
-        run_job(dataclasses.replace(spec, output_dir=str(tmp_path / "bad"), init_adapter=str(tmp_path)), w.store)
+        run_job(spec.model_copy(update={"output_dir": str(tmp_path / "bad"), "init_adapter": str(tmp_path)}), w.store)

@@ -81,7 +81,8 @@ def _cache_rows(ws: Path) -> int:
 
 def test_a_killed_eval_reads_interrupted_everywhere(world: Any, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    args = [sys.executable, "-m", "workbench", "eval", "--model", str(world.model), "--probes", str(world.suite),
+    args = [sys.executable, "-m", "hallucination_workbench",
+            "eval", "--model", str(world.model), "--probes", str(world.suite),
             "--workspace", str(ws), "--samples", "2", "--backend-option", "batch_size=2", "--json"]
     proc = subprocess.Popen(args, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 300

@@ -9,22 +9,24 @@ from typing import Any
 
 import pytest
 import torch
-from ftworld import ALL_LINEAR, FtWorld, Snapshot, greedy_verdicts, setup
+import yaml
+from ftworld import ALL_LINEAR, FtWorld, PoisonForTests, Snapshot, greedy_verdicts, setup
 from sqlalchemy import func, select
 
 from finetune import records
-from finetune.jobs import run_job
-from finetune.spec import (
-    DEFAULT_TARGETS,
+from finetune.job import (
     EarlyStopSpec,
     JobSpec,
     LoraSpec,
     TrainerSpec,
     from_dict,
     load_spec,
-    resolve_spec,
+    resolve,
+    run_job,
+    save_spec,
 )
-from finetune.watchdog import EarlyStopping, LossWatchdog, PoisonForTests
+from finetune.job.resolve import DEFAULT_TARGETS
+from finetune.job.watchdog import EarlyStopping, LossWatchdog
 from workbench.errors import WorkbenchError
 
 
@@ -64,6 +66,84 @@ def test_spec_unknown_keys_and_bad_values(tmp_path: Path) -> None:
         load_spec(job)
 
 
+def test_spec_bounds_refuse_resource_exhaustion(tmp_path: Path) -> None:
+    """Values that would exhaust memory or never end are refused when the spec is read (issue 11)."""
+    base = {"fixset": "f", "output_dir": "o"}
+    for section, key, value, message in [
+            ("lora", "r", 100_000_000, r"`lora.r` must be <= 4096, got 100000000"),
+            ("trainer", "max_steps", 1e30, r"`trainer.max_steps` must be <= 1000000, got 1e\+30"),
+            ("trainer", "max_steps", float("inf"), r"`trainer.max_steps` must be a finite number"),
+            ("trainer", "per_device_batch_size", 10**6, r"`trainer.per_device_batch_size` must be <= 4096"),
+            ("trainer", "gradient_accumulation", 10**6, r"`trainer.gradient_accumulation` must be <= 4096"),
+            ("trainer", "max_length", 10**8, r"`trainer.max_length` must be <= 131072"),
+            ("grpo", "num_generations", 10**6, r"`grpo.num_generations` must be <= 256"),
+            ("trainer", "learning_rate", float("nan"), r"`trainer.learning_rate` must be a finite number"),
+            ("trainer", "lr_scheduler", "cosin", r"`trainer.lr_scheduler` must be one of .* Did you mean `cosine`")]:
+        with pytest.raises(WorkbenchError, match=message):
+            from_dict({**base, section: {key: value}})
+    job = tmp_path / "job.yaml"
+    job.write_text("fixset: f\noutput_dir: o\nlora: {r: 100000000}\n")
+    with pytest.raises(WorkbenchError, match=rf"{job}: `lora.r` must be <= 4096"):
+        load_spec(job)
+
+
+def test_old_job_yaml_still_loads(tmp_path: Path) -> None:
+    """A job.yaml as the dataclass spec saved it (every key, nulls for autos) loads unchanged."""
+    job = tmp_path / "job.yaml"
+    job.write_text("""fixset: /w/fix
+output_dir: /w/job
+method: grpo
+base_model: /w/model
+lora: {r: 8, alpha: 16, dropout: 0.0, target_modules: [q_proj, v_proj], fan_in_fan_out: false,
+  trainable_token_indices: [5, 6]}
+init_adapter: null
+trainer: {learning_rate: 0.001, max_steps: 300, per_device_batch_size: 64, gradient_accumulation: 1, seed: 0,
+  warmup_steps: 0, lr_scheduler: constant, max_length: 128, weight_decay: 0.0, max_grad_norm: 1.0, dpo_beta: 0.1,
+  dpo_loss_type: [sigmoid, sft], logging_steps: 1}
+checkpoint_every: 0
+keep_checkpoints: 2
+early_stop: {eval_every: 0, patience: 3, min_delta: 0.0, metric: auto, collapse_nats: 5.0}
+watchdog: {stop_on_nan: true, spike_factor: 5.0, spike_window: 20, spike_min_steps: 5}
+grpo: {num_generations: 8, max_completion_length: 12, temperature: 0.5, beta: 0.0, loss_type: dapo,
+  hallucination_penalty: 1.0, format_weight: 0.1, abstention_guidance: 1, replay_anchor: 4.0,
+  replay_anchor_batch: 64, max_replay_abstention: 0.25, max_kl: 2.0, min_completion_length: 2.0, watch_window: 3,
+  use_vllm: false}
+device: cpu
+bf16: false
+gradient_checkpointing: false
+launcher: {kind: inprocess, num_processes: 1, deepspeed_zero: 0, offload_optimizer: false, offload_params: false,
+  mixed_precision: 'no'}
+workspace: null
+""")
+    spec = load_spec(job)
+    assert spec.method == "grpo" and spec.lora.trainable_token_indices == [5, 6] and spec.grpo.use_vllm is False
+    assert load_spec(job) == from_dict(yaml.safe_load(spec.to_yaml()))  # and round-trips through save
+
+
+def test_abstention_phrase_the_tokenizer_cannot_spell_names_its_words() -> None:
+    """The message names the phrase and the words the tokenizer lacks, never `[UNK]` placeholders (issue 14)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from finetune.job.methods.rewards import guidance_ids
+    from finetune.job.resolve import abstention_token_ids
+
+    words = Tokenizer(models.WordLevel({"[UNK]": 0, "[EOS]": 1, "i": 2, "know": 3, ".": 4}, unk_token="[UNK]"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()  # words and punctuation apart: "don't" is don ' t
+    tok = PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]", eos_token="[EOS]")
+    tokens = tok.tokenize(" i don't know")  # what a fix set records for this tokenizer
+    assert "[UNK]" in tokens
+    with pytest.raises(WorkbenchError) as err:
+        abstention_token_ids(tok, tokens, "i don't know", field="lora.trainable_token_indices", model="m")
+    msg = str(err.value)
+    assert "the abstention phrase `i don't know`" in msg and "no token for `don't`" in msg
+    assert "UNK" not in msg and "`know`" not in msg and "`lora.trainable_token_indices`" in msg
+    assert abstention_token_ids(tok, tok.tokenize(" i know"), "i know", field="f", model="m") == [2, 3]
+    with pytest.raises(WorkbenchError, match=r"`grpo.abstention_guidance`.*no token for `don't`.*guidance: 0"):
+        guidance_ids(tok, "i don't know", ["."], model="m")
+    assert guidance_ids(tok, "i know", ["."], model="m") == [2, 3, 4, 1]
+
+
 @pytest.mark.slow
 def test_a_method_without_rows_is_refused_before_anything_starts(w: FtWorld, tmp_path: Path) -> None:
     # the auto fix set has no GRPO prompts: refused before the job row, the job.yaml or the model load
@@ -79,10 +159,12 @@ def test_a_method_without_rows_is_refused_before_anything_starts(w: FtWorld, tmp
 
 
 @pytest.mark.slow
-def test_resolve_spec_autos(w: FtWorld, tmp_path: Path) -> None:
-    sft = resolve_spec(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path)))
-    assert sft.base_model == str(w.paths.model) and sft.lora.target_modules == DEFAULT_TARGETS["llama"]
-    assert sft.trainer.max_steps == 400
+def test_resolve_autos(w: FtWorld, tmp_path: Path) -> None:
+    job = resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path)))
+    sft = job.spec  # the decided spec, as job.yaml records it; the ResolvedJob holds the same decisions typed
+    assert sft.base_model == job.base_model == str(w.paths.model)
+    assert sft.lora.target_modules == list(job.target_modules) == DEFAULT_TARGETS["llama"]
+    assert sft.trainer.max_steps == job.max_steps == 400 and job.split == "sft"
     assert sft.lora.fan_in_fan_out is False and sft.device == "cpu" and sft.bf16 is False
     assert sft.gradient_checkpointing is False and sft.trainer.learning_rate == 3e-3
     # the fix set teaches abstention with tokens the model never trained: their rows become trainable
@@ -90,9 +172,26 @@ def test_resolve_spec_autos(w: FtWorld, tmp_path: Path) -> None:
 
     tok = AutoTokenizer.from_pretrained(str(w.paths.model))
     assert sft.lora.trainable_token_indices == sorted(tok.convert_tokens_to_ids(["i", "don", "'", "t", "know"]))
-    dpo = resolve_spec(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path), method="dpo"))
+    dpo = resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path), method="dpo")).spec
     assert dpo.lora.trainable_token_indices == [] and dpo.trainer.max_steps == 300  # its pairs never abstain
     assert dpo.trainer.learning_rate == 3e-3 and dpo.trainer.dpo_loss_type == ["sigmoid", "sft"]
+    # resolving the decided spec (what a launcher's child process reads) decides nothing again
+    again = resolve(load_spec(save_spec(sft, tmp_path / "job.yaml")))
+    assert again.spec == sft and again.trainable_tokens == job.trainable_tokens
+
+
+@pytest.mark.slow
+def test_resolve_refuses_before_anything_is_written(w: FtWorld, tmp_path: Path) -> None:
+    spec = JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "job"), lora=LoraSpec(r=1024))
+    with pytest.raises(WorkbenchError, match=r"`lora.r` is 1024, above the hidden size of .* \(64\)"):
+        resolve(spec)  # the world model is 64 wide: a rank above it only costs memory
+    (tmp_path / "file").write_text("")
+    with pytest.raises(WorkbenchError, match=r"`output_dir` `.*file` is a file; give a directory"):
+        resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "file")))
+    with pytest.raises(WorkbenchError, match=r"`base_model` cannot be used: `.*nowhere` is not a base_model directory"
+                       r"|base_model directory `.*nowhere` does not exist"):
+        resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "job"), base_model=str(tmp_path / "nowhere")))
+    assert not (tmp_path / "job").exists()
 
 
 # -- training -----------------------------------------------------------------------------------------
@@ -115,17 +214,22 @@ def _acc(verdicts: dict[str, str], ids: set[str], value: str = "correct") -> flo
     return sum(verdicts[i] == value for i in ids) / len(ids)
 
 
+def _train_all_linear(w: FtWorld, out: Path, method: Any, steps: int, lr: float) -> tuple[Any, JobSpec, Snapshot]:
+    """A job on every linear layer; asserts it ran to the end and every trainable tensor moved."""
+    snap = Snapshot()
+    spec = JobSpec(fixset=str(w.fixset), output_dir=str(out), method=method,
+                   lora=LoraSpec(target_modules=ALL_LINEAR), trainer=TrainerSpec(max_steps=steps, learning_rate=lr))
+    result = run_job(spec, w.store, callbacks=[snap])
+    assert result.status == "done" and result.steps == steps and result.adapter
+    assert snap.before and snap.before.keys() == snap.after.keys()
+    assert [n for n in snap.before if torch.equal(snap.before[n], snap.after[n])] == []
+    return result, spec, snap
+
+
 @pytest.mark.slow
 def test_sft_injection_and_abstention(w: FtWorld, tmp_path: Path) -> None:
-    snap = Snapshot()
-    spec = JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "job"), method="sft",
-                   lora=LoraSpec(target_modules=ALL_LINEAR), trainer=TrainerSpec(max_steps=100, learning_rate=3e-3))
-    result = run_job(spec, w.store, callbacks=[snap])
-    assert result.status == "done" and result.steps == 100 and result.adapter
-    # Every trainable tensor moved (LoRA A/B of every target and the abstention token rows).
-    assert snap.before and snap.before.keys() == snap.after.keys()
-    unchanged = [n for n in snap.before if torch.equal(snap.before[n], snap.after[n])]
-    assert not unchanged
+    result, spec, snap = _train_all_linear(w, tmp_path / "job", "sft", 100, 3e-3)
+    # Every trainable tensor moved, the abstention token rows too.
     assert any("trainable_tokens" in n for n in snap.before)
     # The adapter is standard peft: PeftModel loads it, and the hf backend evaluates with it.
     from peft import PeftModel
@@ -155,13 +259,7 @@ def test_sft_injection_and_abstention(w: FtWorld, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_dpo_moves_behavior_failures(w: FtWorld, tmp_path: Path) -> None:
-    snap = Snapshot()
-    spec = JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "job"), method="dpo",
-                   lora=LoraSpec(target_modules=ALL_LINEAR), trainer=TrainerSpec(max_steps=60, learning_rate=2e-3))
-    result = run_job(spec, w.store, callbacks=[snap])
-    assert result.status == "done" and result.adapter
-    unchanged = [n for n in snap.before if torch.equal(snap.before[n], snap.after[n])]
-    assert snap.before and not unchanged
+    result, _, _ = _train_all_linear(w, tmp_path / "job", "dpo", 60, 2e-3)
     groups = _groups(w, w.fixset)
     targeted = groups.get("behavior:prompt-sensitive", set()) | groups.get("data:conflict", set()) \
         | groups.get("behavior:unstable", set())
@@ -220,8 +318,8 @@ def test_spike_and_collapse_callbacks() -> None:
     for step, loss in enumerate([1.0, 1.1, 0.9, 1.0, 1.05, 9.0, 1.0], 1):
         dog.on_log(args, _fake_state(step), control, logs={"loss": loss})
     assert [k for k, _ in events] == ["spike"] and "step 6" in events[0][1] and not control.should_training_stop
-    early = EarlyStopping(report, lambda s, v: None, rows=[], stop=["."], tokenizer=None, eval_every=0, patience=1,
-                          min_delta=0, use_accuracy=False, collapse_nats=2.0)
+    early = EarlyStopping(report, lambda s, v: None, score=lambda model: 0.0, metric="heldout_accuracy",
+                          has_rows=False, eval_every=0, patience=1, min_delta=0, collapse_nats=2.0)
     for step, logp in enumerate([-3.0, -3.5, -4.5, -5.5], 1):
         early.on_log(args, _fake_state(step), control, logs={"logps/chosen": logp})
     assert events[-1][0] == "collapse" and control.should_training_stop and early.stopped is not None
@@ -232,7 +330,7 @@ def test_spike_and_collapse_callbacks() -> None:
 
 @pytest.mark.slow
 def test_cli_fix_then_train(w: FtWorld, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from workbench.cli import main
+    from hallucination_workbench import main
 
     ws = str(w.store.workspace)
     assert main(["fix", w.run_id, "--out", str(tmp_path / "fix"), "--workspace", ws, "--json"]) == 0

@@ -9,8 +9,8 @@ import pytest
 import torch
 import yaml
 
-from finetune.launcher import accelerate_command, deepspeed_config, job_command, launch
-from finetune.spec import JobSpec, LauncherSpec, from_dict
+from finetune.job import JobSpec, LauncherSpec, from_dict, resolve
+from finetune.job.launcher import accelerate_command, deepspeed_config, job_command
 from workbench.errors import WorkbenchError
 
 
@@ -21,7 +21,7 @@ def _spec(tmp_path: Path, **launcher: object) -> JobSpec:
 
 def test_subprocess_command_is_an_argument_list(tmp_path: Path) -> None:
     cmd = job_command(tmp_path / "job.yaml", resume=True, workspace="ws", threads=1)
-    assert cmd[1:] == ["-m", "finetune.jobs", str(tmp_path / "job.yaml"), "--resume", "--workspace", "ws",
+    assert cmd[1:] == ["-m", "finetune.job", str(tmp_path / "job.yaml"), "--resume", "--workspace", "ws",
                        "--threads", "1"]
     assert cmd[0].endswith(("python", "python3")) or "python" in Path(cmd[0]).name
 
@@ -31,7 +31,7 @@ def test_accelerate_zero2_with_optimizer_offload(tmp_path: Path) -> None:
     cmd = accelerate_command(spec, tmp_path / "job.yaml", resume=True)
     out = tmp_path / "out"
     assert cmd == ["accelerate", "launch", "--num_processes", "4", "--config_file", str(out / "accelerate.yaml"),
-                   "-m", "finetune.jobs", str(tmp_path / "job.yaml"), "--resume"]
+                   "-m", "finetune.job", str(tmp_path / "job.yaml"), "--resume"]
     acc = yaml.safe_load((out / "accelerate.yaml").read_text())
     assert acc["distributed_type"] == "DEEPSPEED" and acc["num_processes"] == 4 and acc["mixed_precision"] == "bf16"
     assert acc["deepspeed_config"]["deepspeed_config_file"] == str(out / "deepspeed.json")
@@ -67,7 +67,7 @@ def test_launcher_validation(tmp_path: Path) -> None:
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without a GPU")
 def test_accelerate_without_gpu_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(WorkbenchError, match="needs CUDA GPUs"):
-        launch(_spec(tmp_path, num_processes=2))
+        resolve(_spec(tmp_path, num_processes=2))  # refused when the job resolves, before anything is written
 
 
 @pytest.mark.gpu
@@ -78,13 +78,50 @@ def test_sft_job_on_cuda(request: pytest.FixtureRequest, tmp_path_factory: pytes
     """On a GPU: device auto picks CUDA, bf16 where supported, gradient checkpointing on; the job trains."""
     from ftworld import setup
 
-    from finetune.jobs import run_job
-    from finetune.spec import TrainerSpec, resolve_spec
+    from finetune.job import TrainerSpec, run_job
 
     w = setup(request, tmp_path_factory.mktemp("ft"))
     spec = JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "job"), trainer=TrainerSpec(max_steps=5))
-    resolved = resolve_spec(spec)
+    resolved = resolve(spec)
     assert resolved.device == "cuda" and resolved.gradient_checkpointing is True
     assert resolved.bf16 == torch.cuda.is_bf16_supported()
     result = run_job(spec, w.store)
     assert result.status == "done" and result.steps == 5 and result.adapter
+
+
+@pytest.mark.slow
+def test_train_cli_with_the_subprocess_launcher_reads_the_result_file(
+        request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    """`workbench train` as a user runs it, on a job whose launcher is a subprocess: the job process writes
+    OUT/result.json, the launcher returns it (never JSON scraped from the child's stdout)."""
+    import os
+    import subprocess
+    import sys
+
+    from ftworld import setup
+
+    from finetune import records
+    from finetune.job import read_result
+
+    w = setup(request, tmp_path_factory.mktemp("ft"))
+    out = tmp_path / "job"
+    out.mkdir()
+    (out / "result.json").write_text("{}")  # stale: removed before the job process starts, never read
+    job = tmp_path / "job.yaml"
+    job.write_text(f"fixset: {w.fixset}\noutput_dir: job\nworkspace: {w.store.workspace}\n"
+                   "trainer: {max_steps: 2}\nlauncher: {kind: subprocess}\n")
+    proc = subprocess.run([sys.executable, "-m", "hallucination_workbench", "train", str(job), "--json"],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    printed = json.loads(proc.stdout)
+    written = read_result(out)
+    assert written is not None and printed == written.to_dict()
+    assert written.status == "done" and written.steps == 2 and Path(str(written.adapter)).is_dir()
+    assert records.get_job(w.store, written.job_id)["status"] == "done"
+    assert "job " in (out / "job.log").read_text()  # the child's output is kept beside the job
+    # the same output_dir again without --resume: refused before the job process starts or job.yaml changes
+    saved = (out / "job.yaml").read_text()
+    again = subprocess.run([sys.executable, "-m", "hallucination_workbench", "train", str(job)],
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "already holds a job; pass --resume" in again.stderr
+    assert "Traceback" not in again.stderr and (out / "job.yaml").read_text() == saved

@@ -234,3 +234,50 @@ def test_gpu_peak_within_tolerance() -> None:
         {"method": "full", "micro_batch": 2, "seq_len": 512, "ckpt": False}
     )
     assert 0.95 * measured <= predicted <= 1.15 * measured
+
+
+def test_rank_above_the_model_width_is_refused() -> None:
+    """An absurd LoRA rank is refused, not estimated (issue 11: `lora.r: 100000000` passed pre-flight)."""
+    with pytest.raises(WorkbenchError, match=r"`lora_rank` \(100000000\) is above the model width `hidden` \(4096\)"):
+        PreflightSpec(model=LLAMA7B, gpu_memory_gib=80, method="lora", lora_rank=100_000_000)
+    assert PreflightSpec(model=LLAMA7B, gpu_memory_gib=80, method="full", lora_rank=100_000_000).peft == ""
+
+
+def _job(tmp_path: Path, config: dict[str, object], job: str) -> Path:
+    """A job spec over a model known only by its config.json and a fix set known only by its manifest: all the
+    pre-flight of a job reads."""
+    model = tmp_path / "model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps(config))
+    fix = tmp_path / "fix"
+    fix.mkdir()
+    (fix / "fixset.json").write_text(json.dumps({
+        "path": str(fix), "run_id": "run-x", "model": str(model), "strategy": "auto", "counts": {}, "sources": {},
+        "train_rows": {"sft": 10, "dpo": 10}, "sha256": "0", "abstention_phrase": "i don't know", "new_tokens": [],
+        "heldout_probe_ids": []}))
+    path = tmp_path / "job.yaml"
+    path.write_text(job)
+    return path
+
+
+LLAMA7B_CONFIG = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+                  "num_key_value_heads": 32, "intermediate_size": 11008, "vocab_size": 32000, "hidden_act": "silu",
+                  "tie_word_embeddings": False}
+
+
+def test_preflight_of_a_job_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`workbench preflight --job` maps the job as `workbench train` does on a GPU: bf16, checkpointing on,
+    the job's micro batch, length, rank and method (dpo: the adapter-disabled reference)."""
+    job = _job(tmp_path, LLAMA7B_CONFIG, "fixset: fix\noutput_dir: out\nmethod: dpo\n"
+               "trainer: {per_device_batch_size: 8, max_length: 2048}\nlora: {r: 32}\n")
+    code = cmd.run(_args("--job", str(job), "--gpu-memory", "80", "--json"))
+    out = json.loads(capsys.readouterr().out)
+    expected = estimate(PreflightSpec(model=load_shape(str(tmp_path / "model")), gpu_memory_gib=80, method="dpo-lora",
+                                      precision="bf16", gradient_checkpointing=True, micro_batch=8, seq_len=2048,
+                                      lora_rank=32))
+    assert out["peak_gib_per_gpu"] == round(expected.peak_bytes / GiB, 2) and code == (expected.fits != "fits")
+    assert not (tmp_path / "out").exists()  # a pre-flight writes nothing
+    wide = _job(tmp_path / "small", {**LLAMA7B_CONFIG, "hidden_size": 1024, "intermediate_size": 2816},
+                "fixset: fix\noutput_dir: out\nlora: {r: 2048}\n")
+    with pytest.raises(WorkbenchError, match=r"`lora.r` is 2048, above the hidden size .* \(1024\)"):
+        cmd.run(_args("--job", str(wide), "--gpu-memory", "80"))

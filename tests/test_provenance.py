@@ -9,8 +9,8 @@ from typing import Any
 
 from sqlalchemy import update
 
+from hallucination_workbench import main
 from workbench.backends import load_backend
-from workbench.cli import main
 from workbench.probes import resolve_probes
 from workbench.results import load_results
 from workbench.runner import EvalOptions, run_eval

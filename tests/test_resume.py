@@ -12,9 +12,8 @@ import torch
 from ftworld import RESUME_TOLERANCE, FtWorld, adapter_weights, max_diff, resume_job, setup, start_job, wait_for
 
 from finetune import records
-from finetune.checkpoint import COMPLETE, SAVE_HOOK_ENV, STAGING, complete_checkpoints
-from finetune.jobs import STEP_DELAY_ENV, run_job
-from finetune.spec import JobSpec, TrainerSpec, save_spec
+from finetune.job import JobSpec, TrainerSpec, run_job, save_spec
+from finetune.job.checkpoint import COMPLETE, STAGING, complete_checkpoints
 
 pytestmark = pytest.mark.slow
 STEPS, EVERY = 30, 10
@@ -43,7 +42,7 @@ def _spec(w: FtWorld, out: Path) -> JobSpec:
 def test_resume_after_sigkill_mid_training(w: FtWorld, reference: dict[str, torch.Tensor], tmp_path: Path) -> None:
     out = tmp_path / "job"
     job = save_spec(_spec(w, out), tmp_path / "job.yaml")
-    proc = start_job(w, job, {STEP_DELAY_ENV: "0.15"})
+    proc = start_job(w, job, step_delay=0.15)
     wait_for(out / "checkpoints" / f"checkpoint-{EVERY}" / COMPLETE, proc)
     time.sleep(0.3)  # a step or two past the checkpoint
     proc.send_signal(signal.SIGKILL)
@@ -52,12 +51,12 @@ def test_resume_after_sigkill_mid_training(w: FtWorld, reference: dict[str, torc
     assert not (out / "adapter").exists()
     assert [p.name for p in complete_checkpoints(out / "checkpoints")] == [f"checkpoint-{EVERY}"]
     result = resume_job(w, job)
-    assert result["status"] == "done" and result["steps"] == STEPS
-    assert str(result["resumed_from"]).endswith(f"checkpoint-{EVERY}")
+    assert result.status == "done" and result.steps == STEPS
+    assert str(result.resumed_from).endswith(f"checkpoint-{EVERY}")
     diff = max_diff(reference, adapter_weights(out / "adapter"))
     print(f"resume after SIGKILL mid-training: max abs diff {diff:.3g}")
     assert diff < RESUME_TOLERANCE
-    kinds = [e.kind for e in records.events(w.store, str(result["job_id"]))]
+    kinds = [e.kind for e in records.events(w.store, result.job_id)]
     assert kinds[0] == "start" and "resume" in kinds and kinds[-1] == "done" and "checkpoint" in kinds
 
 
@@ -65,7 +64,7 @@ def test_kill_during_save_leaves_incomplete_checkpoint_ignored(w: FtWorld, refer
                                                                tmp_path: Path) -> None:
     out = tmp_path / "job"
     job = save_spec(_spec(w, out), tmp_path / "job.yaml")
-    proc = start_job(w, job, {SAVE_HOOK_ENV: f"{2 * EVERY}:60"})  # the save at step 20 stalls before its rename
+    proc = start_job(w, job, stall_save=f"{2 * EVERY}:60")  # the save at step 20 stalls before its rename
     wait_for(out / "checkpoints" / STAGING / "SAVING", proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -76,7 +75,7 @@ def test_kill_during_save_leaves_incomplete_checkpoint_ignored(w: FtWorld, refer
     (ckpts / "checkpoint-25" / "trainer_state.json").write_text("{}")
     assert [p.name for p in complete_checkpoints(ckpts)] == [f"checkpoint-{EVERY}"]
     result = resume_job(w, job)
-    assert str(result["resumed_from"]).endswith(f"checkpoint-{EVERY}") and result["status"] == "done"
+    assert str(result.resumed_from).endswith(f"checkpoint-{EVERY}") and result.status == "done"
     assert not (ckpts / STAGING).exists() and not (ckpts / "checkpoint-25").exists()
     assert [p.name for p in complete_checkpoints(ckpts)] == [f"checkpoint-{2 * EVERY}", f"checkpoint-{STEPS}"]
     diff = max_diff(reference, adapter_weights(out / "adapter"))

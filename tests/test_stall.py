@@ -140,7 +140,7 @@ def test_sigterm_ends_the_run_like_ctrl_c(server: tuple[str, _Server], probes: P
 ])
 def test_resume_and_timeout_mistakes_exit_2(args: list[str], message: str, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    from workbench.cli import main
+    from hallucination_workbench import main
 
     assert main(["eval", "--workspace", str(tmp_path / "ws"), *args]) == 2
     err = capsys.readouterr().err

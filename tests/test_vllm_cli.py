@@ -19,7 +19,7 @@ from clirun import finish, run_workbench
 from test_backend_vllm import make_adapter, needs_vllm
 
 from evals.world import WorldPaths
-from workbench.cli import main
+from hallucination_workbench import main
 from workbench.probes import resolve_probes
 from workbench.results import RunResults, load_results
 from workbench.runner import EvalOptions, run_eval

@@ -2,9 +2,10 @@
 
 Nothing here overwrites: the grader's verdicts stay in `answers` and the attribution in
 `attributions`; each override is a new row carrying the value it replaced, and the latest row per
-(run, probe, target) is the effective one. `workbench regress` (`regression.gate.outcomes`) already
-applies verdict overrides; the fix-set builder reads `corrected_grades` (`CorrectedGrade.dpo_pair`
-gives the DPO pair of one).
+(run, probe, target) is the effective one. This module is the one reader and writer of the reviews
+table: the gate (`regression.gate.outcomes`), the app (`views`) and the fix-set builder all read
+reviewed verdicts and categories through `effective_verdicts` and `effective_attributions` (the fix-set
+builder also `corrected_grades`; `CorrectedGrade.dpo_pair` gives the DPO pair of one).
 
 Targets:
     verdict      new_value is a Verdict ("correct" | "incorrect" | "not_attempted")
@@ -214,3 +215,8 @@ def corrected_grades(store: Store, run_id: str) -> list[CorrectedGrade]:
         out.append(CorrectedGrade(pid, pr.probe.question, pr.probe.paraphrases, pr.probe.answers, pr.answer,
                                   pr.verdict, Verdict(r.new_value), r.reviewer, r.at, r.reason, r.id))
     return out
+
+
+def release_decisions(store: Store) -> dict[str, Review]:
+    """run_id -> the latest release decision on it, for every run that has one (the gate history)."""
+    return {r.run_id: r for r in list_reviews(store, target="release")}

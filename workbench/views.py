@@ -183,21 +183,15 @@ class CompareView:
 
 def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", transition: str = "changed",
                  category: str = "") -> CompareView:
-    """Paired comparison of two stored runs, as `workbench regress` computes it (reviewer verdict
-    overrides applied), without recording a gate. Filters apply to the probe list, and `tag` also
-    selects the group whose metrics and transitions are shown."""
-    from workbench.regression.compare import compare
-    from workbench.regression.gate import _label, check_comparable, outcomes
-    from workbench.reviews import effective_attributions, release_status
+    """Paired comparison of two stored runs, as `workbench regress` computes it (reviewers' verdicts and
+    categories applied: `regression.gate.compare_stored`), without recording a gate. Filters apply to the
+    probe list, and `tag` also selects the group whose metrics and transitions are shown."""
+    from workbench.regression.gate import compare_stored
+    from workbench.reviews import release_status
 
     if transition not in TRANSITION_FILTERS:
         raise ValueError(f"`transition` must be one of {', '.join(TRANSITION_FILTERS)}, got {transition!r}")
-    base, cand = store.get_run(baseline), store.get_run(candidate)
-    check_comparable(base, cand)
-    b_out, c_out = outcomes(store, base, _label(base)), outcomes(store, cand, _label(cand))
-    cats = {p: a.category for p, a in effective_attributions(store, base.id).items()}
-    cats_c = {p: a.category for p, a in effective_attributions(store, cand.id).items()}
-    result = compare(b_out, c_out)
+    result, b_out, c_out = compare_stored(store, baseline, candidate)
     group = result.by_tag.get(tag, result.overall) if tag else result.overall
     metrics = pd.DataFrame([[m, round(100 * d.baseline, 1), round(100 * d.candidate, 1), round(100 * d.delta, 1),
                              round(100 * d.ci_low, 1), round(100 * d.ci_high, 1)]
@@ -209,7 +203,7 @@ def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", 
     for pid in sorted(b_out.outcomes):
         b, c = b_out.outcomes[pid], c_out.outcomes[pid]
         flip = flip_of(b.verdict, c.verdict)
-        cat = cats.get(pid) or cats_c.get(pid) or ""
+        cat = b.category or c.category or ""  # reviewed categories, as the gate reads them
         if tag and tag not in b.tags:
             continue
         if category and cat != category:
@@ -219,10 +213,10 @@ def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", 
         rows.append([pid, str(flip), f"{b.verdict} -> {c.verdict}", ", ".join(b.tags), cat, str(b.verdict),
                      str(c.verdict), b.answer, c.answer])
     probes = pd.DataFrame(rows, columns=list(PROBE_COLUMNS))
-    release = release_status(store, cand.id)
+    release = release_status(store, c_out.run_id)
     summary = _compare_summary(result, group.name, group.n, len(rows), release)
     return CompareView(summary, metrics, transitions, probes, [r[0] for r in rows],
-                       cli_regress(store.workspace, base.id, cand.id), result.verdict)
+                       cli_regress(store.workspace, b_out.run_id, c_out.run_id), result.verdict)
 
 
 def _transition_matches(kind: str, flip: Flip, b: Verdict, c: Verdict) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from workbench.cli._common import print_json
+from workbench.cli import print_json
 
 HELP = "build a fix set (SFT rows, DPO pairs, replay) from a run's attributions; --train runs a job on it"
 
@@ -39,16 +39,14 @@ def run(args: argparse.Namespace) -> int:
     out: dict[str, object] = {"fixset": manifest.to_dict()}
     code = 0
     if args.train:
-        from finetune.jobs import run_job
-        from finetune.spec import JobSpec, TrainerSpec, save_spec
+        from finetune.job import from_dict, run_job
 
         method = args.method or _default_method(manifest.counts)
-        trainer = TrainerSpec(max_steps=args.steps) if args.steps else TrainerSpec()
-        spec = JobSpec(fixset=str(Path(args.out).resolve()), output_dir=str((Path(args.out) / "job").resolve()),
-                       method=method, trainer=trainer)
-        job_yaml = save_spec(spec, Path(spec.output_dir) / "job.yaml")
+        spec = from_dict({"fixset": str(Path(args.out).resolve()), "method": method,
+                          "output_dir": str((Path(args.out) / "job").resolve()),
+                          "trainer": {"max_steps": args.steps} if args.steps else {}}, where="--method/--steps")
         result = run_job(spec, store)
-        out["job_yaml"] = str(job_yaml)
+        out["job_yaml"] = str(Path(result.output_dir) / "job.yaml")
         out["job"] = result.to_dict()
         code = 0 if result.status != "failed" else 1
     if args.json:

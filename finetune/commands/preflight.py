@@ -25,6 +25,8 @@ _SHAPE_FLAGS = ("params", "layers", "hidden", "heads", "kv_heads", "vocab", "int
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--job", help="a job spec YAML: its model, method, batch, sequence length, LoRA, precision and "
+                   "ZeRO settings, as `workbench train` checks them on a GPU (the other job flags are ignored)")
     p.add_argument("--model", help="local model directory (config.json) or hub id (needs network)")
     for name in _SHAPE_FLAGS:
         p.add_argument(
@@ -56,7 +58,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def spec_from_args(args: argparse.Namespace) -> PreflightSpec:
-    """Also used by `train` to run the pre-flight on its own arguments."""
+    """The pre-flight of `--job` (the job -> pre-flight mapping `workbench train` uses), or of the flags."""
+    if args.job:
+        from finetune.job import load_spec, resolve
+
+        return resolve(load_spec(args.job), for_gpu=True).preflight_spec(args.gpu_memory)
     given = {k: getattr(args, k) for k in _SHAPE_FLAGS if getattr(args, k) is not None}
     if args.swiglu is not None:
         given["swiglu"] = args.swiglu
@@ -67,22 +73,11 @@ def spec_from_args(args: argparse.Namespace) -> PreflightSpec:
         if missing:
             raise WorkbenchError(f"give --model, or the shape: missing {' '.join(missing)}")
         shape = ModelShape(**given)
-    return PreflightSpec(
-        model=shape,
-        gpu_memory_gib=args.gpu_memory,
-        method=args.method,
-        precision=args.precision,
-        zero=args.zero,
-        offload_optimizer=args.offload_optimizer,
-        gradient_checkpointing=args.gradient_checkpointing,
-        flash_attention=args.flash_attention,
-        micro_batch=args.micro_batch,
-        gradient_accumulation=args.gradient_accumulation,
-        seq_len=args.seq_len,
-        gpus=args.gpus,
-        lora_rank=args.lora_rank,
-        lora_targets=tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()),
-    )
+    # flags named as the PreflightSpec fields they set
+    same = ("method", "precision", "zero", "offload_optimizer", "gradient_checkpointing", "flash_attention",
+            "micro_batch", "gradient_accumulation", "seq_len", "gpus", "lora_rank")
+    return PreflightSpec(model=shape, gpu_memory_gib=args.gpu_memory, **{k: getattr(args, k) for k in same},
+                         lora_targets=tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()))
 
 
 def _gib(n: int) -> float:

@@ -1,4 +1,5 @@
-"""The decision table (DESIGN.md, "Attribution"): knowledge axis x data axis -> one category per failed probe.
+"""The decision table (docs/architecture.md, "Attributing"): knowledge axis x data axis -> one category per
+failed probe.
 
     abstained on the question, but knows it         behavior:over-abstain
     the corpus pairs the subject with its wrong answer  data:conflict

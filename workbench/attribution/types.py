@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Failure categories (DESIGN.md decision table) and the fix each one recommends by default.
+#: Failure categories (the decision table in docs/architecture.md) and the fix each one recommends by default.
 CATEGORIES: dict[str, str] = {
     "behavior:unstable": "dpo",  # chosen = the model's own correct sample, rejected = its hallucination
     "behavior:prompt-sensitive": "dpo-paraphrase",  # SFT/DPO over paraphrases

@@ -1,6 +1,8 @@
 """The gate over stored runs: outcomes from the store, the same-settings check, and the record.
 
-`workbench regress`, `workbench watch` and the app all go through `gate_runs`.
+`workbench regress`, `workbench watch` and the app all go through `gate_runs` (the app's Compare tab through
+`compare_stored`, the same comparison unrecorded). Reviewers' decisions come from `workbench.reviews`, the
+one reader of the reviews table; this module owns the `regressions` table.
 """
 
 from __future__ import annotations
@@ -19,38 +21,29 @@ from workbench.regression.report import write_reports
 from workbench.regression.results import ComparisonResult
 from workbench.runner import Limits
 from workbench.store import RunRecord, Store, new_id, utcnow
-from workbench.store.schema import regressions, reviews
+from workbench.store.schema import regressions
 
 # Options that change what a run measures; two runs compared must agree on all of them.
 _MUST_MATCH_OPTIONS = ("samples", "paraphrases", "temperature", "top_p", "seed", "template")
 _MUST_MATCH_SUITE = ("template", "stop", "max_tokens", "abstention_phrases", "grader", "grader_options")
 
 
-def outcomes(store: Store, run: RunRecord, label: str) -> RunOutcomes:
-    """A run's greedy verdicts per probe, with the baseline's attribution category when stored.
-    Reviewer overrides of a grade (the latest per probe) replace the grader's verdict."""
-    from workbench.attribution.types import load_attributions
+def outcomes(store: Store, run: RunRecord, label: str | None = None) -> RunOutcomes:
+    """A run's greedy verdicts per probe with its attribution categories, both as reviewers left them
+    (`workbench.reviews`: the latest override of a grade or a category wins; the app and the fix-set builder
+    read them through the same functions)."""
     from workbench.results import load_results
-    from workbench.types import Verdict
+    from workbench.reviews import effective_attributions, effective_verdicts
 
     res = load_results(store, run.id)
-    cats = load_attributions(store, run.id)
-    overrides = verdict_overrides(store, run.id)
-    return RunOutcomes(run_id=run.id, label=label, outcomes={
-        r.probe.id: ProbeOutcome(probe_id=r.probe.id, tags=r.probe.tags,
-                                 verdict=Verdict(overrides.get(r.probe.id, r.verdict)), answer=r.answer,
-                                 category=cats[r.probe.id].category if r.probe.id in cats else None,
+    verdicts = effective_verdicts(store, run.id)
+    cats = effective_attributions(store, run.id)
+    return RunOutcomes(run_id=run.id, label=label or run_label(run), outcomes={
+        r.probe.id: ProbeOutcome(probe_id=r.probe.id, tags=r.probe.tags, verdict=verdicts[r.probe.id],
+                                 answer=r.answer, category=cats[r.probe.id].category if r.probe.id in cats else None,
                                  question=r.probe.question)
         for r in res.probes
     })
-
-
-def verdict_overrides(store: Store, run_id: str) -> dict[str, str]:
-    with store.engine.connect() as c:
-        rows = c.execute(select(reviews.c.probe_id, reviews.c.new_value)
-                         .where(reviews.c.run_id == run_id, reviews.c.target == "verdict")
-                         .order_by(reviews.c.id)).all()
-    return {pid: value for pid, value in rows if pid}  # later rows win
 
 
 def check_comparable(baseline: RunRecord, candidate: RunRecord) -> None:
@@ -74,18 +67,26 @@ class GateRecord:
     reports: dict[str, Path]
 
 
+def compare_stored(store: Store, baseline_id: str, candidate_id: str, policy: Policy | None = None
+                   ) -> tuple[ComparisonResult, RunOutcomes, RunOutcomes]:
+    """The paired comparison of two stored, comparable runs (reviewers' decisions applied) and the outcomes
+    it compared; `gate_runs` records it, the app's Compare tab shows it."""
+    base, cand = store.get_run(baseline_id), store.get_run(candidate_id)
+    check_comparable(base, cand)
+    b_out, c_out = outcomes(store, base), outcomes(store, cand)
+    return compare(b_out, c_out, policy or default_policy()), b_out, c_out
+
+
 def gate_runs(store: Store, baseline_id: str, candidate_id: str, policy: Policy | None = None, *,
               report_dir: Path | None = None) -> GateRecord:
     """Compare two stored runs under a policy, write the reports, and record the verdict."""
     policy = policy or default_policy()
-    base, cand = store.get_run(baseline_id), store.get_run(candidate_id)
-    check_comparable(base, cand)
-    result = compare(outcomes(store, base, _label(base)), outcomes(store, cand, _label(cand)), policy)
+    result, base, cand = compare_stored(store, baseline_id, candidate_id, policy)
     gate_id = new_id("gate")
     reports = write_reports(result, report_dir or store.workspace / "reports" / gate_id)
     with store.engine.begin() as c:
         c.execute(insert(regressions).values(
-            id=gate_id, created_at=utcnow(), baseline_run=base.id, candidate_run=cand.id,
+            id=gate_id, created_at=utcnow(), baseline_run=base.run_id, candidate_run=cand.run_id,
             verdict=result.verdict, exit_code=result.exit_code, policy_json=json.dumps(policy.model_dump(mode="json")),
             result_json=json.dumps(result.to_dict(), default=str), report_path=str(reports.get("html", "")),
         ))
@@ -94,11 +95,11 @@ def gate_runs(store: Store, baseline_id: str, candidate_id: str, policy: Policy 
 
 def history(store: Store) -> list[dict[str, Any]]:
     """Every gate, oldest first, with the candidate's model/adapter and any release sign-off."""
+    from workbench.reviews import release_decisions
+
     with store.engine.connect() as c:
         gates = c.execute(select(regressions).order_by(regressions.c.created_at)).mappings().all()
-        signoffs = c.execute(select(reviews).where(reviews.c.target == "release").order_by(reviews.c.id)
-                             ).mappings().all()
-    latest_signoff = {r["run_id"]: r for r in signoffs}
+    latest_signoff = release_decisions(store)
     out = []
     for g in gates:
         cand = store.get_run(g["candidate_run"])
@@ -106,12 +107,13 @@ def history(store: Store) -> list[dict[str, Any]]:
         out.append({"gate_id": g["id"], "created_at": g["created_at"], "baseline_run": g["baseline_run"],
                     "candidate_run": cand.id, "model": cand.model, "adapter": cand.adapter,
                     "verdict": g["verdict"], "exit_code": g["exit_code"], "report": g["report_path"],
-                    "signoff": None if s is None else {"decision": s["new_value"], "reviewer": s["reviewer"],
-                                                        "at": s["at"], "reason": s["reason"]}})
+                    "signoff": None if s is None else {"decision": s.new_value, "reviewer": s.reviewer,
+                                                        "at": s.at, "reason": s.reason}})
     return out
 
 
-def _label(run: RunRecord) -> str:
+def run_label(run: RunRecord) -> str:
+    """`model + adapter`, the way reports name a run."""
     return Path(run.model).name + (f" + {Path(run.adapter).name}" if run.adapter else "")
 
 

@@ -1,4 +1,5 @@
-"""Watchdogs as transformers `TrainerCallback`s: NaN/inf stop, loss spikes, early stopping.
+"""Watchdogs as transformers `TrainerCallback`s shared by every method: NaN/inf stop, loss spikes, early
+stopping on a held-out score.
 
 Each one reports through `report(kind, message, data)` (the job writes it to `job_events`) and
 stops training by setting `control.should_training_stop`. `MetricsRecorder` writes every logged
@@ -17,6 +18,7 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from workbench.grading.normalize import normalize
+from workbench.textgen import cut_at_stop, greedy_generate
 
 Report = Callable[[str, str, dict[str, Any]], None]
 
@@ -89,73 +91,63 @@ class HeldoutRow:
     target: str
 
 
+def heldout_rows(rows: Sequence[Mapping[str, Any]], field: str, stop: Sequence[str]) -> list[HeldoutRow]:
+    """Held-out rows with their target: the row's `field` (completion or chosen) as the evaluation would
+    return it, without the leading space and the stop string."""
+    return [HeldoutRow(str(r["prompt"]), cut_at_stop(str(r[field]).strip(), stop)[0].strip()) for r in rows]
+
+
 def heldout_accuracy(model: Any, tokenizer: Any, rows: Sequence[HeldoutRow], stop: Sequence[str],
                      *, batch: int = 64) -> float:
     """Share of rows whose greedy completion, cut at the first stop string, matches the target
     (normalized), exactly as the evaluation grades a single accepted answer."""
-    import torch
-
     if not rows:
         return float("nan")
-    was_training = model.training
-    model.eval()
-    side = tokenizer.padding_side
-    tokenizer.padding_side = "left"
     hits = 0
-    try:
-        device = next(model.parameters()).device
-        for i in range(0, len(rows), batch):
-            chunk = rows[i : i + batch]
-            enc = tokenizer([r.prompt for r in chunk], return_tensors="pt", padding=True).to(device)
-            longest = max(len(tokenizer(" " + r.target, add_special_tokens=False)["input_ids"]) for r in chunk)
-            with torch.no_grad():
-                gen = model.generate(**enc, max_new_tokens=longest + 2, do_sample=False,
-                                     pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-            for r, ids in zip(chunk, gen[:, enc["input_ids"].shape[1]:], strict=True):
-                text = tokenizer.decode(ids, skip_special_tokens=True)
-                cut = min((k for k in (text.find(s) for s in stop if s) if k >= 0), default=len(text))
-                hits += normalize(text[:cut]) == normalize(r.target)
-    finally:
-        tokenizer.padding_side = side
-        if was_training:
-            model.train()
+    for i in range(0, len(rows), batch):
+        chunk = rows[i : i + batch]
+        longest = max(len(tokenizer(" " + r.target, add_special_tokens=False)["input_ids"]) for r in chunk)
+        texts = greedy_generate(model, tokenizer, [r.prompt for r in chunk], longest + 2, batch=batch)
+        hits += sum(normalize(cut_at_stop(text, stop)[0]) == normalize(r.target)
+                    for r, text in zip(chunk, texts, strict=True))
     return hits / len(rows)
 
 
 class EarlyStopping(TrainerCallback):
-    """Held-out accuracy every `eval_every` steps (and at the start); stop after `patience` evaluations
-    without improvement. For DPO, also stop when the logged chosen log-prob falls `collapse_nats` below
-    its first value (the model is pushing probability away from the right answers too)."""
+    """The held-out score (`score(model)`, logged as `metric`) every `eval_every` steps and at the start;
+    stop after `patience` evaluations without improvement. For DPO, also stop when the logged chosen
+    log-prob falls `collapse_nats` below its first value (the model is pushing probability away from the
+    right answers too). Each method gives its own score (finetune/job/method.py)."""
 
     def __init__(self, report: Report, record: Callable[[int, Mapping[str, float]], None], *,
-                 rows: Sequence[HeldoutRow], stop: Sequence[str], tokenizer: Any, eval_every: int,
-                 patience: int, min_delta: float, use_accuracy: bool, collapse_nats: float | None) -> None:
-        self.report, self.record = report, record
-        self.rows, self.stop, self.tokenizer = list(rows), list(stop), tokenizer
+                 score: Callable[[Any], float], metric: str, has_rows: bool, eval_every: int, patience: int,
+                 min_delta: float, use_score: bool = True, collapse_nats: float | None = None) -> None:
+        self.report, self.record, self.score, self.metric = report, record, score, metric
+        self.has_rows = has_rows
         self.eval_every, self.patience, self.min_delta = eval_every, patience, min_delta
-        self.use_accuracy = use_accuracy and eval_every > 0 and bool(self.rows)
+        self.use_score = use_score and eval_every > 0 and has_rows
         self.collapse_nats = collapse_nats
-        self.best = -1.0
+        self.best = -math.inf
         self.bad_evals = 0
         self.history: list[tuple[int, float]] = []
         self.start_logp: float | None = None
         self.stopped: StopReason | None = None
 
     def evaluate(self, model: Any, step: int) -> float:
-        acc = heldout_accuracy(model, self.tokenizer, self.rows, self.stop)
-        self.history.append((step, acc))
-        self.record(step, {"heldout_accuracy": acc})
-        return acc
+        value = self.score(model)
+        self.history.append((step, value))
+        self.record(step, {self.metric: value})
+        return value
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                        model: Any = None, **kwargs: Any) -> None:
-        if self.use_accuracy and model is not None:
+        if self.use_score and model is not None:
             self.best = self.evaluate(model, state.global_step)
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                     model: Any = None, **kwargs: Any) -> None:
         step = state.global_step
-        if not self.use_accuracy or model is None or step % self.eval_every:
+        if not self.use_score or model is None or step % self.eval_every:
             return
         acc = self.evaluate(model, step)
         if acc > self.best + self.min_delta:
@@ -163,8 +155,9 @@ class EarlyStopping(TrainerCallback):
             return
         self.bad_evals += 1
         if self.bad_evals >= self.patience:
-            msg = (f"held-out accuracy has not improved for {self.bad_evals} evaluations (best {self.best:.3f}, "
-                   f"now {acc:.3f}) at step {step}")
+            what = self.metric.replace("heldout_", "held-out ").replace("_", " ")
+            msg = (f"{what} has not improved for {self.bad_evals} evaluations "
+                   f"(best {self.best:.3f}, now {acc:.3f}) at step {step}")
             self.report("early_stop", msg, {"step": step, "best": self.best, "last": acc})
             self.stopped = StopReason("early_stop", msg, step)
             control.should_training_stop = True
@@ -186,33 +179,3 @@ class EarlyStopping(TrainerCallback):
             self.report("collapse", msg, {"step": state.global_step, "start": self.start_logp, "now": logp})
             self.stopped = StopReason("collapse", msg, state.global_step)
             control.should_training_stop = True
-
-
-class SlowStepsForTests(TrainerCallback):
-    """Test helper: sleeps after every step, so a kill lands mid-training (env FINETUNE_TEST_STEP_DELAY)."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                    **kwargs: Any) -> None:
-        import time
-
-        time.sleep(self.seconds)
-
-
-class PoisonForTests(TrainerCallback):
-    """Test helper: fills the trainable weights with NaN before `at_step` (the NaN watchdog must fire)."""
-
-    def __init__(self, at_step: int) -> None:
-        self.at_step = at_step
-
-    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                      model: Any = None, **kwargs: Any) -> None:
-        import torch
-
-        if state.global_step + 1 == self.at_step and model is not None:
-            with torch.no_grad():
-                for p in model.parameters():
-                    if p.requires_grad:
-                        p.fill_(float("nan"))

@@ -5,8 +5,9 @@ the directory is renamed to `checkpoints/checkpoint-N` (atomic on one filesystem
 marker is written last. A kill at any moment leaves either a staging directory or a checkpoint
 without its marker, and both are ignored (and cleaned up) on resume.
 
-`AtomicCheckpointMixin` goes in front of a transformers `Trainer` subclass (trl's SFTTrainer or
-DPOTrainer) and replaces its `_save_checkpoint`; `last_complete_checkpoint` finds where to resume.
+`AtomicCheckpointMixin` goes in front of a transformers `Trainer` subclass (trl's SFTTrainer, DPOTrainer,
+GRPOTrainer; `atomic(cls)` makes one) and replaces its `_save_checkpoint`; `last_complete_checkpoint` finds
+where to resume.
 """
 
 from __future__ import annotations
@@ -14,16 +15,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 COMPLETE = "COMPLETE"
 STAGING = ".staging"
-#: Test hook: "SECONDS" (every save) or "STEP:SECONDS" (the save at STEP) sleeps after writing the files
-#: and before the rename, so a test can SIGKILL a job mid-save. A file `SAVING` in the staging directory
-#: says it is sleeping.
-SAVE_HOOK_ENV = "FINETUNE_TEST_SLEEP_IN_SAVE"
 _CKPT = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -91,23 +88,17 @@ def rotate(folder: str | Path, keep: int) -> None:
         shutil.rmtree(p)
 
 
-def _hook_delay(value: str, step: int) -> float:
-    if not value:
-        return 0.0
-    at, sep, seconds = value.rpartition(":")
-    if sep and int(at) != step:
-        return 0.0
-    return float(seconds)
-
-
 class AtomicCheckpointMixin:
     """Replaces `Trainer._save_checkpoint` with stage + fsync + rename + COMPLETE marker.
 
-    Set `keep_checkpoints` on the instance (default 2) and `on_checkpoint(step, path)` to be told.
+    Set `keep_checkpoints` on the instance (default 2), `on_checkpoint(step, path)` to be told of each
+    complete checkpoint, and `before_commit(step, staging_dir)` to run between the fsync and the rename
+    that commits it (the kill tests stall a save there).
     """
 
     keep_checkpoints: int = 2
-    on_checkpoint: Any = None
+    on_checkpoint: Callable[[int, Path], None] | None = None
+    before_commit: Callable[[int, Path], None] | None = None
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         args: Any = self.args  # type: ignore[attr-defined]
@@ -124,10 +115,8 @@ class AtomicCheckpointMixin:
         finally:
             args.output_dir = str(root)
         _fsync_tree(staging / name)
-        delay = _hook_delay(os.environ.get(SAVE_HOOK_ENV, ""), state.global_step)
-        if delay:
-            (staging / "SAVING").write_text(name)
-            time.sleep(delay)
+        if self.before_commit is not None:
+            self.before_commit(state.global_step, staging)
         final = root / name
         if final.exists():  # a stale unmarked one from a killed run at the same step
             shutil.rmtree(final)
@@ -143,3 +132,8 @@ class AtomicCheckpointMixin:
         rotate(root, self.keep_checkpoints)
         if self.on_checkpoint is not None:
             self.on_checkpoint(state.global_step, final)
+
+
+def atomic(trainer_class: type) -> type:
+    """`trainer_class` with AtomicCheckpointMixin in front of its save."""
+    return type(f"Atomic{trainer_class.__name__}", (AtomicCheckpointMixin, trainer_class), {})

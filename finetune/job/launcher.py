@@ -1,11 +1,14 @@
-"""Launch a job: in-process (default on CPU), as a subprocess, or under `accelerate launch`.
+"""Launch a resolved job: in-process (default on CPU), as a subprocess, or under `accelerate launch`.
 
 - inprocess: `run_job` in this interpreter.
-- subprocess: `python -m finetune.jobs JOB.yaml` (an argument list, never a shell); the app and
-  the kill tests use it, and a crash there cannot take the caller down.
-- accelerate: `accelerate launch --num_processes N [--config_file accelerate.yaml] -m finetune.jobs
-  JOB.yaml`, with a generated DeepSpeed ZeRO-2/3 JSON (optimizer / parameter offload) when
+- subprocess: `python -m finetune.job OUT/job.yaml` (an argument list, never a shell; the job process,
+  finetune/job/__main__.py); the app uses it too, and a crash there cannot take the caller down.
+- accelerate: `accelerate launch --num_processes N [--config_file accelerate.yaml] -m finetune.job
+  OUT/job.yaml`, with a generated DeepSpeed ZeRO-2/3 JSON (optimizer / parameter offload) when
   `launcher.deepspeed_zero` is 2 or 3. Needs CUDA GPUs.
+
+Every kind returns the JobResult: the child processes write it as `OUT/result.json`, their output goes to
+`OUT/job.log`. The child reads the job.yaml the parent resolved and saved, so nothing is decided twice.
 """
 
 from __future__ import annotations
@@ -14,17 +17,23 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from finetune.spec import JobSpec, save_spec, with_absolute_paths
+from finetune.job.resolve import ResolvedJob
+from finetune.job.result import RESULT_FILE, JobResult, read_result
+from finetune.job.run import JOB_FILE, refuse_existing, run_job
+from finetune.job.spec import JobSpec, save_spec
 from workbench.errors import WorkbenchError
+from workbench.store import Store
 
 DEEPSPEED_JSON = "deepspeed.json"
 ACCELERATE_YAML = "accelerate.yaml"
+LOG_FILE = "job.log"
+#: The job process the launchers start (finetune/job/__main__.py).
+JOB_MODULE = "finetune.job"
 
 
 def deepspeed_config(spec: JobSpec) -> dict[str, Any]:
@@ -87,15 +96,22 @@ def accelerate_config(spec: JobSpec, deepspeed_json: Path | None) -> dict[str, A
 
 def job_command(job_yaml: str | Path, *, resume: bool = False, workspace: str | None = None,
                 python: str | None = None, threads: int = 0) -> list[str]:
-    """`python -m finetune.jobs JOB.yaml ...` as an argument list."""
-    cmd = [python or sys.executable, "-m", "finetune.jobs", str(job_yaml)]
+    """`python -m finetune.job JOB.yaml ...` as an argument list."""
+    return [python or sys.executable, "-m", JOB_MODULE, *job_arguments(job_yaml, resume=resume, workspace=workspace,
+                                                                      threads=threads)]
+
+
+def job_arguments(job_yaml: str | Path, *, resume: bool = False, workspace: str | None = None,
+                  threads: int = 0) -> list[str]:
+    """The job process's arguments (finetune/job/__main__.py), after the module."""
+    args = [str(job_yaml)]
     if resume:
-        cmd.append("--resume")
+        args.append("--resume")
     if workspace:
-        cmd += ["--workspace", str(workspace)]
+        args += ["--workspace", str(workspace)]
     if threads:
-        cmd += ["--threads", str(threads)]
-    return cmd
+        args += ["--threads", str(threads)]
+    return args
 
 
 def accelerate_command(spec: JobSpec, job_yaml: str | Path, *, resume: bool = False,
@@ -109,38 +125,30 @@ def accelerate_command(spec: JobSpec, job_yaml: str | Path, *, resume: bool = Fa
         ds_path.write_text(json.dumps(deepspeed_config(spec), indent=2) + "\n")
     cfg_path = out / ACCELERATE_YAML
     cfg_path.write_text(yaml.safe_dump(accelerate_config(spec, ds_path), sort_keys=False))
-    cmd = ["accelerate", "launch", "--num_processes", str(spec.launcher.num_processes),
-           "--config_file", str(cfg_path), "-m", "finetune.jobs", str(job_yaml)]
-    if resume:
-        cmd.append("--resume")
-    if workspace:
-        cmd += ["--workspace", str(workspace)]
-    return cmd
+    return ["accelerate", "launch", "--num_processes", str(spec.launcher.num_processes), "--config_file",
+            str(cfg_path), "-m", JOB_MODULE, *job_arguments(job_yaml, resume=resume, workspace=workspace)]
 
 
-def launch(spec: JobSpec, *, store: Any = None, workspace: str | None = None, resume: bool = False,
-           env: dict[str, str] | None = None) -> Any:
-    """Run the job with its launcher. In-process returns the JobResult; subprocess and accelerate return
-    the finished `subprocess.CompletedProcess` (the job's JSON result is its last stdout line)."""
-    spec = with_absolute_paths(spec)
-    kind = spec.launcher.kind
+def launch(job: ResolvedJob, store: Store | None = None, *, resume: bool = False,
+           env: dict[str, str] | None = None) -> JobResult:
+    """Run the job with its launcher and return its JobResult (the store records it either way)."""
+    kind = job.spec.launcher.kind
     if kind == "inprocess":
-        from finetune.jobs import run_job
-
-        return run_job(spec, store, resume=resume)
-    job_yaml = save_spec(spec, Path(spec.output_dir) / "launch.yaml")
-    if kind == "subprocess":
-        cmd = job_command(job_yaml, resume=resume, workspace=workspace)
-    else:
-        import torch
-
-        if not torch.cuda.is_available():
-            raise WorkbenchError("launcher.kind accelerate needs CUDA GPUs; none is visible here "
-                                 "(use launcher.kind: inprocess or subprocess)")
-        cmd = accelerate_command(spec, job_yaml, resume=resume, workspace=workspace)
-    return run_command(cmd, env=env)
-
-
-def run_command(cmd: Sequence[str], *, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run(list(cmd), env=full_env, capture_output=True, text=True, check=False)
+        return run_job(job, store, resume=resume)
+    out = job.output_dir
+    if not resume:
+        refuse_existing(out)  # before job.yaml is replaced
+    job_yaml = save_spec(job.spec, out / JOB_FILE)
+    (out / RESULT_FILE).unlink(missing_ok=True)  # a stale result must never be read as this run's
+    workspace = str(store.workspace) if store is not None else job.spec.workspace
+    cmd = (job_command(job_yaml, resume=resume, workspace=workspace) if kind == "subprocess"
+           else accelerate_command(job.spec, job_yaml, resume=resume, workspace=workspace))
+    with (out / LOG_FILE).open("ab") as log:
+        proc = subprocess.run(cmd, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, check=False)
+    result = read_result(out)
+    if result is None:
+        tail = (out / LOG_FILE).read_text(errors="replace")[-2000:].strip()
+        raise WorkbenchError(f"the job process exited with code {proc.returncode} without a result; "
+                             f"{out / LOG_FILE} ends with:\n{tail}")
+    return result

@@ -1,7 +1,7 @@
 """`workbench app`: the web app (Runs, Compare, Probe detail, Fix, Review) over the workspace.
 
-The app itself is the top layer (`app.py` at the repository root, installed as a py-module); this
-command only forwards to it, importing gradio when it runs.
+The app itself is `app.py` at the repository root (installed as a py-module, one layer below this
+package); this command only forwards to it, importing gradio when it runs.
 """
 
 from __future__ import annotations

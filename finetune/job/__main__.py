@@ -1,0 +1,5 @@
+import sys
+
+from finetune.job.worker import main
+
+sys.exit(main())

@@ -1,0 +1,36 @@
+"""LoRA DPO (trl DPOTrainer; the reference is the base model with the adapter disabled) on the fix set's
+`dpo` split: behavior and conflict pairs plus anchor pairs. Held-out score: greedy accuracy on the chosen
+answers; early stopping also watches the chosen log-prob for a collapse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from finetune.job.method import SupervisedMethod
+from finetune.job.watchdog import EarlyStopping
+
+
+class DPO(SupervisedMethod):
+    name = "dpo"
+    columns = ("prompt", "chosen", "rejected")
+    heldout_metric = "heldout_accuracy"
+    target = "chosen"
+
+    def config(self, checkpoint_dir: Path) -> Any:
+        from trl.trainer.dpo_config import DPOConfig
+
+        t = self.job.spec.trainer
+        return DPOConfig(**self.trainer_args(checkpoint_dir), max_length=t.max_length, beta=t.dpo_beta,
+                         loss_type=list(t.dpo_loss_type))
+
+    def trainer_class(self) -> type:
+        from trl.trainer.dpo_trainer import DPOTrainer
+
+        return DPOTrainer
+
+    def early_stopping(self) -> EarlyStopping:
+        early = super().early_stopping()
+        es = self.job.spec.early_stop
+        early.collapse_nats = es.collapse_nats if es.metric in ("auto", "chosen_logp") else None
+        return early

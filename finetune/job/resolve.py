@@ -1,0 +1,294 @@
+"""Resolve a job spec once into a `ResolvedJob`: every "auto" decided, every path absolute, every check that
+needs the fix set or the model's config done, before a job row, a file or a weight is written.
+
+It reads the fix set's manifest, the model's `config.json` and (only when the abstention tokens must be
+derived) its tokenizer; never its weights. Resolving a resolved spec (the `output_dir/job.yaml` a job
+saves, which the launchers' child processes read) decides nothing again.
+
+Also here: the job -> memory pre-flight mapping (`ResolvedJob.preflight_spec`, `check_fits`), written once
+for `workbench train`, `workbench preflight --job` and the app's Fix tab.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from finetune.fixset import FixSetManifest, load_manifest
+from finetune.job.spec import JobSpec, LoraSpec
+from finetune.preflight import LORA_TARGETS, Estimate, PreflightSpec, load_shape, require_fit
+from workbench.errors import WorkbenchError
+from workbench.textgen import check_adapter_path, check_model_path
+
+#: LoRA target modules per architecture (config.model_type) when `lora.target_modules` is not given.
+#: Every linear layer of the block, not just q/v: injecting facts needs the MLPs (QLoRA, Dettmers et al.
+#: 2023; measured on the world: q/v learned 3 of 8 injected facts, all-linear 6 of 8 at the same steps).
+_LLAMA_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+DEFAULT_TARGETS: dict[str, list[str]] = {
+    "llama": _LLAMA_LINEAR, "mistral": _LLAMA_LINEAR, "qwen2": _LLAMA_LINEAR, "qwen3": _LLAMA_LINEAR,
+    "gemma": _LLAMA_LINEAR, "gemma2": _LLAMA_LINEAR,
+    "phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"], "gpt2": ["c_attn", "c_proj", "c_fc"],
+    "gpt_neox": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
+    "opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
+}
+#: Optimizer steps per method when `trainer.max_steps` is not given (measurements in spec.TrainerSpec).
+DEFAULT_STEPS = {"sft": 400, "dpo": 300, "grpo": 300}
+# sft/dpo 3e-3 (bench/fix_efficacy.py, default world): 1e-3/5e-4 at 60 x 16 fixed 2%/10% of the targeted
+# failures; DPO 120 x 32 fixed 75% at 2e-3, 78% at 3e-3; SFT (r 8) at 5e-3 broke 1.6% of correct probes.
+# grpo 1e-3 (same bench, --rl, anchor 4, temperature 0.5, 150 steps): 3e-3 hit the reward_hacking
+# watchdog at step 117 with 2.1% of correct answers broken; 1e-3 ran all steps and broke 0.9%.
+DEFAULT_LR = {"sft": 3e-3, "dpo": 3e-3, "grpo": 1e-3}
+#: The input-embedding module per architecture: LoRA on it also makes never-trained abstention tokens
+#: learnable, in a form vLLM serves (see `_abstention_rows`).
+EMBEDDINGS: dict[str, str] = {
+    "llama": "embed_tokens", "mistral": "embed_tokens", "qwen2": "embed_tokens", "qwen3": "embed_tokens",
+    "gemma": "embed_tokens", "gemma2": "embed_tokens", "phi3": "embed_tokens", "opt": "embed_tokens",
+    "gpt2": "wte", "gpt_neox": "embed_in",
+}
+#: Architectures whose attention weights are Conv1D (stored transposed): peft needs fan_in_fan_out.
+FAN_IN_FAN_OUT = ("gpt2",)
+
+
+@dataclass(frozen=True)
+class ResolvedJob:
+    """A job ready to run: the spec with every "auto" decided (what `output_dir/job.yaml` records), the fix
+    set it trains on, and the decisions as typed values.
+
+    Attributes:
+        spec: The decided spec, paths absolute.
+        manifest: The fix set's manifest.
+        split: The fix-set split the method trains on (checked to hold training rows).
+        output_dir: Where job.yaml, checkpoints/, adapter/ and result.json go.
+        base_model: The model directory (or hub id) trained.
+        device: cpu or cuda.
+        bf16, gradient_checkpointing: Decided for the device.
+        max_steps, learning_rate: Decided for the method.
+        target_modules, fan_in_fan_out, trainable_tokens: The LoRA decided for the architecture and the fix
+            set (an `init_adapter`'s own settings when the job continues one).
+        use_vllm: GRPO rollouts through vLLM.
+    """
+
+    spec: JobSpec
+    manifest: FixSetManifest
+    split: str
+    output_dir: Path
+    base_model: str
+    device: Literal["cpu", "cuda"]
+    bf16: bool
+    gradient_checkpointing: bool
+    max_steps: int
+    learning_rate: float
+    target_modules: tuple[str, ...]
+    fan_in_fan_out: bool
+    trainable_tokens: tuple[int, ...]
+    use_vllm: bool
+
+    @property
+    def method(self) -> str:
+        return self.spec.method
+
+    def preflight_spec(self, gpu_memory_gib: float) -> PreflightSpec:
+        """The memory pre-flight of this job on GPUs of `gpu_memory_gib` (the one job -> pre-flight mapping).
+        Target modules the pre-flight does not model (GPT-2's Conv1D names) count as every linear layer."""
+        la, t = self.spec.launcher, self.spec.trainer
+        modelled = tuple(m for m in self.target_modules if m in LORA_TARGETS)
+        return PreflightSpec(
+            model=load_shape(self.base_model), gpu_memory_gib=gpu_memory_gib,
+            method="dpo-lora" if self.method == "dpo" else "lora", precision="bf16" if self.bf16 else "fp32",
+            zero=la.deepspeed_zero, offload_optimizer=la.offload_optimizer,
+            gradient_checkpointing=self.gradient_checkpointing, micro_batch=t.per_device_batch_size,
+            gradient_accumulation=t.gradient_accumulation, seq_len=t.max_length, gpus=la.num_processes,
+            lora_rank=self.spec.lora.r, lora_targets=modelled or LORA_TARGETS)
+
+
+def check_fits(job: ResolvedJob, *, force: bool = False) -> Estimate | None:
+    """The pre-flight a CUDA job runs before it starts (raises WorkbenchError unless it fits on the visible
+    GPU); None for a CPU job, which has no GPU memory to check."""
+    if job.device != "cuda" or force:
+        return None
+    import torch
+
+    gib = torch.cuda.get_device_properties(0).total_memory / 2**30
+    return require_fit(job.preflight_spec(gib))
+
+
+def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
+    """Decide every "auto" of `spec` (see the module docstring); raises WorkbenchError naming the field.
+    `for_gpu`: decide as on a CUDA machine with bf16 (`workbench preflight --job` on a machine without one)."""
+    spec = _absolute(spec)
+    if spec.launcher.kind == "accelerate" and not for_gpu and _device(spec) != "cuda":
+        raise _fail("launcher.kind", "is accelerate, which needs CUDA GPUs; none is visible here (use "
+                    "`launcher.kind: inprocess` or subprocess)")
+    out = Path(spec.output_dir)
+    if out.exists() and not out.is_dir():
+        raise _fail("output_dir", f"`{out}` is a file; give a directory (it is created when missing)")
+    manifest = load_manifest(spec.fixset)
+    split = manifest.require_rows(spec.method)
+    base = spec.base_model or manifest.model
+    try:
+        check_model_path(base, what="base_model")
+    except WorkbenchError as e:
+        raise _fail("base_model", f"cannot be used: {e}") from None
+    config = _model_config(base)
+    model_type = str(config.get("model_type", ""))
+    lora = _adapter_lora(spec.init_adapter) if spec.init_adapter else spec.lora
+    targets = lora.target_modules
+    if targets is None:
+        if model_type not in DEFAULT_TARGETS:
+            raise _fail("lora.target_modules", f"has no default for architecture `{model_type}`; list the "
+                        "attention projections to adapt, e.g. [q_proj, v_proj]")
+        targets = DEFAULT_TARGETS[model_type]
+    _check_rank(lora.r, config, base)
+    tokens = lora.trainable_token_indices
+    if tokens is None:
+        tokens = _abstention_rows(base, manifest) if manifest.teaches_abstention(spec.method) else []
+    vocab = config.get("vocab_size")
+    if isinstance(vocab, int) and any(i >= vocab for i in tokens):
+        raise _fail("lora.trainable_token_indices", f"holds ids beyond the vocabulary of `{base}` ({vocab} tokens)")
+    fan = lora.fan_in_fan_out if lora.fan_in_fan_out is not None else model_type in FAN_IN_FAN_OUT
+    device = "cuda" if for_gpu else _device(spec)
+    bf16 = spec.bf16 if spec.bf16 is not None else device == "cuda" and (for_gpu or _cuda_bf16())
+    ckpt = spec.gradient_checkpointing if spec.gradient_checkpointing is not None else device == "cuda"
+    use_vllm = spec.grpo.use_vllm
+    if use_vllm is None:
+        # trl 1.16's weight sync into vLLM cannot send peft trainable tokens (embed_tokens.token_adapter)
+        use_vllm = device == "cuda" and not tokens and importlib.util.find_spec("vllm") is not None
+    if spec.method == "grpo" and use_vllm and tokens:
+        raise _fail("grpo.use_vllm", "cannot be combined with trainable tokens (lora.trainable_token_indices, on "
+                    "by default for abstention): trl's weight sync into vLLM fails on them; set `grpo.use_vllm: "
+                    "false`, or `lora.trainable_token_indices: []` when the tokenizer already knows the phrase")
+    steps = spec.trainer.max_steps or DEFAULT_STEPS[spec.method]
+    lr = spec.trainer.learning_rate or DEFAULT_LR[spec.method]
+    decided = spec.model_copy(update={
+        "base_model": base, "device": device, "bf16": bf16, "gradient_checkpointing": ckpt,
+        "lora": lora.model_copy(update={"target_modules": list(targets), "fan_in_fan_out": fan,
+                                        "trainable_token_indices": list(tokens)}),
+        "trainer": spec.trainer.model_copy(update={"max_steps": steps, "learning_rate": lr}),
+        "grpo": spec.grpo.model_copy(update={"use_vllm": use_vllm}),
+    })
+    return ResolvedJob(spec=decided, manifest=manifest, split=split, output_dir=out, base_model=base, device=device,
+                       bf16=bf16, gradient_checkpointing=ckpt, max_steps=steps, learning_rate=lr,
+                       target_modules=tuple(targets), fan_in_fan_out=fan, trainable_tokens=tuple(tokens),
+                       use_vllm=use_vllm)
+
+
+def _fail(name: str, problem: str) -> WorkbenchError:
+    return WorkbenchError(f"job spec: `{name}` {problem}")
+
+
+def _absolute(spec: JobSpec) -> JobSpec:
+    """fixset/output_dir/workspace/init_adapter (and base_model when it exists locally) made absolute, so the
+    saved job.yaml points at the same files from anywhere (launchers' child processes, `--resume`)."""
+    def absolute(v: str | None, must_exist: bool = False) -> str | None:
+        if v is None or Path(v).is_absolute() or (must_exist and not Path(v).exists()):
+            return v
+        return str(Path(v).resolve())
+
+    return spec.model_copy(update={
+        "fixset": absolute(spec.fixset), "output_dir": absolute(spec.output_dir),
+        "base_model": absolute(spec.base_model, must_exist=True), "init_adapter": absolute(spec.init_adapter),
+        "workspace": absolute(spec.workspace)})
+
+
+def _model_config(model: str) -> dict[str, Any]:
+    cfg = Path(model) / "config.json"
+    if cfg.is_file():
+        return dict(json.loads(cfg.read_text()))
+    try:
+        from transformers import AutoConfig
+
+        return dict(AutoConfig.from_pretrained(model).to_dict())
+    except (OSError, ValueError) as e:
+        raise _fail("base_model", f"`{model}` cannot be read ({e}); give a local model directory") from None
+
+
+def _check_rank(r: int, config: dict[str, Any], model: str) -> None:
+    """A LoRA update of a width-h layer has rank <= h: a larger r only costs memory (and r x h x layers x
+    targets parameters can exhaust it: `lora.r: 100000000` asked for 25.6 GB before this check)."""
+    width = next((v for k in ("hidden_size", "n_embd", "d_model") if isinstance(v := config.get(k), int)), None)
+    if width is not None and r > width:
+        raise _fail("lora.r", f"is {r}, above the hidden size of `{model}` ({width}); a rank above the layer "
+                    "width adds nothing; use a smaller r (e.g. 8-64)")
+
+
+def _device(spec: JobSpec) -> Literal["cpu", "cuda"]:
+    if spec.device == "cpu":
+        return "cpu"
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if spec.device == "cuda":
+        raise _fail("device", "is cuda but no CUDA GPU is visible; use `device: cpu` or auto")
+    return "cpu"
+
+
+def _cuda_bf16() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_bf16_supported())
+
+
+def _adapter_lora(path: str) -> LoraSpec:
+    """The LoRA settings of an existing peft adapter (`init_adapter`): the job continues it as it is."""
+    try:
+        check_adapter_path(path)
+    except WorkbenchError as e:
+        raise _fail("init_adapter", f"cannot be continued: {e}; point it at a job's `adapter/` folder") from None
+    p = Path(path) / "adapter_config.json"
+    try:
+        cfg = json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise _fail("init_adapter", f"{p}: not valid JSON ({e})") from None
+    if cfg.get("peft_type") != "LORA":
+        raise _fail("init_adapter", f"`{path}` is a {cfg.get('peft_type')} adapter; jobs continue LoRA adapters")
+    tokens = cfg.get("trainable_token_indices") or []
+    if isinstance(tokens, dict):  # peft keys the rows by embedding module when it was named
+        tokens = sorted({i for ids in tokens.values() for i in ids})
+    targets = cfg["target_modules"]
+    return LoraSpec(r=int(cfg["r"]), alpha=int(cfg["lora_alpha"]), dropout=float(cfg.get("lora_dropout") or 0.0),
+                    target_modules=sorted(targets) if isinstance(targets, list) else [targets],
+                    fan_in_fan_out=bool(cfg.get("fan_in_fan_out")), trainable_token_indices=list(tokens))
+
+
+def _abstention_rows(model: str, manifest: FixSetManifest) -> list[int]:
+    """The embedding rows of the abstention phrase's tokens, trained in full.
+
+    The phrase's tokens may never have been trained (the world's "i don't know"). Measured on the default
+    world (SFT, 400 steps): rows 96.6% of targeted failures fixed, held-out absent facts 54.5% abstained,
+    0.4% broken; LoRA on the input embedding instead 89.7%, 0% held-out, 0.9% broken. vLLM cannot load rows,
+    only LoRA: for a vLLM-served adapter set `trainable_token_indices: []` and add the embedding (EMBEDDINGS)
+    to `target_modules`. A model whose abstention tokens are trained needs neither.
+    """
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    return abstention_token_ids(tokenizer, manifest.new_tokens, manifest.abstention_phrase,
+                                field="lora.trainable_token_indices", model=model)
+
+
+def abstention_token_ids(tokenizer: Any, tokens: Sequence[str], phrase: str, *, field: str, model: str) -> list[int]:
+    """Ids of the phrase's `tokens`; a WorkbenchError naming the phrase and the words the tokenizer cannot
+    spell when any token is unknown to it."""
+    ids = tokenizer.convert_tokens_to_ids(list(tokens))
+    unk = tokenizer.unk_token_id
+    if any(i is None or (unk is not None and i == unk) for i in ids):
+        raise cannot_spell(tokenizer, phrase, field=field, model=model)
+    return sorted({int(i) for i in ids})
+
+
+def cannot_spell(tokenizer: Any, phrase: str, *, field: str, model: str) -> WorkbenchError:
+    """The error for an abstention phrase the tokenizer cannot spell, naming the words it lacks (never the
+    `[UNK]` placeholders they turn into) and what to do."""
+    unk = tokenizer.unk_token_id
+    words = [w for w in phrase.split() if unk in tokenizer(" " + w, add_special_tokens=False)["input_ids"]]
+    missing = ", ".join(f"`{w}`" for w in words) or "some of its characters"
+    fallback = ("set `grpo.abstention_guidance: 0`" if field.startswith("grpo.")
+                else "set `lora.trainable_token_indices` yourself")
+    return _fail(field, f"cannot be set up: the tokenizer of `{model}` cannot spell the abstention phrase "
+                 f"`{phrase}` (it has no token for {missing}); add those words to the tokenizer, put a phrase it "
+                 f"can spell first in the suite's `abstention_phrases` and rebuild the fix set, or {fallback}")

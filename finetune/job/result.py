@@ -1,0 +1,75 @@
+"""What a job did: `JobResult`, also written as `output_dir/result.json` when the job ends.
+
+Every launcher returns one: in-process from the run itself, subprocess and accelerate by reading the file
+the child wrote (never JSON scraped from its stdout).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+RESULT_FILE = "result.json"
+Status = Literal["done", "stopped", "failed"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobResult:
+    """What a job did.
+
+    Attributes:
+        job_id: The `jobs` row id (also in output_dir/job_id).
+        status: done | stopped (early stop or a watchdog; the adapter is saved) | failed (NaN: no adapter).
+        output_dir: The job directory.
+        adapter: The peft adapter directory (None when the job failed).
+        steps: Optimizer steps taken in total (across resumes).
+        final_loss: The last logged training loss.
+        heldout_before: The held-out score of the base model (None: no held-out rows, or a resumed job):
+            sft/dpo the accuracy on the fix set's heldout rows, grpo the mean reward of greedy answers on
+            the held-out prompts.
+        heldout_after: The same with the trained adapter.
+        resumed_from: The checkpoint a resumed job started from.
+        stop_reason: nan | early_stop | collapse (grpo also reward_hacking | kl_blowup | collapsed_length)
+            when a watchdog stopped the job.
+        message: The watchdog's message, or a one-line summary.
+        seconds: Wall time of this call.
+    """
+
+    job_id: str
+    status: Status
+    output_dir: str
+    adapter: str | None
+    steps: int
+    final_loss: float | None
+    heldout_before: float | None
+    heldout_after: float | None
+    resumed_from: str | None
+    stop_reason: str | None
+    message: str
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def write_result(result: JobResult, output_dir: str | Path) -> Path:
+    """`output_dir/result.json`, replaced atomically (a reader never sees half of it)."""
+    path = Path(output_dir) / RESULT_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_result(output_dir: str | Path) -> JobResult | None:
+    """The result a job wrote into `output_dir`, or None when it wrote none (it died or never ended)."""
+    path = Path(output_dir) / RESULT_FILE
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    known = {f.name for f in dataclasses.fields(JobResult)}
+    return JobResult(**{k: v for k, v in data.items() if k in known})

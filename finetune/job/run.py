@@ -1,0 +1,233 @@
+"""The run skeleton: one job, whatever its method, read top to bottom.
+
+`run_job` does, in order:
+
+1. resolve the spec once (finetune/job/resolve.py) unless given a ResolvedJob; find where to resume, or
+   refuse an output_dir that already holds a job; save the decided spec as `output_dir/job.yaml`;
+2. record the job in the store (lineage: eval run, fix set path + hash), and its start or resume;
+3. load the base model and tokenizer, and the fix set's split the method trains on;
+4. put the LoRA on the model (fresh from `lora`, or the `init_adapter` a staged fix continues);
+5. let the method (finetune/job/methods/) build its trl config, trainer, held-out scorer and watchdogs;
+   wire the shared ones (metrics to the store, NaN/spike watchdog, atomic checkpoints);
+6. score the held-out rows, train (from the checkpoint when resuming), score them again;
+7. save the adapter in the standard peft format at `output_dir/adapter`, record the outcome, and write
+   the JobResult as `output_dir/result.json`.
+
+docs/architecture.md follows a job from `workbench train` to here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from finetune.job.checkpoint import COMPLETE, clean_incomplete, last_complete_checkpoint
+from finetune.job.resolve import ResolvedJob, resolve
+from finetune.job.result import JobResult, Status, write_result
+from finetune.job.spec import JobSpec, save_spec
+from finetune.records import JobRecorder
+from workbench.errors import WorkbenchError
+from workbench.store import Store, new_id
+
+JOB_FILE = "job.yaml"
+JOB_ID_FILE = "job_id"
+ADAPTER_DIR = "adapter"
+CHECKPOINT_DIR = "checkpoints"
+
+
+def run_job(spec: JobSpec | ResolvedJob, store: Store | None = None, *, resume: bool = False,
+            callbacks: Sequence[Any] = (), before_commit: Callable[[int, Path], None] | None = None) -> JobResult:
+    """Train to completion, or until a watchdog stops it. `resume=True` continues from the last complete
+    checkpoint of the output_dir. `callbacks` (extra trainer callbacks) and `before_commit(step, staging)`
+    (called while a checkpoint is written but not yet committed) are for tools and tests."""
+    t0 = time.perf_counter()
+    # 1. Resolve, find the resume point, save the decided spec.
+    job = spec if isinstance(spec, ResolvedJob) else resolve(spec)
+    out = job.output_dir
+    start_from = resume_point(out, resume)
+    save_spec(job.spec, out / JOB_FILE)
+    if store is None and job.spec.workspace:
+        store = Store.open(job.spec.workspace)
+
+    # 2. The job row, events and metrics (a no-op without a store).
+    job_id = _job_id(out, resume)
+    log = JobRecorder(store, job_id)
+    m = job.manifest
+    log.create(method=job.method, spec=job.spec.to_dict(), run_id=m.run_id,
+               fixset_path=str(Path(m.path).resolve()), fixset_hash=m.sha256)
+    log.status("running")
+    if start_from is not None:
+        log.event("resume", f"resuming from {start_from.name}", {"checkpoint": str(start_from)})
+    else:
+        log.event("start", f"{job.method} on {m.train_rows.get(job.split, 0)} training rows, {job.max_steps} steps",
+                  {"output_dir": str(out)})
+    try:
+        result = _train(job, job_id, start_from, log, callbacks, before_commit)
+    except BaseException as e:
+        log.event("failed", f"{type(e).__name__}: {e}")
+        log.status("failed", finished=True)
+        raise
+    result = dataclasses.replace(result, seconds=round(time.perf_counter() - t0, 2))
+    log.event("done" if result.status != "failed" else "failed", result.message, result.to_dict())
+    log.status(result.status, adapter=result.adapter, metrics=result.to_dict(), finished=True)
+    if os.environ.get("RANK", "0") == "0":  # under accelerate, one result file for the launcher to read
+        write_result(result, out)
+    return result
+
+
+def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecorder, callbacks: Sequence[Any],
+           before_commit: Callable[[int, Path], None] | None) -> JobResult:
+    from datasets import load_from_disk
+
+    from finetune.job.methods import method_class
+    from finetune.job.watchdog import LossWatchdog, MetricsRecorder
+
+    # 3. Model, tokenizer, the method's split.
+    tokenizer, model = load_base(job)
+    method = method_class(job.method)(job, tokenizer, load_from_disk(job.spec.fixset)[job.split], log)
+
+    # 4. LoRA (fresh, or the adapter a staged fix continues).
+    model, peft_config = with_adapter(model, job)
+
+    # 5. The method's trainer, config, scorer and watchdogs; the shared watchdogs.
+    w = job.spec.watchdog
+    watchdog = LossWatchdog(log.event, stop_on_nan=w.stop_on_nan, spike_factor=method.spike_factor,
+                            window=w.spike_window, min_steps=w.spike_min_steps)
+    guards = method.guards()
+    early = method.early_stopping()
+    trainer = method.trainer(model=model, args=method.config(job.output_dir / CHECKPOINT_DIR), peft_config=peft_config,
+                             callbacks=[MetricsRecorder(log.metrics), watchdog, *guards, early, *callbacks])
+    wire_trainer(trainer, job, log, before_commit)
+
+    # 6. Held-out score, train, held-out score.
+    before = None
+    if early.has_rows and start_from is None:
+        before = early.score(trainer.model)
+        log.metrics(0, {early.metric: before})
+        early.best = before
+    trainer.train(resume_from_checkpoint=str(start_from) if start_from is not None else None)
+    stop = watchdog.stopped or next((g.stopped for g in guards if g.stopped is not None), None) or early.stopped
+    steps = int(trainer.state.global_step)
+    history = list(trainer.state.log_history)
+    losses = [h["loss"] for h in history if "loss" in h]
+    final_loss = float(losses[-1]) if losses else None
+    def result(status: Status, adapter: str | None, after: float | None, message: str) -> JobResult:
+        return JobResult(job_id=job_id, status=status, output_dir=str(job.output_dir), adapter=adapter, steps=steps,
+                         final_loss=final_loss, heldout_before=before, heldout_after=after,
+                         resumed_from=str(start_from) if start_from else None,
+                         stop_reason=stop.kind if stop else None, message=message, seconds=0.0)
+
+    if stop is not None and stop.kind == "nan":
+        return result("failed", None, None, stop.message)
+
+    # 7. The adapter (a watchdog stop keeps it: the regression gate decides on it).
+    adapter = save_adapter(trainer.model, job.output_dir / ADAPTER_DIR)
+    after = early.score(trainer.model) if early.has_rows else None
+    if after is not None:
+        log.metrics(steps, {early.metric: after})
+    if stop is not None:
+        return result("stopped", str(adapter), after, stop.message)
+    return result("done", str(adapter), after, method.summary(steps, final_loss, history))
+
+
+def load_base(job: ResolvedJob) -> tuple[Any, Any]:
+    """The base model's tokenizer (pad = EOS when it has none) and weights in the job's precision."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(job.base_model)
+    if tokenizer.eos_token is None:
+        raise WorkbenchError(f"base_model `{job.base_model}`: the tokenizer has no EOS token; trl needs one to "
+                             "end completions (set tokenizer.eos_token to a special token and save it)")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(job.base_model, dtype=torch.bfloat16 if job.bf16 else torch.float32)
+    return tokenizer, model
+
+
+def with_adapter(model: Any, job: ResolvedJob) -> tuple[Any, Any]:
+    """(model, peft_config) for the trl trainer: a fresh LoRA config, or `init_adapter` loaded trainable (then
+    the trainer gets the PeftModel and no config)."""
+    if job.spec.init_adapter is not None:
+        from peft import PeftModel
+
+        return PeftModel.from_pretrained(model, job.spec.init_adapter, is_trainable=True), None
+    from peft import LoraConfig
+
+    lo = job.spec.lora
+    return model, LoraConfig(r=lo.r, lora_alpha=lo.alpha, lora_dropout=lo.dropout,
+                             target_modules=list(job.target_modules), fan_in_fan_out=job.fan_in_fan_out,
+                             trainable_token_indices=list(job.trainable_tokens) or None, task_type="CAUSAL_LM")
+
+
+def wire_trainer(trainer: Any, job: ResolvedJob, log: JobRecorder,
+                 before_commit: Callable[[int, Path], None] | None) -> None:
+    """What every method's trainer needs after construction: the tied-head patch, logs to the store (not
+    stdout), checkpoint rotation and a store event per complete checkpoint."""
+    from transformers import PrinterCallback
+
+    _patch_trainable_token_heads(trainer.model)
+    trainer.remove_callback(PrinterCallback)
+    trainer.keep_checkpoints = job.spec.keep_checkpoints
+    trainer.on_checkpoint = lambda step, path: log.event("checkpoint", f"checkpoint at step {step}",
+                                                         {"step": step, "path": str(path)})
+    trainer.before_commit = before_commit
+
+
+def _patch_trainable_token_heads(model: Any) -> None:
+    """trl 1.16's fused LM head reads `lm_head.bias`; peft's TrainableTokensWrapper (a tied head with
+    `trainable_token_indices`) forwards only `weight`, so the attribute lookup fails. A bias-free head
+    gets an explicit `bias = None` (its `weight` already carries the trained token rows)."""
+    from peft.utils.other import TrainableTokensWrapper
+
+    for module in model.modules():
+        if isinstance(module, TrainableTokensWrapper) and getattr(module.original_module, "bias", None) is None:
+            object.__setattr__(module, "bias", None)
+
+
+def resume_point(out: Path, resume: bool) -> Path | None:
+    """The checkpoint to resume from (incomplete ones cleaned up first); without `resume`, an output_dir that
+    already holds a job is refused and stale checkpoint folders are removed."""
+    ckpt_dir = out / CHECKPOINT_DIR
+    if not resume:
+        refuse_existing(out)
+        if ckpt_dir.exists():
+            shutil.rmtree(ckpt_dir)
+        return None
+    clean_incomplete(ckpt_dir)  # staging areas and unmarked checkpoints of a killed save
+    return last_complete_checkpoint(ckpt_dir)
+
+
+def refuse_existing(out: Path) -> None:
+    """A WorkbenchError when `out` already holds a job (an adapter or a complete checkpoint)."""
+    if (out / ADAPTER_DIR).exists() or last_complete_checkpoint(out / CHECKPOINT_DIR) is not None:
+        raise WorkbenchError(f"output_dir `{out}` already holds a job; pass --resume to continue it, "
+                             "or choose a new output_dir")
+
+
+def _job_id(out: Path, resume: bool) -> str:
+    path = out / JOB_ID_FILE
+    if resume and path.is_file():
+        return path.read_text().strip()
+    job_id = new_id("job")
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(job_id + "\n")
+    return job_id
+
+
+def save_adapter(model: Any, dest: Path) -> Path:
+    """save_pretrained into a temp dir, then rename: `adapter/` is always a whole adapter."""
+    tmp = dest.with_name(dest.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save_pretrained(str(tmp))
+    (tmp / COMPLETE).write_text("")  # the same marker as checkpoints: `workbench watch` gates only whole adapters
+    if dest.exists():
+        shutil.rmtree(dest)
+    os.rename(tmp, dest)
+    return dest

@@ -1,0 +1,363 @@
+"""The job spec: one YAML file says what to train, on what, how, and where it goes.
+
+    base_model: world/model
+    fixset: fix/
+    method: sft                 # sft | dpo | grpo
+    output_dir: jobs/sft-1
+    lora: {r: 8, alpha: 16}
+    trainer: {max_steps: 300, per_device_batch_size: 32}
+    checkpoint_every: 20
+    early_stop: {eval_every: 10, patience: 3}
+
+Validated by pydantic as suites are (`extra="forbid"`, a docstring under every field, `Literal` for closed
+choices): an unknown key fails with "Did you mean ...?", every message names the dotted field. Numbers are
+bounded far above any real job but low enough that a typo or a hostile value (`lora.r: 100000000`,
+`trainer.max_steps: 1e30`) is refused here, before anything is allocated. Relative paths are relative to
+the YAML file. `None` means "decided when the job is resolved" (finetune/job/resolve.py), and the resolved
+spec saved as `output_dir/job.yaml` is the whole story.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+import yaml
+
+from workbench.errors import WorkbenchError
+from workbench.safeload import read_yaml_file
+from workbench.validation import describe
+
+Method = Literal["sft", "dpo", "grpo"]
+METHODS: tuple[Method, ...] = ("sft", "dpo", "grpo")
+Device = Literal["auto", "cpu", "cuda"]
+LauncherKind = Literal["inprocess", "subprocess", "accelerate"]
+GRPOLoss = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo"]
+DPOLoss = Literal["sigmoid", "hinge", "ipo", "robust", "bco_pair", "sppo_hard", "nca_pair", "aot", "aot_unpaired",
+                  "apo_zero", "apo_down", "discopop", "sft", "exo_pair", "sigmoid_norm"]
+#: transformers schedulers that run without extra settings (cosine_with_min_lr needs `min_lr`, ...).
+Scheduler = Literal["constant", "constant_with_warmup", "linear", "cosine", "cosine_with_restarts", "polynomial",
+                    "inverse_sqrt"]
+
+# Caps: far above any real fix job, low enough to refuse a typo or a hostile value before memory is touched.
+MAX_RANK = 4096  # and at most the model's width (checked when the job resolves)
+MAX_STEPS = 1_000_000
+MAX_BATCH = 4096  # sequences per device per micro batch; also gradient accumulation
+MAX_LENGTH = 131_072  # tokens per sequence: the longest context windows of current models
+MAX_GENERATIONS = 256
+MAX_COUNT = 10_000  # windows, patience, kept checkpoints
+
+
+def _as_list(v: Any) -> Any:
+    """A single value where a list goes is the list of it (`target_modules: q_proj`)."""
+    return [v] if isinstance(v, str | int) and not isinstance(v, bool) else v
+
+
+class _Section(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False,
+                                       frozen=True)
+
+
+class LoraSpec(_Section):
+    """The LoRA adapter."""
+
+    # r 16 (alpha/r kept at 2): bench/fix_efficacy.py, default world, SFT: r 8 (3e-3 100 x 64, 5e-3 150 x 32)
+    # fixed 78%/76% of its targets and broke 1.2%/1.6% of correct probes; r 16 (3e-3 150 x 32) 84%, 0.4%.
+    r: int = pydantic.Field(default=16, ge=1, le=MAX_RANK)
+    """Rank of the update matrices (at most the model's hidden size: a higher rank adds nothing but memory)."""
+    alpha: int = pydantic.Field(default=32, ge=1, le=1_000_000)
+    """Scaling numerator (the update is scaled by alpha / r)."""
+    dropout: float = pydantic.Field(default=0.0, ge=0, lt=1)
+    """Dropout on the LoRA input; 0 keeps resumed runs bit-identical."""
+    target_modules: list[str] | None = None
+    """Module names to adapt; None picks per architecture (llama: every linear layer of the block; gpt2:
+    c_attn, c_proj, c_fc)."""
+    fan_in_fan_out: bool | None = None
+    """True for Conv1D weights (GPT-2); None detects it from the architecture."""
+    trainable_token_indices: list[pydantic.NonNegativeInt] | None = None
+    """Embedding rows trained in full (peft `trainable_token_indices`). None: the abstention phrase's tokens
+    when the job teaches abstention, else none; [] turns them off (vLLM cannot load rows: add the input
+    embedding to `target_modules` for a vLLM-served adapter)."""
+
+    @pydantic.field_validator("target_modules", "trainable_token_indices", mode="before")
+    @classmethod
+    def _one_is_a_list(cls, v: Any) -> Any:
+        return _as_list(v)
+
+    @pydantic.field_validator("target_modules")
+    @classmethod
+    def _not_empty(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and not v:
+            raise ValueError("is empty; leave it out to pick per architecture")
+        return v
+
+
+class TrainerSpec(_Section):
+    """Optimisation settings (passed to trl's SFTConfig / DPOConfig / GRPOConfig)."""
+
+    learning_rate: float | None = pydantic.Field(default=None, gt=0, lt=1)
+    """None: 3e-3 for sft and dpo, 1e-3 for grpo (trl's default 1e-6 barely moves a LoRA)."""
+    # None: per method (DEFAULT_STEPS in resolve.py). bench/fix_efficacy.py on the default world (870 SFT / 666 DPO
+    # rows, batch 32, lr 3e-3): 60 x 16 fixed 2% (SFT) / 10% (DPO) of the targeted failures; 150 steps 60% / 76%
+    # with 7.7% / 1.3% of correct answers broken; SFT 400 steps 96.6% fixed, 0.4% broken; DPO 300 steps
+    # 92.8% fixed, 0% broken.
+    max_steps: int | None = pydantic.Field(default=None, ge=1, le=MAX_STEPS)
+    """Optimizer steps; None: 400 for sft, 300 for dpo, 300 for grpo."""
+    per_device_batch_size: int = pydantic.Field(default=32, ge=1, le=MAX_BATCH)
+    """Micro batch per device (grpo: completions, i.e. prompts x num_generations)."""
+    gradient_accumulation: int = pydantic.Field(default=1, ge=1, le=MAX_BATCH)
+    """Micro batches per optimizer step."""
+    seed: int = pydantic.Field(default=0, ge=0, lt=2**32)
+    """Seeds LoRA init, data order and dropout."""
+    warmup_steps: int = pydantic.Field(default=0, ge=0, le=MAX_STEPS)
+    """Linear warm-up steps."""
+    lr_scheduler: Scheduler = "constant"
+    """transformers scheduler name (constant, linear, cosine, ...)."""
+    max_length: int = pydantic.Field(default=128, ge=8, le=MAX_LENGTH)
+    """Tokens per sequence at most (prompt + completion)."""
+    weight_decay: float = pydantic.Field(default=0.0, ge=0, le=1)
+    """AdamW weight decay."""
+    max_grad_norm: float = pydantic.Field(default=1.0, gt=0)
+    """Gradient clipping."""
+    dpo_beta: float = pydantic.Field(default=0.1, gt=0)
+    """DPO temperature beta."""
+    dpo_loss_type: list[DPOLoss] = ["sigmoid", "sft"]
+    """DPO losses summed (a list); ["sigmoid", "sft"] keeps the chosen answers likely."""
+    logging_steps: int = pydantic.Field(default=1, ge=1, le=MAX_STEPS)
+    """Steps between logged metrics (1 = every step; the watchdog sees what is logged)."""
+
+    @pydantic.field_validator("dpo_loss_type", mode="before")
+    @classmethod
+    def _one_is_a_list(cls, v: Any) -> Any:
+        return _as_list(v)
+
+    @pydantic.field_validator("dpo_loss_type")
+    @classmethod
+    def _not_empty(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError('is empty; e.g. ["sigmoid", "sft"]')
+        return v
+
+
+class EarlyStopSpec(_Section):
+    """Stop when the held-out probes stop improving, or when DPO's chosen log-prob collapses."""
+
+    eval_every: int = pydantic.Field(default=0, ge=0, le=MAX_STEPS)
+    """Steps between held-out evaluations (greedy generation on the fix set's heldout rows); 0 turns held-out
+    evaluation and early stopping on it off."""
+    patience: int = pydantic.Field(default=3, ge=1, le=MAX_COUNT)
+    """Evaluations without improvement before stopping."""
+    min_delta: float = pydantic.Field(default=0.0, ge=0)
+    """Smallest accuracy gain that counts as improvement."""
+    metric: Literal["auto", "heldout_accuracy", "chosen_logp"] = "auto"
+    """auto (heldout_accuracy; for dpo also the chosen-logp collapse), heldout_accuracy or chosen_logp."""
+    collapse_nats: float = pydantic.Field(default=5.0, gt=0)
+    """DPO: stop when the mean chosen log-prob falls this many nats below its start."""
+
+
+class GRPOSpec(_Section):
+    """GRPO (`method: grpo`, trl GRPOTrainer): sampled completions scored by the suite's grader.
+
+    Reward per completion (cut at the first stop string, then graded): correct +1, not attempted
+    (abstention) 0, incorrect -hallucination_penalty; plus format_weight when it stops cleanly.
+    """
+
+    num_generations: int = pydantic.Field(default=8, ge=2, le=MAX_GENERATIONS)
+    """Completions sampled per prompt (the group GRPO normalizes rewards over); trainer.per_device_batch_size x
+    trainer.gradient_accumulation must be a multiple of it."""
+    max_completion_length: int = pydantic.Field(default=12, ge=1, le=MAX_LENGTH)
+    """New tokens per completion at most (the abstention phrase, the stop string and EOS must fit)."""
+    temperature: float = pydantic.Field(default=0.5, gt=0, le=10)
+    """Sampling temperature of the rollouts (> 0: GRPO needs varied samples). The reward makes abstaining
+    right wherever a sampled answer is right less than 1 / (1 + hallucination_penalty) of the time, so the
+    rollouts should be close to the greedy answers that are deployed and evaluated: on the default world at
+    1.0, 24% of the known facts' prompts are sampled right less than half the time (0.5: 8.5%, greedy: 1%),
+    and GRPO learned to abstain on them."""
+    beta: float = pydantic.Field(default=0.0, ge=0)
+    """KL penalty coefficient against the base model (the adapter disabled); 0 (default, as in DAPO / Dr. GRPO)
+    skips the reference pass. Learning the new abstention phrase is a large KL by design, so a penalty fights
+    the fix; the KL watchdog (max_kl) guards drift on replay prompts."""
+    loss_type: GRPOLoss = "dapo"
+    """trl's loss aggregation: grpo, dr_grpo, dapo (trl's default), bnpo, cispo, sapo."""
+    hallucination_penalty: float = pydantic.Field(default=1.0, ge=0)
+    """What a wrong answer costs (SimpleQA-style: more than silence, which is 0)."""
+    format_weight: float = pydantic.Field(default=0.1, ge=0)
+    """Reward for stopping cleanly (the stop string, then EOS, within max_completion_length); 0 turns the
+    format reward off."""
+    abstention_guidance: int = pydantic.Field(default=1, ge=0, le=MAX_GENERATIONS)
+    """Completions per group replaced by the abstention phrase (off-policy guidance). A model that never saw the
+    phrase samples it with probability ~1e-20, and RL cannot learn what it never samples; 0 turns it off
+    (pure on-policy GRPO)."""
+    replay_anchor: float = pydantic.Field(default=4.0, ge=0)
+    """Weight of an NLL term on the replay prompts' accepted answers added to the GRPO loss (InstructGPT's
+    PPO-ptx, with the facts the model knew as the "pretraining" data). GRPO gives a group that is all correct
+    zero advantage, so nothing holds known facts while abstention, rising on the targeted prompts, spreads
+    through the shared weights; the anchor holds them. 0 turns it off."""
+    replay_anchor_batch: int = pydantic.Field(default=64, ge=1, le=MAX_BATCH)
+    """Replay answers in the anchor term per micro-batch (cycled in a fixed order, so a resumed job sees the
+    same ones)."""
+    max_replay_abstention: float = pydantic.Field(default=0.25, gt=0, le=1)
+    """Stop with `reward_hacking` when the sampled completions on the replay prompts (facts the model knew)
+    abstain more often than this (mean over watch_window logs)."""
+    max_kl: float = pydantic.Field(default=2.0, gt=0)
+    """Stop with `kl_blowup` when the exact KL(policy || base) per answer token on replay prompts (facts the
+    model knew; `kl/replay`) exceeds this (mean over watch_window logs)."""
+    min_completion_length: float = pydantic.Field(default=2.0, ge=0)
+    """Stop with `collapsed_length` when the mean completion length (tokens) falls below this (mean over
+    watch_window logs)."""
+    watch_window: int = pydantic.Field(default=3, ge=1, le=MAX_COUNT)
+    """Logged steps averaged by the three watchdogs above."""
+    use_vllm: bool | None = None
+    """Generate the rollouts with vLLM colocated in the training process (trl's vllm_mode="colocate"); None:
+    only on CUDA with vllm importable and no trainable tokens (trl 1.16 cannot sync peft trainable tokens
+    into vLLM), else the model's own generate."""
+
+
+class WatchdogSpec(_Section):
+    """Loss watchdogs."""
+
+    stop_on_nan: bool = True
+    """Stop (status failed, a `nan` event) on a NaN or inf loss or gradient norm."""
+    spike_factor: float = pydantic.Field(default=5.0, ge=0)
+    """A loss above spike_factor x the running median is a `spike` event (0 = off)."""
+    spike_window: int = pydantic.Field(default=20, ge=2, le=MAX_COUNT)
+    """Steps in the running median."""
+    spike_min_steps: int = pydantic.Field(default=5, ge=0, le=MAX_COUNT)
+    """Steps seen before spikes are judged."""
+
+
+class LauncherSpec(_Section):
+    """How the job runs."""
+
+    kind: LauncherKind = "inprocess"
+    """inprocess (default; CPU tests), subprocess (the job in a child process, `python -m finetune.job`), or
+    accelerate (`accelerate launch` across num_processes GPUs, optionally DeepSpeed)."""
+    num_processes: int = pydantic.Field(default=1, ge=1, le=MAX_COUNT)
+    """Processes (GPUs) for accelerate."""
+    deepspeed_zero: Literal[0, 2, 3] = 0
+    """DeepSpeed ZeRO stage 0 (off), 2 or 3 (accelerate only)."""
+    offload_optimizer: bool = False
+    """ZeRO: keep optimizer states in CPU memory."""
+    offload_params: bool = False
+    """ZeRO-3: keep parameters in CPU memory."""
+    mixed_precision: Literal["no", "bf16", "fp16"] = "no"
+    """accelerate's mixed precision: no | bf16 | fp16."""
+
+
+class JobSpec(_Section):
+    """One training job."""
+
+    fixset: str = pydantic.Field(min_length=1)
+    """The fix set directory: the directory `workbench fix --out DIR` wrote."""
+    output_dir: str = pydantic.Field(min_length=1)
+    """Where the job goes: job.yaml, checkpoints/, adapter/ and result.json."""
+    method: Method = "sft"
+    """sft (SFTTrainer, completion-only loss), dpo (DPOTrainer, reference = adapter disabled) or grpo
+    (GRPOTrainer on the fix set's `prompts` split, rewards from the suite's grader)."""
+    base_model: str | None = None
+    """Model directory or hub id (default: the model of the fix set's run)."""
+    lora: LoraSpec = LoraSpec()
+    """The adapter."""
+    init_adapter: str | None = None
+    """Continue training this peft adapter directory instead of a fresh LoRA (its own LoRA config and trainable
+    token rows are kept; `lora` is then ignored). For staged fixes: GRPO after the SFT-abstention adapter
+    samples the abstention phrase on-policy from step 0."""
+    trainer: TrainerSpec = TrainerSpec()
+    """Optimisation settings."""
+    checkpoint_every: int = pydantic.Field(default=0, ge=0, le=MAX_STEPS)
+    """Steps between atomic checkpoints (0 = none; resume then restarts)."""
+    keep_checkpoints: int = pydantic.Field(default=2, ge=1, le=MAX_COUNT)
+    """Complete checkpoints kept (older ones are deleted)."""
+    early_stop: EarlyStopSpec = EarlyStopSpec()
+    """Held-out early stopping and DPO collapse detection."""
+    watchdog: WatchdogSpec = WatchdogSpec()
+    """NaN and loss-spike detection."""
+    grpo: GRPOSpec = GRPOSpec()
+    """GRPO settings (method grpo only)."""
+    device: Device = "auto"
+    """auto | cpu | cuda."""
+    bf16: bool | None = None
+    """bf16 mixed precision; None: on only on CUDA with bf16 support."""
+    gradient_checkpointing: bool | None = None
+    """None: off on CPU, on on CUDA."""
+    launcher: LauncherSpec = LauncherSpec()
+    """inprocess | subprocess | accelerate (+ DeepSpeed settings)."""
+    workspace: str | None = None
+    """The workspace whose store records the job (None: the caller's)."""
+
+    @pydantic.model_validator(mode="after")
+    def _consistent(self) -> JobSpec:
+        """Checks across fields, each naming the field to change."""
+        la, g = self.launcher, self.grpo
+        problems = []
+        if la.deepspeed_zero and la.kind != "accelerate":
+            problems.append("`launcher.deepspeed_zero` needs `launcher.kind: accelerate` (DeepSpeed runs under it)")
+        if la.offload_params and la.deepspeed_zero != 3:
+            problems.append("`launcher.offload_params` needs `launcher.deepspeed_zero: 3` (ZeRO-2 cannot offload "
+                            "parameters)")
+        if la.offload_optimizer and la.deepspeed_zero == 0:
+            problems.append("`launcher.offload_optimizer` needs `launcher.deepspeed_zero: 2` or 3")
+        if self.device == "cpu" and self.bf16:
+            problems.append("`bf16` is for CUDA; on `device: cpu` leave it out or set false")
+        if g.abstention_guidance > g.num_generations:
+            problems.append(f"`grpo.abstention_guidance` must be in [0, grpo.num_generations={g.num_generations}], "
+                            f"got {g.abstention_guidance}")
+        batch = self.trainer.per_device_batch_size * self.trainer.gradient_accumulation
+        if self.method == "grpo" and batch % g.num_generations:
+            problems.append(
+                f"`trainer.per_device_batch_size` x trainer.gradient_accumulation ({batch}) must be a multiple of "
+                f"grpo.num_generations ({g.num_generations}): GRPO scores whole groups; e.g. "
+                f"per_device_batch_size: {g.num_generations * max(1, batch // g.num_generations)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def to_yaml(self) -> str:
+        return str(yaml.safe_dump(self.to_dict(), sort_keys=False))
+
+
+#: Closed choices worded their own way in messages.
+_CHOICE_WORDS = {"launcher.deepspeed_zero": "0 (off), 2 or 3"}
+_PATH_FIELDS = ("fixset", "output_dir", "base_model", "init_adapter", "workspace")
+
+
+def from_dict(data: Any, *, base_dir: Path | None = None, where: str = "job spec") -> JobSpec:
+    """A JobSpec from a mapping (YAML). Relative paths resolve against base_dir (base_model only when it
+    exists there: it may be a hub id). Raises WorkbenchError naming `where` and every bad field."""
+    if not isinstance(data, dict):
+        raise WorkbenchError(f"{where}: a job spec must be a mapping (fixset: ..., output_dir: ...), "
+                             f"got {type(data).__name__}")
+    values = dict(data)
+    if base_dir is not None:
+        for name in _PATH_FIELDS:
+            v = values.get(name)
+            if isinstance(v, str) and v and not Path(v).is_absolute() and (
+                    name != "base_model" or (base_dir / v).exists()):
+                values[name] = str((base_dir / v).resolve())
+    try:
+        return JobSpec.model_validate(values)
+    except pydantic.ValidationError as e:
+        raise WorkbenchError(f"{where}: {describe(JobSpec, e, _CHOICE_WORDS)}") from None
+
+
+def load_spec(path: str | Path) -> JobSpec:
+    """A JobSpec from a YAML file (size, depth and duplicate keys checked by workbench.safeload)."""
+    p = Path(path)
+    try:
+        data = read_yaml_file(p)
+    except FileNotFoundError:
+        raise WorkbenchError(f"{p}: no such job file") from None
+    except ValueError as e:
+        raise WorkbenchError(str(e)) from None
+    return from_dict(data, base_dir=p.parent.resolve(), where=str(p))
+
+
+def save_spec(spec: JobSpec, path: str | Path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(spec.to_yaml())
+    return p

@@ -1,0 +1,107 @@
+"""The `workbench` command: the one way in, above both halves of the workbench.
+
+Layers (docs/architecture.md): `hallucination_workbench` (this package: the command table, `demo`,
+the `app` entry) > `app.py` > `finetune` > `workbench` > `evals`. Every import points down the list,
+so this table is the only place that names both halves; `tests/test_layers.py` checks it.
+
+Sub-commands live one per module and are imported only when used, so `workbench --help` never
+imports torch, transformers or gradio. A command module defines:
+    HELP: str                                   one line for `workbench --help`
+    def add_arguments(p: argparse.ArgumentParser) -> None
+    def run(args: argparse.Namespace) -> int    exit code: 0 ok, 1 a gate/check failed, 2 error
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+from workbench.cli import add_workspace_argument
+from workbench.errors import WorkbenchError
+
+#: command -> module, in the loop's order: world, evaluate, attribute, fix, train, gate, review, app.
+COMMANDS: dict[str, str] = {
+    "world": "workbench.cli.world",
+    "validate": "workbench.cli.validate",
+    "eval": "workbench.cli.eval",
+    "runs": "workbench.cli.runs",
+    "show": "workbench.cli.show",
+    "export": "workbench.cli.export",
+    "index": "workbench.cli.index",
+    "attribute": "workbench.cli.attribute",
+    "screen": "workbench.cli.screen",
+    "fix": "finetune.commands.fix",
+    "train": "finetune.commands.train",
+    "preflight": "finetune.commands.preflight",
+    "regress": "workbench.cli.regress",
+    "watch": "workbench.cli.watch",
+    "history": "workbench.cli.history",
+    "review": "workbench.cli.review",
+    "demo": "hallucination_workbench.demo",
+    "app": "hallucination_workbench.app",
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser; with `only`, just that command's module is imported (the others get a bare
+    entry), so one command's import problem never breaks another command."""
+    from workbench import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="workbench",
+        description="Evaluate, attribute, fix and gate hallucinations of language models.",
+    )
+    parser.add_argument("--version", action="version", version=f"workbench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_path in COMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name)
+            continue
+        module = importlib.import_module(module_path)
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        add_workspace_argument(p)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(only=command if command in COMMANDS else None)
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    # SIGTERM (a CI timeout, `kill`, systemd) ends a command like Ctrl-C: the exception unwinds through
+    # every `with` block, so engines shut down and a run in progress is marked interrupted.
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if in_main else None
+    try:
+        code: int = args._run(args)
+    except WorkbenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:
+        print("interrupted; finished generations are kept in the cache", file=sys.stderr)
+        return 143 if isinstance(e, Terminated) else 130
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+    return code
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so a command unwinds as it does on Ctrl-C."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

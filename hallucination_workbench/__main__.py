@@ -1,0 +1,5 @@
+import sys
+
+from hallucination_workbench import main
+
+sys.exit(main())

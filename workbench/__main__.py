@@ -1,5 +1,0 @@
-import sys
-
-from workbench.cli import main
-
-sys.exit(main())
