@@ -22,6 +22,9 @@ _NO_SPACE_CLASS = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in NO_SPACE_RANG
 #: kana voicing marks): the unit normalize() turns into a token.
 NO_SPACE_CHAR = re.compile(f"[{_NO_SPACE_CLASS}][\u0300-\u036f\u0e31\u0e34-\u0e3a\u0e47-\u0e4e\u3099\u309a]*")
 HAS_NO_SPACE = re.compile(f"[{_NO_SPACE_CLASS}]")
+#: What the corpus index splits into single-character tokens: the no-space scripts and Hangul syllables
+#: (Korean particles are written onto the word, so 도쿄 must be found inside 도쿄입니다).
+INDEX_CHAR = re.compile(f"[{_NO_SPACE_CLASS}\uac00-\ud7a3]")
 HANGUL = re.compile("[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
 
 # Marks that carry meaning and must survive accent stripping: kana voicing (が is not か), and the
