@@ -131,3 +131,18 @@ def test_world_cli_zh_as_a_subprocess(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "workbench", "world", "build", "--out", str(tmp_path / "x"),
                           "--lang", "zh", "--style", "alt"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert bad.returncode == 2 and "English only" in bad.stderr
+
+
+@pytest.mark.slow
+def test_demo_zh_runs_the_loop_as_a_subprocess(tmp_path: Path) -> None:
+    from workbench.regression.gate import history
+    from workbench.store import Store
+
+    ws = tmp_path / "ws"
+    proc = subprocess.run([sys.executable, "-m", "workbench", "demo", "--lang", "zh", "--workspace", str(ws),
+                           "--entities", "24", "--samples", "2", "--steps", "3", "--methods", "sft",
+                           "--threads", "1"], capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "gate sft:" in proc.stdout and (ws / "world-zh" / "suite.yaml").is_file()
+    gates = history(Store.open(ws))
+    assert len(gates) == 1 and Path(gates[0]["report"]).is_file()
