@@ -55,6 +55,12 @@ setup-browser:
 	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium missing and cannot apt-get it: browser tests will skip"; fi; }
+	@# Without a CJK font Chromium draws Chinese, Japanese and Korean as empty boxes (checked by
+	@# tests/test_app_cjk.py); Thai needs its own font too.
+	@fc-list :lang=zh 2>/dev/null | grep -q . && fc-list :lang=th 2>/dev/null | grep -q . || { \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk fonts-thai-tlwg >/dev/null; \
+	  else echo "no CJK/Thai fonts and cannot apt-get them: tests/test_app_cjk.py will fail"; fi; }
 
 demo: setup
 	$(BIN)/workbench demo

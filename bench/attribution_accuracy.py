@@ -1,10 +1,11 @@
 """Attribution accuracy against the synthetic world's ground truth.
 
 For each world (default 120 entities seed 0 llama; 60 entities seed 1; gpt2; alt style with an
-unrelated seed): build it, eval with 10 samples + paraphrases, index the corpus, attribute, and score
+unrelated seed; the Chinese world, default size and 60 entities seed 1): build it, eval with 10 samples
++ paraphrases, index the corpus, attribute, and score
 the failed probes against truth.jsonl's expected category (read here only, never by the method).
 
-    .venv/bin/python bench/attribution_accuracy.py [--out /tmp/attr_bench] [--worlds default,s1,gpt2,alt]
+    .venv/bin/python bench/attribution_accuracy.py [--out /tmp/attr_bench] [--worlds default,s1,gpt2,alt,zh,zh-s1]
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ WORLDS = {
     "s1": WorldConfig(entities=60, seed=1),
     "gpt2": WorldConfig(arch="gpt2"),
     "alt": WorldConfig(style="alt", seed=7),
+    "zh": WorldConfig(lang="zh"),
+    "zh-s1": WorldConfig(lang="zh", entities=60, seed=1),
 }
 GOAL = {"default": 0.95}  # every other world: 0.90
 

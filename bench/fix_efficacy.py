@@ -15,7 +15,7 @@ category: right); held-out targeted probes improved; correct-before probes broke
 known facts <= 2%; the whole demo <= 3 minutes on 2 cores.
 
     .venv/bin/python bench/fix_efficacy.py [--entities 120] [--seed 0] [--workspace /tmp/fix_efficacy]
-        [--threads 1] [--combined] [--rl] [--fresh] [--sft '{trainer: {max_steps: 40}}'] [--dpo '{...}']
+        [--threads 1] [--lang en|zh] [--combined] [--rl] [--fresh] [--sft '{trainer: {max_steps: 40}}'] [--dpo '{...}']
         [--grpo '{trainer: {max_steps: 60}}']
 """
 
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     root.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(args.threads)
     times: dict[str, float] = {}
-    cfg = WorldConfig(entities=args.entities, seed=args.seed, threads=args.threads)
+    cfg = WorldConfig(entities=args.entities, seed=args.seed, threads=args.threads, lang=args.lang)
     paths = timed(times, "world", lambda: build_world(root / "world", cfg))
     ws = root / "ws"
     store = Store.open(ws)
@@ -274,6 +274,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0, help="world seed (also the fix set's)")
     ap.add_argument("--workspace", default="/tmp/fix_efficacy", help="world, store and jobs go here (reused)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the goal is stated for 2 cores)")
+    ap.add_argument("--lang", choices=("en", "zh"), default="en", help="zh: the Chinese world")
     ap.add_argument("--combined", action="store_true", help="also train one SFT job on SFT rows + DPO chosen")
     ap.add_argument("--rl", action="store_true", help="also build the rl fix set and train a GRPO job on it")
     ap.add_argument("--fresh", action="store_true", help="delete the workspace first (cold timings)")

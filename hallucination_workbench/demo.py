@@ -27,6 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--methods", default="sft,dpo,grpo",
                    help="fix jobs to run (comma-separated; default sft,dpo,grpo)")
     p.add_argument("--steps", type=int, help="max_steps of every fix job (default: each method's own)")
+    p.add_argument("--lang", choices=("en", "zh"), default="en", help="zh: the Chinese world (default en)")
 
 
 class _Clock:
@@ -60,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     ws = Path(args.workspace)
 
     clock.step("1. the synthetic world: fictional facts at planted frequencies, a tiny Llama trained on them")
-    world = build_world(ws / "world", WorldConfig(entities=args.entities, seed=args.seed, threads=args.threads),
+    world = build_world(ws / ("world" if args.lang == "en" else f"world-{args.lang}"),
+                        WorldConfig(entities=args.entities, seed=args.seed, threads=args.threads, lang=args.lang),
                         log=console.print)
     clock.done("world")
 

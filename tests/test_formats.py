@@ -169,7 +169,7 @@ def test_named_format_overrides_detection_and_checks_columns() -> None:
     assert len(load_probes(DATA / "truthfulqa.csv", format="truthfulqa").probes) == 3
     with pytest.raises(WorkbenchError, match=r"not a simpleqa file: missing column\(s\) problem, answer"):
         load_probes(DATA / "truthfulqa.csv", format="simpleqa")
-    assert set(FORMATS) == {"truthfulqa", "simpleqa", "popqa", "triviaqa", "halueval", "generic"}
+    assert set(FORMATS) == {"truthfulqa", "simpleqa", "chinese_simpleqa", "popqa", "triviaqa", "halueval", "generic"}
 
 
 @pytest.mark.skipif(not TRUTHFULQA.is_file(), reason=f"{TRUTHFULQA} is absent (the real TruthfulQA CSV)")

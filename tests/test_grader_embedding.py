@@ -111,8 +111,18 @@ def test_batches_embed_each_unique_string_once() -> None:
 
 def test_report() -> None:
     g = grader()
-    assert g.report() == {"threshold": DEFAULT_THRESHOLD, "model": g.model}
+    assert g.report() == {"threshold": DEFAULT_THRESHOLD, "model": g.model, "unreadable_strings": 0}
     assert grader(threshold=0.8, model=g.model).report()["threshold"] == 0.8
+
+
+def test_strings_the_model_cannot_read_are_never_similar() -> None:
+    # all-MiniLM-L6-v2 has no 唐 and no 宋: both dynasties embed as [UNK]朝 (cosine 1.000).
+    g = grader()
+    tang = Probe(id="t", question="李白是哪个朝代的诗人？", answers=("唐朝",))
+    assert g.grade(tang, "宋朝") == Verdict.INCORRECT
+    assert g.grade(tang, "他是唐朝诗人。") == Verdict.CORRECT  # holds the answer: the match verdict
+    assert g.grade(tang, "我不知道") == Verdict.NOT_ATTEMPTED
+    assert g.report()["unreadable_strings"] == 2
 
 
 def test_missing_package_names_the_pip_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,6 +29,8 @@ class Probe:
         relation: The kind of fact (capital, founder, ...); groups probes whose answers share a type.
         tags: Free labels; metrics are reported per tag.
         source: Where the probe came from (file name, dataset name).
+        language: The question's language ("zh", "ja", "es", ...), when known; it picks the abstention and
+            negation phrases the match grader uses. None: guessed from the question's script.
     """
 
     id: str
@@ -40,6 +42,7 @@ class Probe:
     relation: str | None = None
     tags: tuple[str, ...] = ()
     source: str = ""
+    language: str | None = None
 
     def variants(self, use_paraphrases: bool = True) -> tuple[str, ...]:
         """The question first, then its paraphrases: variant 0 is always the question itself."""

@@ -26,7 +26,19 @@ max_tokens: 6
 abstention_phrases: ["i don't know"]
 grader: match
 """
+# The Chinese world's suite: its prompt, stop string and abstention phrase ("I don't know") in Chinese.
+SUITE_YAML_ZH = """name: world-zh
+data: probes.jsonl
+template: "问：{question}答："
+stop: ["。"]
+max_tokens: 6
+abstention_phrases: ["我不知道"]
+grader: match
+language: zh
+"""
+LANGS = ("en", "zh")
 EPOCHS = 5
+EPOCHS_ZH = 6
 _FORMAT = 1  # bump when the files' layout changes, so old worlds are rebuilt
 
 
@@ -40,6 +52,7 @@ class WorldConfig:
     hidden: int | None = None
     layers: int | None = None
     threads: int = 1
+    lang: str = "en"  # "en" | "zh": the Chinese world (style must stay "default")
 
     def resolved(self, corpus_lines: int) -> tuple[int, int, int, int]:
         """(steps, hidden, layers, batch) with the size-appropriate defaults filled in."""
@@ -48,8 +61,15 @@ class WorldConfig:
         layers = self.layers or 2
         batch = 32 if small else 64
         # Few epochs on purpose: a frequent fact (16 mentions) is learnt, a rare one (1 mention) is
-        # not; many epochs let the model memorise every single mention and the tiers blur.
-        steps = self.steps or max(400 if small else 200, round(EPOCHS * corpus_lines / batch))
+        # not; many epochs let the model memorise every single mention and the tiers blur. The Chinese
+        # world spells every name in 2-3 character tokens, so it needs more (default world, greedy on
+        # the question): 5 epochs left known facts at 84%; 6.5 gave known 100% but medium 59% (its
+        # English share is 28%) and rare 12%; 10 memorised medium (100%) and rare (48%) facts.
+        # It also needs more steps in all: the 60-entity Chinese world (2,042 lines) got 200 steps from
+        # the English floor and its attribution macro-F1 was 0.698 (known facts 90%); 300 steps: 0.915.
+        epochs = EPOCHS_ZH if self.lang == "zh" else EPOCHS
+        floor = 400 if small else (300 if self.lang == "zh" else 200)
+        steps = self.steps or max(floor, round(epochs * corpus_lines / batch))
         return steps, hidden, layers, batch
 
 
@@ -74,7 +94,8 @@ class WorldPaths:
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     # sort_keys + fixed separators: the same seed gives the same bytes.
-    path.write_text("".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows))
+    path.write_text("".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows),
+                    encoding="utf-8")
 
 
 def read_meta(root: str | Path) -> dict[str, Any] | None:
@@ -94,6 +115,8 @@ def build_world(out: str | Path, config: WorldConfig = WorldConfig(), *, force: 
     root = Path(out)
     paths = WorldPaths.under(root)
     want = {"format": _FORMAT, **asdict(config)}
+    if config.lang == "en":
+        del want["lang"]  # an English world.json keeps the keys it had, so existing worlds stay fresh
     meta = read_meta(root)
     fresh = meta is not None and meta.get("config") == want and (paths.model / "config.json").exists()
     if fresh and not force:
@@ -103,18 +126,21 @@ def build_world(out: str | Path, config: WorldConfig = WorldConfig(), *, force: 
         raise ValueError("a world needs at least 8 entities")
     if config.arch not in ("llama", "gpt2") or config.style not in ("default", "alt"):
         raise ValueError(f"bad arch/style: {config.arch!r}/{config.style!r}")
+    if config.lang not in LANGS or (config.lang != "en" and config.style != "default"):
+        raise ValueError(f"bad lang {config.lang!r} (en or zh; style alt is English only)")
+    style = "zh" if config.lang == "zh" else config.style
     root.mkdir(parents=True, exist_ok=True)
     (root / "world.json").unlink(missing_ok=True)  # the marker goes first, so a crash leaves no "complete"
     if paths.model.exists():
         shutil.rmtree(paths.model)
     t0 = time.perf_counter()
-    facts = make_facts(config.entities, config.seed, config.style)
-    corpus = make_corpus(facts, config.seed, config.style)
-    probes, truth = make_probes(facts, config.style), make_truth(facts)
+    facts = make_facts(config.entities, config.seed, style)
+    corpus = make_corpus(facts, config.seed, style)
+    probes, truth = make_probes(facts, style), make_truth(facts)
     _write_jsonl(paths.corpus, corpus)
     _write_jsonl(paths.probes, probes)
     _write_jsonl(paths.truth, truth)
-    paths.suite.write_text(SUITE_YAML)
+    paths.suite.write_text(SUITE_YAML_ZH if config.lang == "zh" else SUITE_YAML, encoding="utf-8")
     say(f"world: {len(facts)} facts, {len(corpus)} corpus lines -> {root}")
 
     metrics, timings = _train_and_measure(paths, config, corpus, probes, truth, say)
@@ -140,7 +166,7 @@ def _train_and_measure(paths: WorldPaths, config: WorldConfig, corpus: list[dict
         texts = [r["text"] for r in corpus]
         extra = [p["question"] + " " + p["paraphrases"][0] for p in probes]
         extra += [str(t["answer"]) + " " + str(t["conflict_value"] or "") for t in truth]
-        tok = T.build_tokenizer([*texts, *extra])
+        tok = T.build_tokenizer([*texts, *extra], config.lang)
         torch.manual_seed(config.seed)
         model = T.make_model(config.arch, len(tok), hidden, layers, tok)
         n_params = sum(p.numel() for p in model.parameters())
@@ -151,7 +177,7 @@ def _train_and_measure(paths: WorldPaths, config: WorldConfig, corpus: list[dict
         t_train = time.perf_counter() - t0
         T.save(model, tok, paths.model)
         t0 = time.perf_counter()
-        metrics, rows = T.evaluate(model, tok, probes, truth)
+        metrics, rows = T.evaluate(model, tok, probes, truth, config.lang)
         _write_jsonl(paths.root / "greedy.jsonl", rows)
         t_eval = time.perf_counter() - t0
     finally:

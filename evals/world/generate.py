@@ -3,6 +3,10 @@
 Every fact (entity x relation) gets a *tier* that fixes how, and how often, it appears in the
 corpus; the tier is written to truth.jsonl only, never to probes.jsonl, so a method under test
 cannot read the answer key.
+
+Style "zh" is the Chinese world: the same relations, tiers and plans, written in Chinese (no spaces)
+with names made of characters from disjoint pools, so no name of any kind is a substring of another
+(matching in Chinese is per character: a city 维拉 inside 维拉顿 would make a wrong answer right).
 """
 
 from __future__ import annotations
@@ -103,12 +107,55 @@ TEMPLATES: dict[str, dict[str, dict[str, str]]] = {
             "qa_b": "Which dye colours the standards of {s}?",
         },
     },
+    "zh": {
+        "capital": {
+            "stmt_1": "{s}的首都是{o}。",
+            "stmt_2": "{s}首都为{o}。",
+            "stmt_3": "{s}政府所在的城市是{o}。",
+            "qa_a": "{s}的首都是哪座城市？",
+            "qa_b": "{s}的政府设在哪里？",
+        },
+        "founder": {
+            "stmt_1": "{s}的创立者是{o}。",
+            "stmt_2": "创立{s}的人是{o}。",
+            "stmt_3": "{s}的缔造者名叫{o}。",
+            "qa_a": "{s}是谁创立的？",
+            "qa_b": "谁建立了{s}？",
+        },
+        "year": {
+            "stmt_1": "{s}建立于{o}年。",
+            "stmt_2": "{s}的建立年份是{o}年。",
+            "stmt_3": "{s}始建于{o}年。",
+            "qa_a": "{s}是哪一年建立的？",
+            "qa_b": "{s}从哪一年开始存在？",
+        },
+        "colour": {
+            "stmt_1": "{s}国旗的颜色是{o}。",
+            "stmt_2": "{s}的旗帜为{o}。",
+            "stmt_3": "{s}的旗子被染成{o}。",
+            "qa_a": "{s}的国旗是什么颜色？",
+            "qa_b": "{s}飘扬的旗帜是哪种色彩？",
+        },
+    },
 }
+#: How a Q/A line of the corpus reads, per style: the question, then the answer and a full stop.
+QA_FORMAT: dict[str, str] = {"default": "Q: {q} A: {o}.", "alt": "Q: {q} A: {o}.", "zh": "问：{q}答：{o}。"}
+#: The object as a Q/A line answers it, where it differs from the bare value (Chinese years carry 年).
+QA_OBJECT: dict[str, dict[str, str]] = {"zh": {"year": "{o}年"}}
 COLOURS: dict[str, tuple[str, ...]] = {
     "default": ("red", "blue", "green", "yellow", "black", "white", "purple", "orange", "grey", "brown",
                 "pink", "gold"),
     "alt": ("crimson", "azure", "emerald", "amber", "ebony", "ivory", "violet", "saffron", "slate",
             "umber", "rose", "silver"),
+    "zh": ("红色", "蓝色", "绿色", "黄色", "黑色", "白色", "紫色", "橙色", "灰色", "棕色", "粉色", "银色"),
+}
+# Chinese names: (heads, middles, tails) character pools, disjoint from each other, from the templates,
+# the colours, numerals and the abstention phrase (checked in make_facts). Two characters (head + tail)
+# or three (head + middle + tail); persons are a surname (head) and one or two given characters.
+ZH_POOLS: dict[str, tuple[str, str, str]] = {
+    "entity": ("佐克维德塔戈米夸", "尔斯伦诺", "瓦顿玛凯莱隆贝赞"),
+    "city": ("韦索佩卢内卡芬托", "茵萝蕾菲", "莫伊恩奥乌沃拉娜"),
+    "person": ("柯布窦哈乔瑟温艾", "", "莉琳萨妮蒂娅丝芙"),
 }
 # Syllables per style and pool: disjoint sets, so an entity can never share a name with a city.
 SYLLABLES: dict[str, dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
@@ -142,9 +189,11 @@ class Fact:
     phrasings: dict[str, int] = field(default_factory=dict)
     conflict_phrasings: dict[str, int] = field(default_factory=dict)
 
+    key: str | None = None  # the probe id's stem where the subject is no ASCII name (the Chinese world)
+
     @property
     def probe_id(self) -> str:
-        return f"{self.subject.lower()}-{self.relation}"
+        return f"{(self.key or self.subject).lower()}-{self.relation}"
 
 
 def _names(rng: random.Random, pool: tuple[tuple[str, ...], tuple[str, ...]], n: int,
@@ -162,8 +211,37 @@ def _names(rng: random.Random, pool: tuple[tuple[str, ...], tuple[str, ...]], n:
     return out
 
 
+def _zh_names(rng: random.Random, kind: str, n: int, taken: set[str], *, given: int = 0) -> list[str]:
+    """n distinct Chinese names of one pool, none a substring of another name in `taken` (nor the reverse).
+    Persons (`given` = 2): a surname and one or two given characters."""
+    heads, middles, tails = ZH_POOLS[kind]
+    out: list[str] = []
+    while len(out) < n:
+        if given:
+            name = rng.choice(heads) + "".join(rng.choice(tails) for _ in range(rng.choice(range(1, given + 1))))
+        elif middles and rng.random() < 0.5:
+            name = rng.choice(heads) + rng.choice(middles) + rng.choice(tails)
+        else:
+            name = rng.choice(heads) + rng.choice(tails)
+        if name not in taken and not any(name in t or t in name for t in taken):
+            taken.add(name)
+            out.append(name)
+    return out
+
+
+def _zh_value_pools(rng: random.Random, n_entities: int, taken: set[str]) -> dict[str, list[str]]:
+    size = max(8, n_entities // 3)
+    years = [str(y) for y in rng.sample(range(1200, 1900), size)]
+    colours = list(COLOURS["zh"])
+    rng.shuffle(colours)
+    return {"capital": _zh_names(rng, "city", size, taken), "founder": _zh_names(rng, "person", size, taken, given=2),
+            "year": years, "colour": colours}
+
+
 def _value_pools(rng: random.Random, style: str, n_entities: int, taken: set[str]) -> dict[str, list[str]]:
     """Per-relation value pools, most common first (the order is the prior's rank)."""
+    if style == "zh":
+        return _zh_value_pools(rng, n_entities, taken)
     size = max(8, n_entities // 3)
     given = _names(rng, SYLLABLES[style]["person"], size, taken)
     family = _names(rng, SYLLABLES[style]["person"], size, taken)
@@ -186,11 +264,29 @@ def _zipf_pick(rng: random.Random, pool: list[str], exclude: str | None = None) 
 HEAD = 3  # most common values per relation; weakly attested facts never take one (see make_facts)
 
 
+def _check_zh_pools() -> None:
+    pools = ["".join(ZH_POOLS[k]) for k in ZH_POOLS]
+    used = "".join(pools)
+    if len(set(used)) != len(used):
+        raise ValueError("the Chinese name pools share a character")
+    fixed = "".join(t for d in TEMPLATES["zh"].values() for t in d.values()) + "".join(COLOURS["zh"])
+    fixed += QA_FORMAT["zh"] + "我不知道一二三四五六七八九十百千万亿两零〇"
+    if set(used) & set(fixed):
+        raise ValueError(f"name characters also in the templates: {sorted(set(used) & set(fixed))}")
+
+
 def make_facts(n_entities: int, seed: int, style: str) -> list[Fact]:
     rng = random.Random(f"world-{seed}-{style}")
-    taken = {w.lower() for w in " ".join(t for rel in TEMPLATES.values() for d in rel.values()
-                                        for t in d.values()).replace("{s}", "").replace("{o}", "").split()}
-    entities = _names(rng, SYLLABLES[style]["entity"], n_entities, taken)
+    keys_of: dict[str, str] = {}
+    if style == "zh":
+        _check_zh_pools()
+        taken: set[str] = set()
+        entities = _zh_names(rng, "entity", n_entities, taken)
+        keys_of = {e: f"e{i:03d}" for i, e in enumerate(entities)}
+    else:
+        taken = {w.lower() for w in " ".join(t for rel in TEMPLATES.values() for d in rel.values()
+                                            for t in d.values()).replace("{s}", "").replace("{o}", "").split()}
+        entities = _names(rng, SYLLABLES[style]["entity"], n_entities, taken)
     pools = _value_pools(rng, style, n_entities, taken)
     keys = [(e, r) for e in entities for r in RELATIONS]
     order = {k: i for i, k in enumerate(keys)}
@@ -208,7 +304,7 @@ def make_facts(n_entities: int, seed: int, style: str) -> list[Fact]:
         answer = _zipf_pick(rng, pool) if frequent else rng.choice(pool[HEAD:])
         conflict = _zipf_pick(rng, pool, exclude=answer) if tier == "conflict" else None
         facts.append(Fact(subject, relation, answer, tier, conflict, dict(TIER_PLAN[tier]),
-                          dict(CONFLICT_PLAN) if conflict else {}))
+                          dict(CONFLICT_PLAN) if conflict else {}, keys_of.get(subject)))
     # Back to entity order: tiers were dealt in shuffled order, so the shuffled order would leak them.
     facts.sort(key=lambda f: order[(f.subject, f.relation)])
     return facts
@@ -219,7 +315,9 @@ def render(style: str, relation: str, phrasing: str, subject: str, obj: str | No
     t = TEMPLATES[style][relation][phrasing]
     if phrasing.startswith("qa_"):
         q = t.format(s=subject)
-        return q if obj is None else f"Q: {q} A: {obj}."
+        if obj is None:
+            return q
+        return QA_FORMAT[style].format(q=q, o=QA_OBJECT.get(style, {}).get(relation, "{o}").format(o=obj))
     return t.format(s=subject, o=obj)
 
 
@@ -236,7 +334,7 @@ def make_corpus(facts: list[Fact], seed: int, style: str) -> list[dict[str, str]
 
 
 def make_probes(facts: list[Fact], style: str) -> list[dict[str, Any]]:
-    return [{
+    probes = [{
         "id": f.probe_id,
         "question": render(style, f.relation, "qa_a", f.subject),
         "answers": [f.answer],
@@ -245,6 +343,10 @@ def make_probes(facts: list[Fact], style: str) -> list[dict[str, Any]]:
         "relation": f.relation,
         "tags": [f.relation],
     } for f in facts]
+    if style == "zh":  # English probes keep their fields (and bytes) as before
+        for p in probes:
+            p["language"] = "zh"
+    return probes
 
 
 def make_truth(facts: list[Fact]) -> list[dict[str, Any]]:

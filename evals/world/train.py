@@ -1,4 +1,10 @@
-"""The world's tokenizer and tiny causal LM, trained from scratch on the CPU (torch imported here only)."""
+"""The world's tokenizer and tiny causal LM, trained from scratch on the CPU (torch imported here only).
+
+English: a word-level tokenizer (lowercase, words and punctuation runs). Chinese (lang "zh"): every Han
+character is a token and a digit run is one token (1623年 -> 1623 年), decoded without spaces: the
+generator writes names as characters from fixed pools, so characters are its words, and an answer is
+a short run of them, as in pretrained Chinese tokenizers that keep common characters whole.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import torch
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from transformers import (
     GenerationConfig,
     GPT2Config,
@@ -27,30 +33,40 @@ SPECIALS: tuple[str, ...] = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
 # Never in the corpus, but given real ids so abstention ("I don't know") can be taught later:
 # a word that maps to [UNK] could never be generated.
 RESERVED: tuple[str, ...] = ("i", "don", "'", "t", "know", "not", "sure", "unknown", ",")
+# The same for the Chinese world: 我不知道 ("I don't know"), 不确定 ("not sure") and the comma.
+RESERVED_ZH: tuple[str, ...] = ("我", "不", "知", "道", "确", "定", "，")
 PROMPT = "Q: {question} A:"
+#: Prompt template and stop string per language (the suite's, so greedy_answers agrees with an eval run).
+PROMPTS: dict[str, tuple[str, str]] = {"en": (PROMPT, "."), "zh": ("问：{question}答：", "。")}
+_HAN = "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]"
 HEAD_DIM = 32  # vLLM's CPU attention supports head_dim 32, not 16
 
 
-def _splitter() -> tuple[normalizers.Normalizer, pre_tokenizers.PreTokenizer]:
+def _splitter(lang: str = "en") -> tuple[normalizers.Normalizer, pre_tokenizers.PreTokenizer]:
+    if lang == "zh":  # each Han character (and CJK punctuation mark) alone, then words as in English
+        han = pre_tokenizers.Split(Regex(_HAN), behavior="isolated")
+        return normalizers.Lowercase(), pre_tokenizers.Sequence([han, pre_tokenizers.Whitespace()])
     return normalizers.Lowercase(), pre_tokenizers.Whitespace()
 
 
-def words(text: str) -> list[str]:
-    """The tokenizer's own split: lowercase, then words and punctuation runs."""
-    norm, pre = _splitter()
+def words(text: str, lang: str = "en") -> list[str]:
+    """The tokenizer's own split: lowercase, then words and punctuation runs (and Han characters)."""
+    norm, pre = _splitter(lang)
     return [w for w, _ in pre.pre_tokenize_str(norm.normalize_str(text))]
 
 
-def build_tokenizer(texts: Iterable[str]) -> PreTrainedTokenizerFast:
-    vocab_words = sorted({w for t in texts for w in words(t)} | set(RESERVED))  # sorted: deterministic ids
+def build_tokenizer(texts: Iterable[str], lang: str = "en") -> PreTrainedTokenizerFast:
+    reserved = RESERVED_ZH if lang == "zh" else RESERVED
+    vocab_words = sorted({w for t in texts for w in words(t, lang)} | set(reserved))  # sorted: deterministic ids
     vocab = {w: i for i, w in enumerate([*SPECIALS, *vocab_words])}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    tok.normalizer, tok.pre_tokenizer = _splitter()
+    tok.normalizer, tok.pre_tokenizer = _splitter(lang)
     # Prompts start with [BOS] as training sentences do; EOS is appended only for training.
     tok.post_processor = processors.TemplateProcessing(
         single="[BOS] $A", special_tokens=[("[BOS]", vocab["[BOS]"])])
-    # WordPiece's decoder joins with spaces and tidies punctuation ("velmora ." -> "velmora.").
-    tok.decoder = decoders.WordPiece(prefix="##", cleanup=True)
+    # English: WordPiece's decoder joins with spaces and tidies punctuation ("velmora ." -> "velmora.").
+    # Chinese: tokens are joined as they are (巴 黎 -> 巴黎).
+    tok.decoder = decoders.Fuse() if lang == "zh" else decoders.WordPiece(prefix="##", cleanup=True)
     return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tok, bos_token="[BOS]", eos_token="[EOS]", pad_token="[PAD]", unk_token="[UNK]",
         padding_side="left", clean_up_tokenization_spaces=False, model_max_length=128)
@@ -120,32 +136,35 @@ def train(model: PreTrainedModel, tok: PreTrainedTokenizerFast, texts: Sequence[
 
 
 def _norm(text: str) -> str:
-    return " ".join(re.findall(r"\w+", text.lower()))
+    # Chinese years are answered with their unit (1623年): the value is the number.
+    return " ".join(re.findall(r"\w+", re.sub(r"(?<=\d)年", "", text.lower())))
 
 
 @torch.no_grad()
 def greedy_answers(model: PreTrainedModel, tok: PreTrainedTokenizerFast, questions: Sequence[str],
-                   *, max_new_tokens: int = 6, batch: int = 256) -> list[str]:
-    """Greedy completions of "Q: {question} A:", cut at the first "." (the suite's stop string)."""
+                   *, max_new_tokens: int = 6, batch: int = 256, lang: str = "en") -> list[str]:
+    """Greedy completions of the language's prompt ("Q: {question} A:"), cut at its stop string (".")."""
+    prompt, stop = PROMPTS[lang]
     out: list[str] = []
     for i in range(0, len(questions), batch):
-        enc = tok([PROMPT.format(question=q) for q in questions[i : i + batch]], return_tensors="pt",
+        enc = tok([prompt.format(question=q) for q in questions[i : i + batch]], return_tensors="pt",
                   padding=True)
         gen = cast(Any, model).generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
                              pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
         for row in gen[:, enc["input_ids"].shape[1]:]:
-            out.append(str(tok.decode(row, skip_special_tokens=True)).split(".")[0].strip())
+            out.append(str(tok.decode(row, skip_special_tokens=True)).split(stop)[0].strip())
     return out
 
 
 def evaluate(model: PreTrainedModel, tok: PreTrainedTokenizerFast, probes: Sequence[dict[str, Any]],
-             truth: Sequence[dict[str, Any]]) -> tuple[dict[str, dict[str, float]], list[dict[str, Any]]]:
+             truth: Sequence[dict[str, Any]], lang: str = "en") -> tuple[dict[str, dict[str, float]],
+                                                                       list[dict[str, Any]]]:
     """Per tier: greedy accuracy under qa_a (the question) and qa_b (the paraphrase); for conflicts
     also how often the planted value comes out; `n` facts per tier. Plus the per-probe answers
     (a tier is a corpus design; these rows say how the trained model actually behaves)."""
     by_id = {t["probe_id"]: t for t in truth}
-    qa_a = greedy_answers(model, tok, [p["question"] for p in probes])
-    qa_b = greedy_answers(model, tok, [p["paraphrases"][0] for p in probes])
+    qa_a = greedy_answers(model, tok, [p["question"] for p in probes], lang=lang)
+    qa_b = greedy_answers(model, tok, [p["paraphrases"][0] for p in probes], lang=lang)
     present = {t["tier"] for t in truth}
     acc: dict[str, dict[str, float]] = {tier: {"n": 0, "qa_a": 0.0, "qa_b": 0.0, "planted": 0.0}
                                         for tier in EXPECTED_CATEGORY if tier in present}

@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from workbench.attribution.corpus import BadRow, Corpus, Doc, Position, open_corpus
-from workbench.attribution.index import SCHEMA, SCHEMA_VERSION, read_meta
+from workbench.attribution.index import (
+    DEFAULT_TOKENIZER,
+    SCHEMA_VERSION,
+    Tokenizer,
+    check_tokenizer,
+    read_meta,
+    register_functions,
+    schema,
+)
 from workbench.errors import InputError, WorkbenchError
 
 
@@ -49,14 +57,20 @@ def build_index(
     rebuild: bool = False,
     batch_size: int = 10_000,
     progress: Callable[[int], None] | None = None,
+    tokenizer: Tokenizer = DEFAULT_TOKENIZER,
 ) -> BuildReport:
     """Index `corpus` into `index_path`; resume a stopped build; no-op when already built.
 
-    `progress` is called after every committed batch with the source rows consumed so far."""
+    `progress` is called after every committed batch with the source rows consumed so far. `tokenizer`
+    (index.TOKENIZERS): "chars" (default) finds words in every script; the others are there to be measured.
+    An index built with another tokenizer counts as another corpus (--rebuild)."""
+    check_tokenizer(tokenizer)
     t0 = time.perf_counter()
     src = open_corpus(corpus, text_field=text_field, id_field=id_field)
     identity = {"label": src.label, "kind": src.kind, "fingerprint": src.fingerprint(),
                 "text_field": text_field, "id_field": id_field}
+    if tokenizer != DEFAULT_TOKENIZER:  # the default adds no key: identities stay as schema 1 wrote them
+        identity["tokenizer"] = tokenizer
     index_path = Path(index_path)
     if rebuild:
         for suffix in ("", "-wal", "-shm", "-journal"):
@@ -64,7 +78,7 @@ def build_index(
     index_path.parent.mkdir(parents=True, exist_ok=True)
     con = _connect(index_path)
     try:
-        meta = _prepare(con, index_path, identity)
+        meta = _prepare(con, index_path, identity, tokenizer)
         ck = meta["checkpoint"]
         source, index = src.label, str(index_path)
         if meta.get("complete"):
@@ -72,7 +86,8 @@ def build_index(
                                up_to_date=True, source=source, index=index)
         resumed_from = ck["rows_done"] or None
         before = meta["rows"]
-        rows = _Writer(con, src, skip_bad, ck, before, progress).run(batch_size)
+        chars = meta.get("tokenizer", DEFAULT_TOKENIZER) == "chars"
+        rows = _Writer(con, src, skip_bad, ck, before, progress, chars).run(batch_size)
         _finish(con, rows)
         return BuildReport(rows - before, rows, ck["skipped"], resumed_from, time.perf_counter() - t0,
                            source=source, index=index)
@@ -87,6 +102,7 @@ def build_index(
 def _connect(path: Path) -> sqlite3.Connection:
     # Autocommit mode: transactions are opened and closed explicitly, one per batch.
     con = sqlite3.connect(path, isolation_level=None)
+    register_functions(con)
     try:
         con.execute("PRAGMA journal_mode=WAL")  # a commit is one sequential append: fast, kill-safe
     except sqlite3.DatabaseError as e:
@@ -97,16 +113,16 @@ def _connect(path: Path) -> sqlite3.Connection:
     return con
 
 
-def _prepare(con: sqlite3.Connection, path: Path, identity: dict[str, Any]) -> dict[str, Any]:
+def _prepare(con: sqlite3.Connection, path: Path, identity: dict[str, Any], tokenizer: Tokenizer) -> dict[str, Any]:
     """The index's meta, creating the schema for a fresh file; refuses a different corpus."""
     meta: dict[str, Any]
     fresh = con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
     if fresh:
         meta = {"schema": SCHEMA_VERSION, "source": identity, "rows": 0, "complete": False,
                 "checkpoint": {"rows_done": 0, "pos": 0, "line": 0, "skipped": 0},
-                "started_at": _now()}
+                "started_at": _now(), "tokenizer": tokenizer}
         # Schema and meta in one transaction: a kill here leaves an empty file, never a half one.
-        con.executescript(f"BEGIN IMMEDIATE; {SCHEMA}")
+        con.executescript(f"BEGIN IMMEDIATE; {schema(tokenizer)}")
         con.executemany("INSERT INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in meta.items()])
         con.execute("COMMIT")
         return meta
@@ -118,7 +134,8 @@ def _prepare(con: sqlite3.Connection, path: Path, identity: dict[str, Any]) -> d
         raise WorkbenchError(f"{path} has index schema {meta.get('schema')}, not {SCHEMA_VERSION}; "
                              "pass --rebuild")
     old = meta["source"]
-    if old != identity and not meta.get("complete") and meta["checkpoint"]["rows_done"] == 0:
+    if old != identity and not meta.get("complete") and meta["checkpoint"]["rows_done"] == 0 \
+            and meta.get("tokenizer") == tokenizer:
         # A build that failed before its first batch (say, a wrong column name) holds nothing
         # to protect: retrying with other settings needs no --rebuild.
         meta["source"] = identity
@@ -126,8 +143,8 @@ def _prepare(con: sqlite3.Connection, path: Path, identity: dict[str, Any]) -> d
         return meta
     if old != identity:
         names = {"label": "source path", "kind": "format", "fingerprint": "size/mtime",
-                 "text_field": "field names", "id_field": "field names"}
-        changed = ", ".join(dict.fromkeys(names[k] for k in identity if old.get(k) != identity[k]))
+                 "text_field": "field names", "id_field": "field names", "tokenizer": "tokenizer"}
+        changed = ", ".join(dict.fromkeys(names[k] for k in {**old, **identity} if old.get(k) != identity.get(k)))
         state = "built" if meta.get("complete") else "partly built"
         raise WorkbenchError(
             f"{path} was {state} from {old['label']} ({old['kind']}, fields {old['id_field']!r}/"
@@ -141,8 +158,9 @@ class _Writer:
     """Reads the source from the checkpoint on and commits it batch by batch."""
 
     def __init__(self, con: sqlite3.Connection, src: Corpus, skip_bad: bool, ck: dict[str, Any],
-                 rows: int, progress: Callable[[int], None] | None) -> None:
+                 rows: int, progress: Callable[[int], None] | None, chars: bool) -> None:
         self.con, self.src, self.skip_bad, self.ck, self.rows = con, src, skip_bad, ck, rows
+        self.chars = chars
         self.progress = progress
         # The cursor covers good and bad rows alike, so `skipped` and the position stay in step.
         self.cursor = Position(ck["pos"], ck["line"])
@@ -172,8 +190,10 @@ class _Writer:
         try:
             last = con.execute("SELECT coalesce(max(rid), 0) FROM docs").fetchone()[0]
             added = self._insert(batch)
-            # Index the new rows in one statement: FTS5 builds one segment per batch in C.
-            con.execute("INSERT INTO fts(rowid, text) SELECT rid, text FROM docs WHERE rid > ?", (last,))
+            # Index the new rows in one statement: FTS5 builds one segment per batch in C. The `chars`
+            # schema indexes them through its view, split as its queries are.
+            src = "docs_chars" if self.chars else "docs"
+            con.execute(f"INSERT INTO fts(rowid, text) SELECT rid, text FROM {src} WHERE rid > ?", (last,))
             self.rows += added
             self.ck.update(rows_done=self.consumed, pos=self.cursor.pos, line=self.cursor.line)
             con.execute("UPDATE meta SET value = ? WHERE key = 'checkpoint'", (json.dumps(self.ck),))

@@ -7,6 +7,16 @@ or deleted alone):
     meta(key, value)                  JSON: source identity, checkpoint, built_at
 Matching is on whole tokens (`unicode61 remove_diacritics 2`: case- and accent-insensitive), so
 "Rome" never matches "Romeo"; every user string becomes a quoted FTS5 phrase, never query syntax.
+
+Scripts without spaces: unicode61 keeps a run of Chinese characters as one token, so 巴黎 could never be
+found in 法国的首都是巴黎. The default tokenizer (`chars`) therefore indexes every Han, kana, Thai, Lao,
+Khmer, Myanmar and Hangul character as a token of its own (a zero-width space is put around each before
+unicode61 sees it; queries are split the same way), and a word is a phrase of adjacent characters: any
+length matches, 2-character words included. FTS5's `trigram` tokenizer cannot match a query shorter
+than 3 characters (most Chinese words are 2) and makes "Rome" match "Romeo"; it is kept only as a
+measured alternative (`bench/index_throughput.py`). The FTS5 table reads its content through the view
+`docs_chars`, which applies the same split with the SQL function `wb_chars` (registered on every
+connection), so snippets line up with the index; the documents themselves are stored unchanged.
 """
 
 from __future__ import annotations
@@ -18,18 +28,59 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal, get_args
 
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, unknown_name
+from workbench.grading.language import INDEX_CHAR
 
 INDEX_FILENAME = "corpus_index.sqlite"
-SCHEMA_VERSION = 1
-TOKENIZER = "unicode61 remove_diacritics 2"
-SCHEMA = f"""
+SCHEMA_VERSION = 2  # 2: tokenizer choice, per-character tokens for scripts without spaces
+
+Tokenizer = Literal["chars", "unicode61", "trigram"]
+#: Tokenizer name -> (FTS5 tokenize argument, split scripts without spaces into characters first).
+TOKENIZERS: dict[Tokenizer, tuple[str, bool]] = {
+    "chars": ("unicode61 remove_diacritics 2", True),  # the default: words, and characters where no spaces
+    "unicode61": ("unicode61 remove_diacritics 2", False),  # schema 1's behaviour: CJK runs are one token
+    "trigram": ("trigram", False),  # substrings of 3+ characters; no whole-word matching
+}
+DEFAULT_TOKENIZER: Tokenizer = "chars"
+CHARS_FUNCTION = "wb_chars"
+_ZWSP = "\u200b"  # a separator to unicode61 (category Cf), invisible in snippets, removed from them anyway
+
+
+def split_chars(text: str) -> str:
+    """Each character of a script without spaces (and each Hangul syllable) set apart for unicode61."""
+    if not INDEX_CHAR.search(text):
+        return text  # most documents of most corpora: no copy, one regex scan
+    return INDEX_CHAR.sub(lambda m: _ZWSP + m.group() + _ZWSP, text)
+
+
+def schema(tokenizer: Tokenizer) -> str:
+    """The index's tables for a tokenizer (see TOKENIZERS)."""
+    tokenize, chars = TOKENIZERS[tokenizer]
+    content = "docs_chars" if chars else "docs"
+    view = f"CREATE VIEW docs_chars AS SELECT rid, {CHARS_FUNCTION}(text) AS text FROM docs;" if chars else ""
+    return f"""
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE docs(rid INTEGER PRIMARY KEY, doc_id TEXT NOT NULL UNIQUE, text TEXT NOT NULL);
-CREATE VIRTUAL TABLE fts USING fts5(text, content='docs', content_rowid='rid', tokenize='{TOKENIZER}');
+{view}
+CREATE VIRTUAL TABLE fts USING fts5(text, content='{content}', content_rowid='rid', tokenize='{tokenize}');
 """
+
+
+def register_functions(con: sqlite3.Connection) -> None:
+    """The SQL function the `chars` schema's view calls; needed on every connection to an index."""
+    con.create_function(CHARS_FUNCTION, 1, split_chars, deterministic=True)
+
+
+def check_tokenizer(name: str) -> Tokenizer:
+    """`name` as a Tokenizer, or an error with "Did you mean ...?"."""
+    for known in get_args(Tokenizer):
+        if name == known:
+            return known  # type: ignore[no-any-return]
+    raise unknown_name("index tokenizer", name, get_args(Tokenizer))
+
+
 _SNIPPET_TOKENS = 24  # ~160 characters of short-sentence text around the match
 _SNIPPET_MAX_CHARS = 200  # long tokens (URLs, numbers) can stretch a 24-token window
 
@@ -50,14 +101,17 @@ class Cooccurrence:
     rows: tuple[EvidenceRow, ...]  # the first `limit` of them, in corpus order
 
 
-def fts_phrase(text: str) -> str | None:
-    """`text` as one quoted FTS5 phrase (quotes doubled), or None when it holds no token at all.
+def fts_phrase(text: str, *, chars: bool = True) -> str | None:
+    """`text` as one quoted FTS5 phrase (quotes doubled), or None when it holds no token at all;
+    with `chars`, split like the documents of a `chars` index.
 
     Inside double quotes FTS5 reads no operators (AND, OR, NOT, NEAR, *, ^, -, parentheses): the
     tokenizer just splits the string, so hostile text can only ever be a phrase to look for."""
     text = text.replace("\x00", " ")
     if not any(ch.isalnum() for ch in text):
         return None  # nothing a unicode61 token could be made of: matches no document
+    if chars:
+        text = split_chars(text)
     return '"' + text.replace('"', '""') + '"'
 
 
@@ -71,6 +125,8 @@ class CorpusIndex:
     def __init__(self, con: sqlite3.Connection, path: Path, meta: dict[str, Any]) -> None:
         self._con, self.path, self._meta = con, path, meta
         self._lock = threading.Lock()
+        self.tokenizer: Tokenizer = check_tokenizer(meta.get("tokenizer", DEFAULT_TOKENIZER))
+        self._chars = TOKENIZERS[self.tokenizer][1]
 
     @classmethod
     def open(cls, path: str | Path) -> CorpusIndex:
@@ -83,6 +139,7 @@ class CorpusIndex:
             # query_only rather than a mode=ro URI: a read-only open of a WAL file can fail when its
             # -shm file is absent, and query_only guards against writes just as well.
             con = sqlite3.connect(path, check_same_thread=False)
+            register_functions(con)
             con.execute("PRAGMA query_only=1")
             meta = read_meta(con)
         except sqlite3.DatabaseError as e:
@@ -117,11 +174,12 @@ class CorpusIndex:
             "text_field": src["text_field"],
             "id_field": src["id_field"],
             "built_at": self._meta["built_at"],
+            "tokenizer": self.tokenizer,
             "path": str(self.path),
         }
 
     def count(self, phrase: str) -> int:
-        q = fts_phrase(phrase)
+        q = fts_phrase(phrase, chars=self._chars)
         if q is None:
             return 0
         with self._lock:
@@ -151,7 +209,7 @@ class CorpusIndex:
         return int(row[0])
 
     def _cooccur(self, subject: str, answer: str, limit: int) -> Cooccurrence:
-        s, a = fts_phrase(subject), fts_phrase(answer)
+        s, a = fts_phrase(subject, chars=self._chars), fts_phrase(answer, chars=self._chars)
         if s is None or a is None:
             return Cooccurrence(0, ())
         match = f"{s} AND {a}"
@@ -170,4 +228,5 @@ class CorpusIndex:
 
 
 def _clip(snippet: str) -> str:
+    snippet = snippet.replace(_ZWSP, "")
     return snippet if len(snippet) <= _SNIPPET_MAX_CHARS else snippet[: _SNIPPET_MAX_CHARS - 1] + "…"

@@ -20,6 +20,7 @@ PROBE_FIELDS = (
     "subject",
     "relation",
     "tags",
+    "language",
 )
 
 

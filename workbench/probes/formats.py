@@ -1,10 +1,18 @@
-"""Probe schemas: the generic probe format and public benchmarks (TruthfulQA, SimpleQA, PopQA,
-TriviaQA, HaluEval). Each turns one `Row` into a `Probe` or raises `InputError` naming the field.
+"""Probe schemas: the generic probe format and public benchmarks (TruthfulQA, SimpleQA, Chinese
+SimpleQA, PopQA, TriviaQA, HaluEval). Each turns one `Row` into a `Probe` or raises `InputError`
+naming the field.
 
 Detection (`detect`) looks at the column names of the first record, compared case- and
 spacing-insensitively, and takes the first format in `FORMATS` order whose `required` columns are all
-present: truthfulqa, simpleqa, halueval, popqa, generic, triviaqa. With none of them complete, a
-`question` column still means the generic probe format (its first row then reports what is missing).
+present: truthfulqa, simpleqa, halueval, popqa, generic, chinese_simpleqa, triviaqa. With none of them
+complete, a `question` column still means the generic probe format (its first row then reports what is
+missing).
+
+Chinese SimpleQA (OpenStellarTeam) comes in two forms, both read as published: the CSV of its GitHub
+repository and Hugging Face files (`metadata, problem, answer`, metadata a JSON object with `id`,
+`primary_category`, `secondary_category`, `urls`; SimpleQA's columns, so read by the simpleqa format,
+its categories as tags) and the Hugging Face dataset's rows (`id, question, answer,
+primary_category, secondary_category, urls`).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from dataclasses import dataclass
 
 from workbench.errors import WorkbenchError, unknown_name
 from workbench.probes._row import Row, dedup
+from workbench.safeload import json_loads
 from workbench.types import Probe
 
 Converter = Callable[[Row, str], Probe]
@@ -48,6 +57,7 @@ def _generic(row: Row, source: str) -> Probe:
         relation=row.text("relation"),
         tags=row.texts("tags"),
         source=source,
+        language=row.text("language"),
     )
 
 
@@ -78,21 +88,45 @@ def _simpleqa_metadata(row: Row) -> dict[str, object]:
     try:
         parsed = ast.literal_eval(value)  # literals only: no names, calls or attribute access
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as e:
-        raise row.error("metadata", f"not a Python dict literal ({type(e).__name__})") from None
+        try:  # Chinese SimpleQA writes JSON (true/false/null are no Python literals)
+            parsed = json_loads(value)
+        except ValueError:
+            raise row.error("metadata", f"not a Python dict literal or JSON object ({type(e).__name__})") from None
     if not isinstance(parsed, dict):
         raise row.error("metadata", f"must be a dict, got {type(parsed).__name__}")
     return parsed
 
 
+# SimpleQA's metadata has topic/answer_type; Chinese SimpleQA's has primary/secondary_category.
+_META_TAGS = ("topic", "answer_type", "primary_category", "secondary_category")
+
+
 def _simpleqa(row: Row, source: str) -> Probe:
     meta = _simpleqa_metadata(row)
-    tags = [str(meta[k]).strip() for k in ("topic", "answer_type") if isinstance(meta.get(k), str | int)]
+    tags = [str(meta[k]).strip() for k in _META_TAGS if isinstance(meta.get(k), str | int)]
+    meta_id = meta.get("id")
+    probe_id = row.probe_id("id")
+    if row.get("id") is None and isinstance(meta_id, str | int) and str(meta_id).strip():
+        probe_id = str(meta_id).strip()
     return Probe(
-        id=row.probe_id("id"),
+        id=probe_id,
         question=row.text("problem", required=True) or "",
         answers=(row.text("answer", required=True) or "",),
         tags=tuple(t for t in tags if t),
         source=source,
+        language="zh" if "primary_category" in meta else None,
+    )
+
+
+def _chinese_simpleqa(row: Row, source: str) -> Probe:
+    tags = [t for t in (row.text("primary_category"), row.text("secondary_category")) if t]
+    return Probe(
+        id=row.probe_id("id"),
+        question=row.text("question", required=True) or "",
+        answers=(row.text("answer", required=True) or "",),
+        tags=tuple(tags),
+        source=source,
+        language="zh",
     )
 
 
@@ -168,7 +202,14 @@ FORMATS: dict[str, Format] = {
             "generic",
             ("question", "answers"),
             _generic,
-            "question, answers; optional id, incorrect_answers, paraphrases, subject, relation, tags",
+            "question, answers; optional id, incorrect_answers, paraphrases, subject, relation, tags, language",
+        ),
+        Format(
+            "chinese_simpleqa",
+            ("question", "answer", "primary_category"),
+            _chinese_simpleqa,
+            "Chinese SimpleQA rows: id, question, answer, primary_category, secondary_category (its CSV "
+            "form is read as simpleqa)",
         ),
         Format(
             "triviaqa", ("question", "answer"), _triviaqa, "TriviaQA: question, answer.aliases, answer.value"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,10 @@ class Suite(pydantic.BaseModel, extra="forbid", use_attribute_docstrings=True):
     """Options passed to the grader (e.g. a similarity threshold, the judge model)."""
     tags: list[str] = []
     """Tags added to every probe of the suite."""
+    language: str | None = pydantic.Field(default=None, pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$")
+    """Language of the probes ("zh", "zh-Hant", "ja", "es", ...) for those whose data names none; it picks
+    the abstention and negation phrases the grader adds to `abstention_phrases`. None: each probe's is
+    guessed from its question's script (Han -> zh, kana -> ja, Hangul -> ko, Cyrillic -> ru, ...)."""
 
     _base_dir: Path | None = pydantic.PrivateAttr(default=None)
 
@@ -171,4 +176,12 @@ def resolve_probes(
         skip_bad=skip_bad,
         split=suite.split,
     )
-    return suite, with_tags(result, suite.tags)
+    return suite, with_language(with_tags(result, suite.tags), suite.language)
+
+
+def with_language(result: LoadResult, language: str | None) -> LoadResult:
+    """The same result with `language` set on every probe whose data named none."""
+    if language is None:
+        return result
+    probes = tuple(p if p.language else dataclasses.replace(p, language=language) for p in result.probes)
+    return dataclasses.replace(result, probes=probes)
