@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workbench.cli._ray import BackendFor, add_ray_arguments, ray_backends
+
 HELP = "run the whole loop on the built-in synthetic world (builds it on first use)"
 
 
@@ -26,6 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--methods", default="sft,dpo,grpo",
                    help="fix jobs to run (comma-separated; default sft,dpo,grpo)")
     p.add_argument("--steps", type=int, help="max_steps of every fix job (default: each method's own)")
+    add_ray_arguments(p)
 
 
 class _Clock:
@@ -43,6 +46,11 @@ class _Clock:
 
 
 def run(args: argparse.Namespace) -> int:
+    with ray_backends(args) as backend_for:  # --ray: every evaluation on Ray actors
+        return _run(args, backend_for)
+
+
+def _run(args: argparse.Namespace, backend_for: BackendFor) -> int:
     import datasets
     import torch
     import transformers
@@ -76,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     store = Store.open(ws)
     suite, loaded = resolve_probes(str(world.suite))
     spec = ModelSpec(model=str(world.model), backend=args.backend, dtype="float32")
-    base = run_eval(store, spec, suite, loaded, EvalOptions(samples=args.samples, paraphrases=True))
+    base = run_eval(store, spec, suite, loaded, EvalOptions(samples=args.samples, paraphrases=True),
+                    backend=backend_for(spec))
     print_run(store, base.run_id, worst=0)
     console.print(f"generated {base.generated}, from cache {base.cached}")
     truth = _truth(world.truth)
@@ -112,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         if job.adapter is None:
             console.print(f"[red]{method}: no adapter ({job.message})")
             continue
-        cand = rerun_like(store, base.run_id, adapter=job.adapter)
+        cand = rerun_like(store, base.run_id, adapter=job.adapter, backend_for=backend_for)
         _before_after(store, base.run_id, cand, method, console)
         record = gate_runs(store, base.run_id, cand)
         verdicts.append((method, record.result.verdict, record.reports["html"]))

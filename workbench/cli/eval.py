@@ -13,6 +13,7 @@ from workbench.cli._common import (
     print_json,
     progress_bar,
 )
+from workbench.cli._ray import add_ray_arguments, ray_backends
 
 HELP = "evaluate a model on probes: greedy answers, samples, paraphrases; grade and store"
 
@@ -21,6 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
     p.add_argument("--probes", required=True, help="suite YAML, suite name, or probe file (jsonl/csv/parquet)")
     add_eval_arguments(p)
+    add_ray_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
 
 
@@ -69,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as e:
             raise WorkbenchError(f"--template: {e}") from None
     store = Store.open(args.workspace)
-    with progress_bar("generating", not args.json) as progress:
-        summary = run_eval(store, spec, suite, loaded, options, progress=progress)
+    with ray_backends(args) as backend_for, progress_bar("generating", not args.json) as progress:
+        summary = run_eval(store, spec, suite, loaded, options, backend=backend_for(spec), progress=progress)
     overall = summary.metrics["overall"]
     if args.json:
         print_json({"run_id": summary.run_id, "n": summary.n, "skipped_bad": summary.skipped_bad,

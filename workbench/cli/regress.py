@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.cli._common import add_eval_arguments, print_json
+from workbench.cli._ray import BackendFor, add_ray_arguments, ray_backends
 
 HELP = "gate a candidate against a baseline (runs or models) under a policy; exit 0 pass, 1 fail, 2 error"
 
@@ -26,10 +27,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--junit", help="write JUnit XML here (one test case per gate)")
     p.add_argument("--json", action="store_true")
     add_eval_arguments(p)
+    add_ray_arguments(p)
 
 
 def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namespace, *, what: str,
-                like: str | None = None) -> str:
+                like: str | None = None, backend_for: BackendFor | None = None) -> str:
     """A run id as given, or evaluate the model (cache makes repeats free) and return the new run's id.
     Without --probes, a model is evaluated like run `like` (its probes, suite settings and options)."""
     from workbench.errors import WorkbenchError
@@ -45,7 +47,7 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
     if not args.probes and like is not None:
         from workbench.regression.gate import rerun_like
 
-        return rerun_like(store, like, model=ref, adapter=adapter)
+        return rerun_like(store, like, model=ref, adapter=adapter, backend_for=backend_for)
     if not args.probes:
         raise WorkbenchError(f"--{what} `{ref}` is a model: --probes is needed to evaluate it")
     from workbench.cli.eval import eval_options_from_args
@@ -57,7 +59,8 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
         raise WorkbenchError(f"model directory `{ref}` does not exist")
     suite, loaded = resolve_probes(args.probes, format=args.format, skip_bad=args.skip_bad)
     spec = ModelSpec(model=ref, adapter=adapter, backend=args.backend, dtype=args.dtype)
-    return run_eval(store, spec, suite, loaded, eval_options_from_args(args)).run_id
+    backend = backend_for(spec) if backend_for else None
+    return run_eval(store, spec, suite, loaded, eval_options_from_args(args), backend=backend).run_id
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,8 +70,10 @@ def run(args: argparse.Namespace) -> int:
 
     store = Store.open(args.workspace)
     policy = load_policy(args.policy) if args.policy else None
-    base = resolve_run(store, args.baseline, args.baseline_adapter, args, what="baseline")
-    cand = resolve_run(store, args.candidate, args.candidate_adapter, args, what="candidate", like=base)
+    with ray_backends(args) as backend_for:
+        base = resolve_run(store, args.baseline, args.baseline_adapter, args, what="baseline", backend_for=backend_for)
+        cand = resolve_run(store, args.candidate, args.candidate_adapter, args, what="candidate", like=base,
+                           backend_for=backend_for)
     record = gate_runs(store, base, cand, policy)
     result = record.result
     if args.report:

@@ -6,9 +6,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import insert, select
 
@@ -19,6 +20,10 @@ from workbench.regression.report import write_reports
 from workbench.regression.results import ComparisonResult
 from workbench.store import RunRecord, Store, new_id, utcnow
 from workbench.store.schema import regressions, reviews
+from workbench.types import ModelSpec
+
+if TYPE_CHECKING:
+    from workbench.backends import Backend
 
 # Options that change what a run measures; two runs compared must agree on all of them.
 _MUST_MATCH_OPTIONS = ("samples", "paraphrases", "temperature", "top_p", "seed", "template")
@@ -113,15 +118,16 @@ def _label(run: RunRecord) -> str:
     return Path(run.model).name + (f" + {Path(run.adapter).name}" if run.adapter else "")
 
 
-def rerun_like(store: Store, baseline_id: str, *, model: str | None = None, adapter: str | None = None) -> str:
+def rerun_like(store: Store, baseline_id: str, *, model: str | None = None, adapter: str | None = None,
+               backend_for: Callable[[ModelSpec], Backend | None] | None = None) -> str:
     """Evaluate a candidate (the baseline's model, or `model`, plus `adapter`) on exactly the baseline
-    run's probes with its suite settings and options; returns the new run's id."""
+    run's probes with its suite settings and options; returns the new run's id. `backend_for(spec)` may
+    supply the backend (e.g. a Ray pool under --ray); None lets the runner build it."""
     import dataclasses
 
     from workbench.probes import LoadResult, Suite
     from workbench.results import probe_from_dict
     from workbench.runner import EvalOptions, run_eval
-    from workbench.types import ModelSpec
 
     base = store.get_run(baseline_id)
     probes = tuple(probe_from_dict(d) for d in store.probe_rows(base.id))
@@ -130,7 +136,7 @@ def rerun_like(store: Store, baseline_id: str, *, model: str | None = None, adap
     options = EvalOptions(**{k: v for k, v in base.options.items() if k in known})
     spec = ModelSpec(model=model or base.model, adapter=adapter, backend=base.backend)
     loaded = LoadResult(probes=probes, skipped=base.skipped_bad, problems=(), source=f"run {base.id}")
-    return run_eval(store, spec, suite, loaded, options).run_id
+    return run_eval(store, spec, suite, loaded, options, backend=backend_for(spec) if backend_for else None).run_id
 
 
 def gated_adapters(store: Store) -> set[str]:
