@@ -156,7 +156,7 @@ def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
                           timeout=timeout, env=env, cwd=ROOT)
 
 
-def test_cli_joins_a_cluster_by_address(world: WorldPaths, single: Answers, cluster: None, tmp_path: Path) -> None:
+def test_cli_eval_and_regress_join_a_cluster_by_address(world: WorldPaths, single: Answers, cluster: None, tmp_path: Path) -> None:
     address = ray.get_runtime_context().gcs_address
     proc = _cli("eval", "--model", str(world.model), "--dtype", "float32", "--probes", str(world.suite),
                 "--samples", "2", "--paraphrases", "--ray", address, "--ray-actors", "1", "--json",
@@ -164,6 +164,13 @@ def test_cli_joins_a_cluster_by_address(world: WorldPaths, single: Answers, clus
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     _assert_same(_answers(tmp_path, out["run_id"]), single)
+    # regress: the candidate is evaluated like the baseline run, through the pool; every answer is cached.
+    proc = _cli("regress", "--baseline", out["run_id"], "--candidate", str(world.model), "--ray", address, "--json",
+                "--workspace", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    gate = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert gate["verdict"] == "pass" and gate["candidate_run"] != out["run_id"]
+    _assert_same(_answers(tmp_path, gate["candidate_run"]), single)
 
 
 def test_unreachable_cluster_and_bad_flags_are_clear_errors(world: WorldPaths, tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ import re
 import threading
 import unicodedata
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -49,6 +50,8 @@ SCHEMA_VERSION = 1
 Space = Literal["bytes", "model"]
 #: Pointers read per phrase; a phrase more frequent than this is sampled evenly (counts then estimated).
 POSITIONS_MAX = 2_000_000
+_FIND_THREADS = 8  # concurrent engine finds in a batch (they wait more than they compute)
+_BATCH_PAIRS = 512  # pairs whose phrases are looked up together
 _SNIPPET_BYTES = 90  # context each side of the match (bytes space; x token width for model tokens)
 _SNIPPET_MAX_CHARS = 200  # as FTS5's snippets
 # Scripts written without spaces between words: each character is a word (as grading does).
@@ -97,6 +100,7 @@ class TokenSpace:
         self.sep_id = (1 << (8 * width)) - 1
         self.unk = getattr(tokenizer, "unk_token_id", None) if tokenizer is not None else None
         self._bounds: tuple[NDArray[np.bool_], NDArray[np.bool_]] | None = None
+        self._rust: Any = None
 
     @classmethod
     def for_index(cls, meta: dict[str, Any], path: Path) -> TokenSpace:
@@ -108,24 +112,34 @@ class TokenSpace:
 
     def encode_docs(self, texts: Sequence[str]) -> list[bytes]:
         """Each document's tokens as bytes (little-endian), separator not included."""
+        if not texts:
+            return []
         if self.space == "bytes":
             return [t.encode("utf-8") for t in fold_many(texts)]
-        ids = self.tok(list(texts), add_special_tokens=False)["input_ids"]
+        ids = self._encode(list(texts))
         return [np.asarray(x, dtype=self.dtype).tobytes() for x in ids]
 
     def variants(self, phrase: str) -> list[list[int]]:
         """The token sequences `phrase` may appear as in the corpus (none when it holds no word)."""
-        if not words(phrase):
-            return []
+        return self.variants_many([phrase])[0]
+
+    def variants_many(self, phrases: Sequence[str]) -> list[list[list[int]]]:
+        """`variants` of each phrase, tokenized in one call (a tokenizer call per phrase cost 10x more)."""
         if self.space == "bytes":
-            return [list(fold(phrase).encode("utf-8"))]
-        forms = dict.fromkeys(f for p in dict.fromkeys([phrase, phrase.lower(), phrase.title()])
-                              for f in (p, " " + p))
-        seqs = [list(x) for x in self.tok(list(forms), add_special_tokens=False)["input_ids"]]
-        seqs = [s for s in seqs if s and (self.unk is None or self.unk not in s)]
-        uniq = [list(t) for t in dict.fromkeys(tuple(s) for s in seqs)]
-        # A sequence holding another one is found by the shorter one already (e.g. "▁", "▁Paris" vs "▁Paris").
-        return [s for s in uniq if not any(o != s and _contains(s, o) for o in uniq)]
+            folded = fold_many(phrases)
+            return [[list(f.encode("utf-8"))] if words(p) else [] for p, f in zip(phrases, folded, strict=True)]
+        forms = [list(dict.fromkeys(f for c in dict.fromkeys([p, p.lower(), p.title()]) for f in (c, " " + c)))
+                 if words(p) else [] for p in phrases]
+        flat = [f for fs in forms for f in fs]
+        ids = iter(self._encode(flat))
+        out = []
+        for fs in forms:
+            seqs = [list(x) for x in (next(ids) for _ in fs)]
+            seqs = [q for q in seqs if q and (self.unk is None or self.unk not in q)]
+            uniq = [list(t) for t in dict.fromkeys(tuple(q) for q in seqs)]
+            # A sequence holding another is found by the shorter one already ("▁", "▁Paris" vs "▁Paris").
+            out.append([q for q in uniq if not any(o != q and _contains(q, o) for o in uniq)])
+        return out
 
     def boundaries(self) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
         """Per token id: (continues the previous word, ends in a letter or digit). A model's tokens cut words
@@ -152,12 +166,36 @@ class TokenSpace:
         if self.space == "bytes":
             return data.decode("utf-8", errors="ignore").strip()
         ids = np.frombuffer(data[: len(data) - len(data) % self.width], dtype=self.dtype).tolist()
-        return str(self.tok.decode([i for i in ids if i != self.sep_id], skip_special_tokens=True)).strip()
+        ids = [i for i in ids if i != self.sep_id]
+        fast = self._fast()
+        text = fast.decode(ids, skip_special_tokens=True) if fast is not None else self.tok.decode(ids)
+        return str(text).strip()
+
+    def _encode(self, texts: list[str]) -> list[list[int]]:
+        """Token ids without special tokens. The Rust tokenizer directly when there is one: transformers'
+        __call__ around it cost ~200 us per call of a few phrases (lookups tokenize a few phrases each)."""
+        if not texts:
+            return []
+        fast = self._fast()
+        if fast is not None:
+            return [e.ids for e in fast.encode_batch(texts, add_special_tokens=False)]
+        return [list(x) for x in self.tok(texts, add_special_tokens=False)["input_ids"]]
+
+    def _fast(self) -> Any:
+        """A copy of the Rust tokenizer without the padding/truncation a model's config may switch on."""
+        if self._rust is None and getattr(self.tok, "backend_tokenizer", None) is not None:
+            from tokenizers import Tokenizer
+
+            self._rust = Tokenizer.from_str(self.tok.backend_tokenizer.to_str())
+            self._rust.no_padding()
+            self._rust.no_truncation()
+        return self._rust
 
 
 def _contains(seq: list[int], sub: list[int]) -> bool:
+    """`sub` occurs in `seq` and is shorter."""
     n = len(sub)
-    return any(seq[i : i + n] == sub for i in range(len(seq) - n + 1))
+    return n < len(seq) and any(seq[i : i + n] == sub for i, x in enumerate(seq[: len(seq) - n + 1]) if x == sub[0])
 
 
 @dataclass(frozen=True)
@@ -167,6 +205,13 @@ class _Hits:
     ptrs: NDArray[np.int64]
     total: int
     length: int  # bytes of the shortest variant (snippets centre on it)
+
+
+def _firsts(sorted_docs: NDArray[np.int64]) -> NDArray[np.bool_]:
+    """Marks the first entry of each run of equal values (each document once)."""
+    out = np.ones(len(sorted_docs), dtype=bool)
+    out[1:] = sorted_docs[1:] != sorted_docs[:-1]
+    return out
 
 
 def read_meta(path: Path) -> dict[str, Any]:
@@ -189,16 +234,25 @@ class InfiniGramIndex:
         # vocab size, version 4, load_to_ram, prefetch depths (ds, sa, od), bow ids, attribution block
         # size, precompute unigram logprobs, previous shards. Built directly because the Python wrapper
         # cannot build a u8 engine (it asserts eos < vocab, and the u8 engine takes a vocab of at most 255).
-        self._engine = engine_cls([str(path)], space.sep_id, space.sep_id, 4, False, 1, 3, 3, set(), 512, False, {})
-        # numpy memory maps: the OS pages in what lookups touch; nothing is loaded up front (1B documents
-        # have 8 GB of offsets alone).
-        self._ds: NDArray[np.uint8] = np.memmap(path / "tokenized.0", dtype=np.uint8, mode="r")
-        self._sa: NDArray[np.uint8] = np.memmap(path / "table.0", dtype=np.uint8, mode="r")
-        self._md: NDArray[np.uint8] = np.memmap(path / "metadata.0", dtype=np.uint8, mode="r")
-        self._tk: NDArray[Any] = np.memmap(path / "tokenized.0", dtype=space.dtype, mode="r")  # as token ids
-        self._od: NDArray[np.uint64] = np.memmap(path / "offset.0", dtype=np.uint64, mode="r")
-        self._mo: NDArray[np.uint64] = np.memmap(path / "metaoff.0", dtype=np.uint64, mode="r")
-        self._ratio = int(meta["ratio"])
+        # Prefetch depths 0, not the wrapper's 1/3/3: on an index in the page cache `find` took 50 us with
+        # them off and 730 us with them on (100k-row bench corpus); they pay off only for cold, remote disks.
+        self._engine = engine_cls([str(path)], space.sep_id, space.sep_id, 4, False, 0, 0, 0, set(), 512, False, {})
+        # Memory maps: the OS pages in what lookups touch; nothing is loaded up front (1B documents have 8 GB
+        # of offsets alone). Plain ndarray views of them: slicing a np.memmap costs 8 us, an ndarray 0.3 us.
+        def view(name: str, dtype: Any) -> NDArray[Any]:
+            return np.asarray(np.memmap(path / name, dtype=dtype, mode="r"))
+
+        self._ds: NDArray[np.uint8] = view("tokenized.0", np.uint8)
+        self._tk: NDArray[Any] = view("tokenized.0", space.dtype)  # the same bytes as token ids
+        self._md: NDArray[np.uint8] = view("metadata.0", np.uint8)
+        self._od: NDArray[np.int64] = view("offset.0", np.int64)  # u64 on disk; offsets < 2^63
+        self._mo: NDArray[np.int64] = view("metaoff.0", np.int64)
+        ratio = int(meta["ratio"])
+        # Suffix-array entries as integers: a typed view when the width is a numpy integer's, else bytes.
+        self._sa: NDArray[Any] = view("table.0", {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.int64}.get(
+            ratio, np.uint8))
+        self._ratio = ratio
+        self._pool: ThreadPoolExecutor | None = None
         self._window = int(meta["window"]) * w  # in bytes; 0 = anywhere in the document
         self._lock = threading.Lock()
 
@@ -216,9 +270,12 @@ class InfiniGramIndex:
         return cls(path, meta, TokenSpace.for_index(meta, path))
 
     def close(self) -> None:
-        """Drop the memory maps (the engine's own maps go with it)."""
+        """Drop the memory maps (the engine's own maps go with it) and the lookup threads."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
         self._ds = self._sa = self._md = self._tk = np.zeros(0, np.uint8)
-        self._od = self._mo = np.zeros(0, np.uint64)
+        self._od = self._mo = np.zeros(0, np.int64)
 
     def __enter__(self) -> InfiniGramIndex:
         return self
@@ -234,18 +291,35 @@ class InfiniGramIndex:
                 "space": m["space"], "tokenizer": m.get("tokenizer"), "tokens": m["tokens"], "window": m["window"]}
 
     # -- lookups ---------------------------------------------------------------------------------
-    def _hits(self, phrase: str) -> _Hits | None:
-        seqs = self.space.variants(phrase)
-        if not seqs:
-            return None
+    def _find(self, ids: list[int]) -> tuple[int, int]:
+        lo, hi = self._engine.find(input_ids=ids).segment_by_shard[0]
+        return int(lo), int(hi)
+
+    def _hits_many(self, phrases: Sequence[str]) -> dict[str, _Hits | None]:
+        """Hits of each distinct phrase. The engine's `find` costs ~60 us of CPU and waits on a thread of
+        its own; run side by side (it releases the GIL), those waits overlap."""
+        distinct = list(dict.fromkeys(phrases))
+        seqs = self.space.variants_many(distinct)
+        flat = [ids for v in seqs for ids in v]
+        if len(flat) <= 1:
+            ranges = [self._find(ids) for ids in flat]
+        else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=_FIND_THREADS, thread_name_prefix="infini-gram")
+            ranges = list(self._pool.map(self._find, flat))
+        found = iter(ranges)
+        out: dict[str, _Hits | None] = {}
+        for phrase, v in zip(distinct, seqs, strict=True):
+            out[phrase] = self._hits([(ids, *next(found)) for ids in v]) if v else None
+        return out
+
+    def _hits(self, segments: list[tuple[list[int], int, int]]) -> _Hits:
         parts, total = [], 0
-        for ids in seqs:
-            (lo, hi), = self._engine.find(input_ids=ids).segment_by_shard
+        for ids, lo, hi in segments:
+            ranks = None
             if hi - lo > POSITIONS_MAX:  # an even sample keeps the document estimate unbiased
-                ptrs = self._pointers(np.linspace(lo, hi - 1, POSITIONS_MAX).astype(np.int64))
-            else:
-                r = self._ratio
-                ptrs = self._as_offsets(np.asarray(self._sa[lo * r : hi * r]).reshape(-1, r))
+                ranks = np.linspace(lo, hi - 1, POSITIONS_MAX).astype(np.int64)
+            ptrs = self._pointers(lo, hi, ranks)
             if self.space.space == "model" and len(ptrs):
                 kept = self._whole_words(ptrs, ids)
                 total += round((hi - lo) * len(kept) / len(ptrs))
@@ -253,8 +327,9 @@ class InfiniGramIndex:
             else:
                 total += hi - lo
             parts.append(ptrs)
-        ptrs = np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
-        return _Hits(ptrs, total, min(len(s) for s in seqs) * self.space.width)
+        ptrs = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        ptrs.sort()
+        return _Hits(ptrs, total, min(len(ids) for ids, _, _ in segments) * self.space.width)
 
     def _whole_words(self, ptrs: NDArray[np.int64], ids: list[int]) -> NDArray[np.int64]:
         """The occurrences of token sequence `ids` that start and end on word boundaries (model space)."""
@@ -268,68 +343,69 @@ class InfiniGramIndex:
             ok &= ~tail[np.minimum(before, top)]
         return ptrs[ok]
 
-    def _pointers(self, ranks: NDArray[np.int64]) -> NDArray[np.int64]:
+    def _pointers(self, lo: int, hi: int, ranks: NDArray[np.int64] | None) -> NDArray[np.int64]:
+        """Suffix-array entries lo..hi (or `ranks` of them) as byte offsets into tokenized.0."""
         r = self._ratio
-        return self._as_offsets(np.asarray(self._sa[(ranks[:, None] * r + np.arange(r)).ravel()]).reshape(-1, r))
-
-    @staticmethod
-    def _as_offsets(raw: NDArray[np.uint8]) -> NDArray[np.int64]:
-        """Suffix-array entries (rows of `ratio` little-endian bytes) as byte offsets into tokenized.0."""
+        if self._sa.dtype != np.uint8 or r == 1:  # a typed view: entries are integers already
+            return (self._sa[lo:hi] if ranks is None else self._sa[ranks]).astype(np.int64)
+        idx = (np.arange(lo, hi) if ranks is None else ranks)[:, None] * r + np.arange(r)
+        raw = self._sa[idx]  # (n, r) little-endian bytes
         out = np.zeros((len(raw), 8), dtype=np.uint8)
-        out[:, : raw.shape[1]] = raw
+        out[:, :r] = raw
         return out.view(np.int64).ravel()
 
     def _docs(self, ptrs: NDArray[np.int64]) -> NDArray[np.int64]:
-        return (np.searchsorted(self._od, ptrs.astype(np.uint64), side="right") - 1).astype(np.int64)
+        return np.searchsorted(self._od, ptrs, side="right") - 1
 
     def count(self, phrase: str) -> int:
         with self._lock:
-            h = self._hits(phrase)
+            h = self._hits_many([phrase])[phrase]
         if h is None or not h.total:
             return 0
-        docs = len(np.unique(self._docs(h.ptrs)))
+        docs = int(_firsts(self._docs(h.ptrs)).sum())
         return docs if len(h.ptrs) == h.total else round(docs * h.total / len(h.ptrs))
 
     def cooccur(self, subject: str, answer: str, *, limit: int = 5) -> Cooccurrence:
-        with self._lock:
-            return self._cooccur(subject, answer, limit)
+        return self.cooccur_many([(subject, answer)], limit=limit)[0]
 
     def cooccur_many(self, pairs: Sequence[tuple[str, str]], *, limit: int = 5) -> list[Cooccurrence]:
+        """Each distinct phrase is looked up once (its finds in parallel threads), each distinct pair joined once."""
         done: dict[tuple[str, str], Cooccurrence] = {}
         with self._lock:
-            for pair in pairs:
-                if pair not in done:
-                    done[pair] = self._cooccur(pair[0], pair[1], limit)
+            for start in range(0, len(pairs), _BATCH_PAIRS):  # bounded memory: pointers of a batch at a time
+                batch = pairs[start : start + _BATCH_PAIRS]
+                hits = self._hits_many([p for pair in batch for p in pair])
+                for pair in batch:
+                    if pair not in done:
+                        done[pair] = self._cooccur(hits[pair[0]], hits[pair[1]], limit)
         return [done[p] for p in pairs]
 
-    def _cooccur(self, subject: str, answer: str, limit: int) -> Cooccurrence:
-        s = self._hits(subject)
-        a = s if answer == subject else self._hits(answer)  # (span tracing asks for one phrase's documents)
+    def _cooccur(self, s: _Hits | None, a: _Hits | None, limit: int) -> Cooccurrence:
+        # a is s when both phrases are the same (span tracing asks for one phrase's documents)
         if s is None or a is None or not len(s.ptrs) or not len(a.ptrs):
             return Cooccurrence(0, ())
-        ds = self._docs(s.ptrs)
-        ok = np.ones(len(ds), dtype=bool) if a is s else self._near(s.ptrs, ds, a.ptrs, self._docs(a.ptrs))
-        hit_docs, first = np.unique(ds[ok], return_index=True)
-        count = len(hit_docs)
-        if len(s.ptrs) < s.total:  # the subject was sampled: scale the estimate
-            count = round(count * s.total / len(s.ptrs))
-        anchors = s.ptrs[ok][first[: max(limit, 0)]]
-        rows = tuple(self._row(int(d), int(p), s.length) for d, p in zip(hit_docs[:limit], anchors, strict=False))
-        return Cooccurrence(count, rows)
+        anchor, other = (s, a) if len(s.ptrs) <= len(a.ptrs) else (a, s)  # walk the rarer phrase
+        docs = self._docs(anchor.ptrs)
+        ok = np.ones(len(docs), dtype=bool) if a is s else self._near(anchor.ptrs, docs, other.ptrs)
+        ptrs, docs = anchor.ptrs[ok], docs[ok]
+        first = _firsts(docs)  # the first qualifying occurrence in each document (pointers are sorted)
+        count = int(first.sum())
+        if len(anchor.ptrs) < anchor.total:  # the anchor was sampled: scale the estimate
+            count = round(count * anchor.total / len(anchor.ptrs))
+        shown = np.flatnonzero(first)[: max(limit, 0)]
+        return Cooccurrence(count, tuple(self._row(int(docs[k]), int(ptrs[k]), anchor.length) for k in shown))
 
-    def _near(self, sp: NDArray[np.int64], sd: NDArray[np.int64], ap: NDArray[np.int64],
-              ad: NDArray[np.int64]) -> NDArray[np.bool_]:
-        """For each subject pointer: is an answer pointer in the same document (and within the window)?
-        Only the nearest answer on each side can qualify: farther ones are farther in the same direction."""
-        i = np.searchsorted(ap, sp)
-        ok = np.zeros(len(sp), dtype=bool)
-        for j in (i - 1, i):
-            valid = (j >= 0) & (j < len(ap))
-            jj = np.clip(j, 0, len(ap) - 1)
-            near = valid & (ad[jj] == sd)
-            if self._window:
-                near &= np.abs(ap[jj] - sp) <= self._window
-            ok |= near
+    def _near(self, sp: NDArray[np.int64], sd: NDArray[np.int64], op: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """For each anchor pointer: does the other phrase occur in the same document (and within the window)?
+        Only its nearest occurrence on each side can: farther ones are farther the same way. So only those
+        are mapped to documents (mapping every pointer cost 0.2 us each: 700 us for a city of 645 mentions)."""
+        i = np.searchsorted(op, sp)
+        before, after = op[np.maximum(i - 1, 0)], op[np.minimum(i, len(op) - 1)]
+        ok: NDArray[np.bool_] = (i > 0) & (self._docs(before) == sd)
+        ok |= (i < len(op)) & (self._docs(after) == sd)
+        if self._window:
+            ok = (((i > 0) & (self._docs(before) == sd) & (sp - before <= self._window))
+                  | ((i < len(op)) & (self._docs(after) == sd) & (after - sp <= self._window)))
         return ok
 
     def _row(self, doc: int, ptr: int, needle: int) -> EvidenceRow:
