@@ -156,7 +156,8 @@ def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
                           timeout=timeout, env=env, cwd=ROOT)
 
 
-def test_cli_eval_and_regress_join_a_cluster_by_address(world: WorldPaths, single: Answers, cluster: None, tmp_path: Path) -> None:
+def test_cli_eval_and_regress_join_a_cluster_by_address(world: WorldPaths, single: Answers, cluster: None,
+                                                         tmp_path: Path) -> None:
     address = ray.get_runtime_context().gcs_address
     proc = _cli("eval", "--model", str(world.model), "--dtype", "float32", "--probes", str(world.suite),
                 "--samples", "2", "--paraphrases", "--ray", address, "--ray-actors", "1", "--json",
@@ -186,9 +187,25 @@ def test_unreachable_cluster_and_bad_flags_are_clear_errors(world: WorldPaths, t
     assert proc.returncode == 2 and "is not `local`, `auto`, HOST:PORT" in proc.stderr
 
 
-def test_a_pool_larger_than_the_cluster_is_refused(world: WorldPaths, cluster: None) -> None:
+def test_actors_planned_from_the_cluster_and_too_many_refused(world: WorldPaths, cluster: None) -> None:
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    with RayCluster.connect(RayConfig()) as rc:  # one per GPU, else one per CPU
+        assert rc.plan(_spec(world)) == ((gpus, 1.0, 1) if gpus else (4, 0.0, 1))
     with RayCluster.connect(RayConfig(actors=64)) as rc, pytest.raises(WorkbenchError, match="not enough for 64"):
         _ = rc.pool(_spec(world)).batch_size
+
+
+@pytest.mark.gpu
+def test_one_actor_per_gpu_same_answers(world: WorldPaths, single: Answers, cluster: None, tmp_path: Path) -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    with RayCluster.connect(RayConfig()) as rc:
+        pool = rc.pool(_spec(world))
+        assert pool.actors == torch.cuda.device_count()
+        summary = _eval(world, tmp_path, pool)
+    _assert_same(_answers(tmp_path, summary.run_id), single)  # `single` ran on the GPU too (hf picks cuda)
 
 
 def test_without_ray_the_flag_names_the_pip_line(world: WorldPaths, tmp_path: Path) -> None:

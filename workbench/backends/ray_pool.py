@@ -185,7 +185,6 @@ class _Worker:
     """One actor: one real backend. Built again by Ray when the actor restarts after its process died."""
 
     def __init__(self, spec: ModelSpec, threads: int) -> None:
-        os.environ["OMP_NUM_THREADS"] = str(threads)
         from workbench.backends import load_backend
 
         self.backend = load_backend(spec)
@@ -265,8 +264,14 @@ class RayPoolBackend(Backend):
             ray = import_ray()
             n, gpus, cpus = self._cluster.plan(self.spec)
             cfg = self._cluster.config
+            # Ray runs workers at niceness 15 (RAY_worker_niceness) so its own daemons come first; these actors
+            # are the run's main work, and at 15 any other process on the node starves them (a chunk took
+            # 2-3x longer in an actor than in the driver on a shared 2-core machine). Hence niceness 0, and
+            # the driver's offline settings (a remote node does not inherit them).
+            env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
+            env.update(RAY_worker_niceness="0", OMP_NUM_THREADS=str(cpus))
             cls = ray.remote(_Worker).options(num_cpus=cpus, num_gpus=gpus, max_restarts=cfg.max_restarts,
-                                              max_task_retries=cfg.max_task_retries)
+                                              max_task_retries=cfg.max_task_retries, runtime_env={"env_vars": env})
             actors = [cls.remote(self.spec, cpus) for _ in range(n)]
             try:
                 ready = ray.get([a.ready.remote() for a in actors], timeout=cfg.start_timeout_s)
