@@ -5,6 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.stamp-core
 VSTAMP  := $(VENV)/.stamp-vllm
 RSTAMP  := $(VENV)/.stamp-real
+SSTAMP  := $(VENV)/.stamp-scale
 ARCH    := $(shell uname -m)
 export HF_HUB_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
@@ -12,7 +13,7 @@ export GRADIO_ANALYTICS_ENABLED := False
 export TOKENIZERS_PARALLELISM := false
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 
-.PHONY: setup setup-vllm setup-real setup-browser setup-postgres demo test lint bench clean
+.PHONY: setup setup-vllm setup-real setup-scale setup-browser setup-postgres demo test lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -38,9 +39,17 @@ $(RSTAMP): $(STAMP)
 	$(BIN)/pip install -q -e ".[real]"
 	touch $@
 
+# Scale-out extras: ray (evaluation on a cluster) and infini-gram (a cp311 x86_64 Linux wheel). Their tests
+# skip, naming the pip line, where a wheel is missing.
+$(SSTAMP): $(STAMP)
+	$(BIN)/pip install -q -e ".[ray]" || echo "ray: not installed, Ray tests will skip"
+	$(BIN)/pip install -q -e ".[infinigram]" || echo "infini-gram: not installed, its tests will skip"
+	touch $@
+
 setup: $(STAMP)
 setup-vllm: $(VSTAMP)
 setup-real: $(RSTAMP)
+setup-scale: $(SSTAMP)
 
 # PostgreSQL's server programs for the store tests (each test run starts its own throwaway cluster).
 setup-postgres:
@@ -65,7 +74,7 @@ setup-browser:
 demo: setup
 	$(BIN)/workbench demo
 
-test: setup setup-vllm setup-real setup-browser setup-postgres
+test: setup setup-vllm setup-real setup-scale setup-browser setup-postgres
 	$(BIN)/python -m pytest -q -ra
 
 lint: setup

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workbench.cli._ray import BackendFor, add_ray_arguments, ray_backends
+
 HELP = "run the whole loop on the built-in synthetic world (builds it on first use)"
 
 
@@ -28,6 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="fix jobs to run (comma-separated; default sft,dpo,grpo)")
     p.add_argument("--steps", type=int, help="max_steps of every fix job (default: each method's own)")
     p.add_argument("--lang", choices=("en", "zh"), default="en", help="zh: the Chinese world (default en)")
+    add_ray_arguments(p)
 
 
 class _Clock:
@@ -45,6 +48,11 @@ class _Clock:
 
 
 def run(args: argparse.Namespace) -> int:
+    with ray_backends(args) as backend_for:  # --ray: every evaluation on Ray actors
+        return _run(args, backend_for)
+
+
+def _run(args: argparse.Namespace, backend_for: BackendFor) -> int:
     import datasets
     import torch
     import transformers
@@ -67,10 +75,10 @@ def run(args: argparse.Namespace) -> int:
     clock.done("world")
 
     with keep_engines():  # one vLLM engine for the baseline and every adapter; shut down when the demo ends
-        return _loop(args, console, clock, ws, world)
+        return _loop(args, console, clock, ws, world, backend_for)
 
 
-def _loop(args: argparse.Namespace, console: Any, clock: _Clock, ws: Path, world: Any) -> int:
+def _loop(args: argparse.Namespace, console: Any, clock: _Clock, ws: Path, world: Any, backend_for: BackendFor) -> int:
     from finetune.loop import train_fixes
     from workbench.attribution.attribute import attribute_run
     from workbench.attribution.build import build_index
@@ -89,7 +97,8 @@ def _loop(args: argparse.Namespace, console: Any, clock: _Clock, ws: Path, world
     # vllm: LoRA on from the start (rank 16, the fix jobs' default), so the adapters' runs share the engine
     lora = (("enable_lora", True), ("max_lora_rank", 16), ("max_loras", 1)) if args.backend == "vllm" else ()
     spec = ModelSpec(model=str(world.model), backend=args.backend, dtype="float32", options=lora)
-    base = run_eval(store, spec, suite, loaded, EvalOptions(samples=args.samples, paraphrases=True))
+    base = run_eval(store, spec, suite, loaded, EvalOptions(samples=args.samples, paraphrases=True),
+                    backend=backend_for(spec))
     print_run(store, base.run_id, worst=0)
     console.print(f"generated {base.generated}, from cache {base.cached}")
     truth = _truth(world.truth)
@@ -128,7 +137,7 @@ def _loop(args: argparse.Namespace, console: Any, clock: _Clock, ws: Path, world
         if args.backend == "vllm" and (why := unservable_reason(job.adapter)):
             console.print(f"[yellow]{method}: not gated on vllm: {why}")
             continue
-        cand = rerun_like(store, base.run_id, adapter=job.adapter)
+        cand = rerun_like(store, base.run_id, adapter=job.adapter, backend_for=backend_for)
         _before_after(store, base.run_id, cand, method, console)
         record = gate_runs(store, base.run_id, cand)
         verdicts.append((method, record.result.verdict, record.reports["html"]))

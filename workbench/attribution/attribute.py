@@ -11,9 +11,10 @@ from dataclasses import dataclass, field, replace
 
 from workbench.attribution.data_axis import data_axis, support_bucket
 from workbench.attribution.decide import DataAxis, Thresholds, decide
+from workbench.attribution.engine import CorpusEngine
 from workbench.attribution.entropy import Embed, Spread, spread
-from workbench.attribution.index import CorpusIndex
 from workbench.attribution.knowledge import ALPHA, ChanceModel, Knowledge, assess, significant
+from workbench.attribution.spans import trace_spans
 from workbench.attribution.types import Attribution, save_attributions
 from workbench.results import ProbeResult, RunResults, load_results
 from workbench.store import Store
@@ -29,7 +30,7 @@ class Options:
     embed: Embed | None = None
 
 
-def missing_signals(results: RunResults, index: CorpusIndex | None) -> list[str]:
+def missing_signals(results: RunResults, index: CorpusEngine | None) -> list[str]:
     """Run-wide signals the attribution has to do without."""
     missing = []
     if not any(r.samples for r in results.probes):
@@ -42,15 +43,19 @@ def missing_signals(results: RunResults, index: CorpusIndex | None) -> list[str]
     return missing
 
 
-def attribute_results(results: RunResults, index: CorpusIndex | None,
+def attribute_results(results: RunResults, index: CorpusEngine | None,
                       options: Options = Options()) -> list[Attribution]:
     probes = results.probes
     failed = [r for r in probes if r.verdict != Verdict.CORRECT]
+    by_id = {r.probe.id: r for r in failed}
     chance = ChanceModel(probes)
     data = data_axis(index, probes, failed)
     run_missing = missing_signals(results, index)
     knowledge = {r.probe.id: assess(r, chance.chance(r), alpha=options.alpha) for r in failed}
     data = _with_trace(data, knowledge)
+    if index is not None:  # where the words of each hallucination come from (span tracing)
+        data = {pid: replace(d, spans=[s.as_dict() for s in trace_spans(index, r.answer)])
+                if (r := by_id[pid]).verdict == Verdict.INCORRECT and d.available else d for pid, d in data.items()}
     out = []
     for r in failed:
         missing = [*run_missing, *(["subject"] if index is not None and not r.probe.subject else [])]
@@ -75,7 +80,7 @@ def _with_trace(data: dict[str, DataAxis], knowledge: dict[str, Knowledge]) -> d
             for pid, d in data.items()}
 
 
-def attribute_run(store: Store, run_id: str, *, index: CorpusIndex | None,
+def attribute_run(store: Store, run_id: str, *, index: CorpusEngine | None,
                   options: Options = Options()) -> list[Attribution]:
     """Attribute the run's failed probes and store the result with the run (replacing any earlier one)."""
     results = load_results(store, run_id)

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workbench.attribution.decide import DataAxis
-from workbench.attribution.index import Cooccurrence, CorpusIndex
+from workbench.attribution.engine import CorpusEngine
+from workbench.attribution.index import Cooccurrence
 from workbench.grading.normalize import contains_phrase, normalize
 from workbench.results import ProbeResult
 from workbench.types import Verdict
@@ -88,7 +89,7 @@ def wrong_answers(r: ProbeResult) -> list[str]:
     return list(out.values())
 
 
-def find_conflict(index: CorpusIndex, r: ProbeResult, space: AnswerSpace, n_docs: int, *,
+def find_conflict(index: CorpusEngine, r: ProbeResult, space: AnswerSpace, n_docs: int, *,
                   limit: int = ROWS) -> Conflict | None:
     """The wrong answer of r that the corpus pairs with the subject most often (checked), if any."""
     subject = r.probe.subject or ""
@@ -108,7 +109,7 @@ def find_conflict(index: CorpusIndex, r: ProbeResult, space: AnswerSpace, n_docs
     return best
 
 
-def data_axis(index: CorpusIndex | None, results: Sequence[ProbeResult],
+def data_axis(index: CorpusEngine | None, results: Sequence[ProbeResult],
               failed: Sequence[ProbeResult]) -> dict[str, DataAxis]:
     """DataAxis of every failed probe; support is looked up for all probes (the learning curve)."""
     if index is None:

@@ -52,6 +52,8 @@ class DataAxis:
         trace_p: Binomial p-value of the right samples pooled over the Unknown failures at this
             support level against their summed chance: small = facts this frequent leave a trace.
         support_rows, conflict_rows: Evidence rows, {"doc_id", "snippet"}.
+        spans: The longest spans of the wrong answer found verbatim in the corpus, with their documents
+            (`spans.TracedSpan.as_dict()`), for hallucinations (greedy answer incorrect).
     """
 
     available: bool
@@ -63,6 +65,7 @@ class DataAxis:
     trace_p: float | None = None
     support_rows: list[dict[str, str]] = field(default_factory=list)
     conflict_rows: list[dict[str, str]] = field(default_factory=list)
+    spans: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
 
 
@@ -173,4 +176,4 @@ def _data_evidence(d: DataAxis) -> dict[str, Any]:
     return {"available": True, "support": d.support, "support_rows": d.support_rows, "conflict": d.conflict,
             "conflict_value": d.conflict_value, "conflict_rows": d.conflict_rows,
             "learned_rate": d.learned_rate, "learned_n": d.learned_n,
-            "trace_p": d.trace_p, "note": d.note}
+            "trace_p": d.trace_p, "spans": d.spans, "note": d.note}

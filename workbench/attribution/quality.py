@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from workbench.attribution.data_axis import AnswerSpace, find_conflict
-from workbench.attribution.index import CorpusIndex
+from workbench.attribution.engine import CorpusEngine
 from workbench.results import ProbeResult
 
 ROWS_PER_PAIR = 100  # documents listed per (subject, wrong value); the count covers all of them
@@ -34,7 +34,7 @@ class SubjectReport:
     total: int  # documents that contradict, including any beyond the listed ones
 
 
-def contradicting_rows(index: CorpusIndex, results: Sequence[ProbeResult], *,
+def contradicting_rows(index: CorpusEngine, results: Sequence[ProbeResult], *,
                        limit: int = ROWS_PER_PAIR) -> list[SubjectReport]:
     """Offending rows of every probe (passed or failed: a model can be right despite bad rows)."""
     space, n_docs = AnswerSpace(results), int(index.stats()["rows"])  # type: ignore[call-overload]

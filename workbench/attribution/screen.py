@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.attribution.data_axis import AnswerSpace, find_conflict
-from workbench.attribution.index import CorpusIndex
+from workbench.attribution.engine import CorpusEngine
 from workbench.attribution.knowledge import ChanceModel, assess
 from workbench.errors import InputError, WorkbenchError
 from workbench.results import RunResults
@@ -103,7 +103,7 @@ def _probe(path: str | Path, line_no: int, line: str) -> Probe:
                  relation=relation if isinstance(relation, str) else None, source=str(path))
 
 
-def screen_results(results: RunResults, index: CorpusIndex | None) -> list[ScreenedRow]:
+def screen_results(results: RunResults, index: CorpusEngine | None) -> list[ScreenedRow]:
     """Flags per row of an eval run over the SFT rows (see `read_sft`)."""
     chance = ChanceModel(results.probes)
     space = AnswerSpace(results.probes)

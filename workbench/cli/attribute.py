@@ -28,17 +28,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def open_index(args: argparse.Namespace) -> Any:
-    """The corpus index to use, building it from a corpus file when one is given; None without one."""
+    """The corpus index to use (either engine: the one the workspace or --corpus holds), building an FTS5
+    index from a corpus file when one is given; None without any."""
     from workbench.attribution.build import build_index
+    from workbench.attribution.engine import engine_of, find_workspace_index, infinigram_dir, open_engine
     from workbench.attribution.index import CorpusIndex, default_index_path
     from workbench.errors import WorkbenchError
 
     default = default_index_path(args.workspace)
     if args.corpus is None:
-        return CorpusIndex.open(default) if default.is_file() else None
+        return find_workspace_index(args.workspace)
     path = Path(args.corpus)
-    if path.suffix.lower() in INDEX_SUFFIXES or (path.is_dir() and default_index_path(path).is_file()):
-        return CorpusIndex.open(path)
+    if path.suffix.lower() in INDEX_SUFFIXES or engine_of(path) or (
+            path.is_dir() and (engine_of(default_index_path(path)) or engine_of(infinigram_dir(path)))):
+        return open_engine(path)
     if not path.exists() and not args.corpus.startswith("hf:"):
         raise WorkbenchError(f"corpus `{args.corpus}` does not exist")
     from workbench.cli.index import require_documents
@@ -61,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     store = Store.open(args.workspace)
     results = load_results(store, store.get_run(args.run).id)
     index = open_index(args)
+    used = None if index is None else {"engine": index.stats().get("engine", "fts5"), "path": index.stats()["path"]}
     try:
         items = attribute_results(results, index)
         save_attributions(store, results.run.id, items)
@@ -78,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         print_json({"run_id": results.run.id, "categories": dict(counts),
                     "probes": [{"probe_id": a.probe_id, "category": a.category, "confidence": a.confidence,
                                 "knowledge": a.knowledge, "fix": a.fix, "evidence": a.evidence} for a in items],
-                    "missing_signals": {m: HOW_TO_GET[m] for m in missing},
+                    "missing_signals": {m: HOW_TO_GET[m] for m in missing}, "corpus_index": used,
                     **({"quality_report": {"path": args.quality_report, "rows": exported}}
                        if exported is not None else {})})
         return 0

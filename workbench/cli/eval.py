@@ -15,6 +15,7 @@ from workbench.cli._common import (
     print_json,
     progress_bar,
 )
+from workbench.cli._ray import add_ray_arguments, ray_backends
 
 HELP = "evaluate a model on probes: greedy answers, samples, paraphrases; grade and store"
 
@@ -30,6 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reuse-cache-from", metavar="ENGINE",
                    help='also take cached answers another engine made (as `workbench show` names it, e.g. '
                         '"hf transformers-5.19.0 float32 cpu"), or `any`; by default only this engine\'s count')
+    add_ray_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
 
 
@@ -73,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         if args.model or args.probes:
             raise WorkbenchError("--resume continues a run with its own model, probes and options: "
                                  "leave out --model and --probes")
+        if getattr(args, "ray", None):
+            raise WorkbenchError("--resume continues a run in this process: leave out --ray")
         store = Store.open(args.workspace)
         with progress_bar("generating", not args.json) as progress:
             summary = resume_eval(store, args.resume, limits=limits, progress=progress)
@@ -91,8 +95,9 @@ def run(args: argparse.Namespace) -> int:
                 raise WorkbenchError(f"--template: {e}") from None
         store = Store.open(args.workspace)
         # run_eval opens the backend and closes it (its engine included) however the run ends.
-        with progress_bar("generating", not args.json) as progress:
-            summary = run_eval(store, spec, suite, loaded, options, limits=limits, progress=progress)
+        with ray_backends(args) as backend_for, progress_bar("generating", not args.json) as progress:
+            summary = run_eval(store, spec, suite, loaded, options, limits=limits, backend=backend_for(spec),
+                               progress=progress)
     overall = summary.metrics["overall"]
     if args.json:
         print_json({"run_id": summary.run_id, "n": summary.n, "skipped_bad": summary.skipped_bad,

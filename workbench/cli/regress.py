@@ -17,6 +17,7 @@ from workbench.cli._common import (
     parse_options,
     print_json,
 )
+from workbench.cli._ray import BackendFor, add_ray_arguments, ray_backends
 
 HELP = ("gate a candidate against a baseline (runs or models) under a policy; exit 0 pass, 1 fail, 2 error, "
         "3 inconclusive (a fail gate could not have failed on this probe set)")
@@ -40,6 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     add_eval_arguments(p)
     add_limit_arguments(p)
+    add_ray_arguments(p)
 
 
 def _backend(args: argparse.Namespace, what: str) -> tuple[str | None, tuple[tuple[str, object], ...]]:
@@ -50,7 +52,7 @@ def _backend(args: argparse.Namespace, what: str) -> tuple[str | None, tuple[tup
 
 
 def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namespace, *, what: str,
-                like: str | None = None) -> str:
+                like: str | None = None, backend_for: BackendFor | None = None) -> str:
     """A run id as given, or evaluate the model (cache makes repeats free) and return the new run's id.
     Without --probes, a model is evaluated like run `like` (its probes, suite settings and options)."""
     from workbench.errors import WorkbenchError
@@ -70,7 +72,7 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
         from workbench.regression.gate import rerun_like
 
         return rerun_like(store, rerun_of, model=ref, adapter=adapter, backend=backend, backend_options=options,
-                          limits=limits_from_args(args))
+                          limits=limits_from_args(args), backend_for=backend_for)
     if not args.probes:
         raise WorkbenchError(f"--{what} `{ref}` is a model: --probes is needed to evaluate it")
     from workbench.cli.eval import eval_options_from_args
@@ -81,7 +83,8 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
     backend = backend or args.backend
     suite, loaded = resolve_probes(args.probes, format=args.format, skip_bad=args.skip_bad)
     spec = ModelSpec(model=ref, adapter=adapter, backend=backend, dtype=args.dtype, options=options)
-    return run_eval(store, spec, suite, loaded, eval_options_from_args(args), limits=limits_from_args(args)).run_id
+    return run_eval(store, spec, suite, loaded, eval_options_from_args(args), limits=limits_from_args(args),
+                    backend=backend_for(spec) if backend_for else None).run_id
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,8 +97,10 @@ def run(args: argparse.Namespace) -> int:
                                                                        ("--junit", args.junit)) if path}
     store = Store.open(args.workspace)
     policy = load_policy(args.policy) if args.policy else None
-    base = resolve_run(store, args.baseline, args.baseline_adapter, args, what="baseline")
-    cand = resolve_run(store, args.candidate, args.candidate_adapter, args, what="candidate", like=base)
+    with ray_backends(args) as backend_for:
+        base = resolve_run(store, args.baseline, args.baseline_adapter, args, what="baseline", backend_for=backend_for)
+        cand = resolve_run(store, args.candidate, args.candidate_adapter, args, what="candidate", like=base,
+                           backend_for=backend_for)
     record = gate_runs(store, base, cand, policy)
     result = record.result
     if "--report" in outputs:

@@ -8,9 +8,10 @@ one reader of the reviews table; this module owns the `regressions` table.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import insert, select
 
@@ -22,6 +23,10 @@ from workbench.regression.results import ComparisonResult
 from workbench.runner import Limits
 from workbench.store import RunRecord, Store, new_id, utcnow
 from workbench.store.schema import regressions
+from workbench.types import ModelSpec
+
+if TYPE_CHECKING:
+    from workbench.backends import Backend
 
 # Options that change what a run measures; two runs compared must agree on all of them.
 _MUST_MATCH_OPTIONS = ("samples", "paraphrases", "temperature", "top_p", "seed", "template")
@@ -119,10 +124,11 @@ def run_label(run: RunRecord) -> str:
 
 def rerun_like(store: Store, baseline_id: str, *, model: str | None = None, adapter: str | None = None,
                backend: str | None = None, backend_options: tuple[tuple[str, object], ...] = (),
-               limits: Limits | None = None) -> str:
+               limits: Limits | None = None, backend_for: Callable[[ModelSpec], Backend | None] | None = None) -> str:
     """Evaluate a candidate (the baseline's model, or `model`, plus `adapter`; on the baseline's backend with
     its options, or on `backend` with `backend_options`) on exactly the baseline run's probes with its suite
-    settings and options; returns the new run's id."""
+    settings and options; returns the new run's id. `backend_for(spec)` may supply the backend (e.g. a Ray
+    pool under --ray); None lets the runner build it."""
     import dataclasses
 
     from workbench.probes import LoadResult, Suite
@@ -137,7 +143,8 @@ def rerun_like(store: Store, baseline_id: str, *, model: str | None = None, adap
         spec = dataclasses.replace(spec, backend=backend, options=backend_options)
     loaded = LoadResult(probes=probes, skipped=base.skipped_bad, problems=(), source=f"run {base.id}")
     options = dataclasses.replace(options_of_run(base), reuse_cache_from=None)  # reuse is asked for per run
-    return run_eval(store, spec, suite, loaded, options, limits=limits or Limits()).run_id
+    return run_eval(store, spec, suite, loaded, options, limits=limits or Limits(),
+                    backend=backend_for(spec) if backend_for else None).run_id
 
 
 def gated_adapters(store: Store) -> set[str]:
