@@ -95,8 +95,6 @@ def test_eval_refuses_hostile_input(world: Any, files: Path, tmp_path: Path, arg
     (["--model", "/etc"], ["/etc", "config.json"]),
     (["--adapter", "/etc"], ["/etc", "adapter_config.json"]),
 ])
-@pytest.mark.xfail(strict=True, reason="needs workbench/cli/eval.py to call _common.check_model_args(args) "
-                                       "(the vLLM lifecycle branch owns that file)")
 def test_eval_refuses_a_directory_that_is_no_model(world: Any, files: Path, tmp_path: Path, args: list[str],
                                                    needles: list[str]) -> None:
     base = {"--model": str(world.model), "--probes": "p.jsonl", "--workspace": str(tmp_path / "ws")}
@@ -242,8 +240,6 @@ def test_regress_refuses_unwritable_reports_before_recording_the_gate(evaluated:
 
 
 @pytest.mark.parametrize("dest", ["DIR", "/proc/no/such/dir/x.jsonl"])
-@pytest.mark.xfail(strict=True, reason="needs workbench/cli/export.py to call _common.check_output_file(args.out, "
-                                       "'--out') (the vLLM lifecycle branch owns that file)")
 def test_export_refuses_an_unwritable_out(evaluated: tuple[Path, list[str]], tmp_path: Path, dest: str) -> None:
     out = str(tmp_path) if dest == "DIR" else dest
     assert_refused(workbench("export", evaluated[1][0], "--out", out, "--workspace", str(evaluated[0])),

@@ -22,6 +22,7 @@ from finetune.fixset import FixSetManifest, load_manifest
 from finetune.job.spec import JobSpec, LoraSpec
 from finetune.preflight import LORA_TARGETS, Estimate, PreflightSpec, load_shape, require_fit
 from workbench.errors import WorkbenchError
+from workbench.models import resolve_model
 from workbench.textgen import check_adapter_path, check_model_path
 
 #: LoRA target modules per architecture (config.model_type) when `lora.target_modules` is not given.
@@ -128,7 +129,8 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
         raise _fail("output_dir", f"`{out}` is a file; give a directory (it is created when missing)")
     manifest = load_manifest(spec.fixset)
     split = manifest.require_rows(spec.method)
-    base = spec.base_model or manifest.model
+    # A built-in name (`smollm2`) or a .gguf file: the model directory converted into the workspace.
+    base = resolve_model(spec.base_model or manifest.model, spec.workspace or ".workbench")
     try:
         check_model_path(base, what="base_model")
     except WorkbenchError as e:

@@ -32,7 +32,8 @@ def print_json(obj: Any) -> None:
 
 def add_model_arguments(p: argparse.ArgumentParser, *, prefix: str = "", required: bool = True) -> None:
     """--model/--adapter/--backend/... (with an optional prefix such as `candidate-`)."""
-    p.add_argument(f"--{prefix}model", required=required, help="model directory or hub id")
+    p.add_argument(f"--{prefix}model", required=required,
+                   help="model directory, hub id, .gguf file, or `smollm2` (the built-in real chat model)")
     p.add_argument(f"--{prefix}adapter", help="peft LoRA adapter directory")
     if not prefix:
         p.add_argument("--backend", default="hf", help="hf | vllm | openai (default: hf)")
@@ -97,8 +98,20 @@ def _int(text: str) -> int:
 
 
 def check_model_args(args: argparse.Namespace) -> None:
-    """`--model` and `--adapter` name usable local directories (WorkbenchError otherwise)."""
-    check_model(args.model, args.adapter, getattr(args, "backend", "hf"))
+    """Resolve `--model` (a built-in name such as `smollm2` or a .gguf file becomes a converted model
+    directory in the workspace), then check that it and `--adapter` are usable (WorkbenchError otherwise)."""
+    backend = getattr(args, "backend", "hf")
+    args.model = resolve_model_ref(args.model, args.workspace, backend)
+    check_model(args.model, args.adapter, backend)
+
+
+def resolve_model_ref(ref: str, workspace: str, backend: str) -> str:
+    """`workbench.models.resolve_model` for every backend that loads weights (a served name stays a name)."""
+    if backend == "openai":
+        return ref
+    from workbench.models import resolve_model
+
+    return resolve_model(ref, workspace)
 
 
 def check_model(model: str, adapter: str | None, backend: str) -> None:

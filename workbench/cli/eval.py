@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 from workbench.cli._common import (
     add_eval_arguments,
     add_limit_arguments,
     add_model_arguments,
+    check_model_args,
     limits_from_args,
     parse_options,
     print_json,
@@ -37,17 +37,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def model_spec_from_args(args: argparse.Namespace) -> Any:
     from workbench.backends import BACKENDS
-    from workbench.errors import WorkbenchError, unknown_name
+    from workbench.errors import unknown_name
     from workbench.types import ModelSpec
 
     if args.backend not in BACKENDS:
         raise unknown_name("backend", args.backend, BACKENDS)
-    if args.backend != "openai" and not os.path.exists(args.model) and (
-        args.model.startswith((".", "/", "~")) or args.model.count("/") > 1
-    ):
-        raise WorkbenchError(f"model directory `{args.model}` does not exist")
-    if args.adapter and not os.path.isdir(args.adapter):
-        raise WorkbenchError(f"adapter directory `{args.adapter}` does not exist")
+    check_model_args(args)  # resolves a built-in name or .gguf file into a model directory
     return ModelSpec(model=args.model, adapter=args.adapter, backend=args.backend, revision=args.revision,
                      dtype=args.dtype, options=parse_options(args.backend_option))
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
+
+from workbench.cli._common import check_output_file
 
 HELP = "export a run's answers (one row per answer) as jsonl, parquet or csv"
 
@@ -19,6 +22,7 @@ def run(args: argparse.Namespace) -> int:
 
     from workbench.store import Store
 
+    given = check_output_file(args.out, "--out") if args.out else None  # before any work
     store = Store.open(args.workspace)
     rec = store.get_run(args.run)
     probes = {p["id"]: p for p in store.probe_rows(rec.id)}
@@ -30,14 +34,20 @@ def run(args: argparse.Namespace) -> int:
                      "kind": a["kind"], "sample_index": a["sample_index"], "prompt": a["prompt"],
                      "answer": a["text"], "verdict": a["verdict"], "mean_logprob": a["mean_logprob"],
                      "finish_reason": a["finish_reason"], "engine": a["engine"]})
-    out = Path(args.out or Path(args.workspace) / "exports" / f"{rec.id}.{args.format}")
+    out = given or Path(args.workspace) / "exports" / f"{rec.id}.{args.format}"
     out.parent.mkdir(parents=True, exist_ok=True)
     df = pd.DataFrame(rows)
-    if args.format == "jsonl":
-        df.to_json(out, orient="records", lines=True, force_ascii=False)
-    elif args.format == "parquet":
-        df.to_parquet(out, index=False)
-    else:
-        df.assign(answers=df["answers"].map("; ".join), tags=df["tags"].map("; ".join)).to_csv(out, index=False)
+    # Written beside, then renamed: a killed export leaves the old file or the whole new one.
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        if args.format == "jsonl":
+            df.to_json(tmp, orient="records", lines=True, force_ascii=False)
+        elif args.format == "parquet":
+            df.to_parquet(tmp, index=False)
+        else:
+            df.assign(answers=df["answers"].map("; ".join), tags=df["tags"].map("; ".join)).to_csv(tmp, index=False)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
     print(f"wrote {len(rows)} answers to {out}")
     return 0

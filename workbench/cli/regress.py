@@ -16,6 +16,7 @@ from workbench.cli._common import (
     limits_from_args,
     parse_options,
     print_json,
+    resolve_model_ref,
 )
 from workbench.cli._ray import BackendFor, add_ray_arguments, ray_backends
 
@@ -56,7 +57,10 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
     """A run id as given, or evaluate the model (cache makes repeats free) and return the new run's id.
     Without --probes, a model is evaluated like run `like` (its probes, suite settings and options)."""
     from workbench.errors import WorkbenchError
+    from workbench.models import BUILTIN
 
+    if ref in BUILTIN or ref.lower().endswith(".gguf"):  # converted once into the workspace
+        ref = resolve_model_ref(ref, args.workspace, args.backend)
     is_model = os.path.exists(ref) or (adapter is not None)
     if not is_model:
         try:
