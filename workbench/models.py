@@ -64,11 +64,18 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def models_dir(workspace: str | os.PathLike[str]) -> Path:
+    """Where converted models live: $WORKBENCH_MODELS_DIR (one conversion shared by every workspace of a
+    machine: 517 MB and ~20 s each for SmolLM2), else `workspace/models/`."""
+    shared = os.environ.get("WORKBENCH_MODELS_DIR")
+    return Path(shared) if shared else Path(workspace) / MODELS_DIR
+
+
 def convert_gguf(path: Path, workspace: str | os.PathLike[str]) -> Path:
-    """Convert a GGUF file into `workspace/models/` once (keyed by its content hash); returns the directory."""
+    """Convert a GGUF file into `models_dir(workspace)` once (keyed by its content hash); returns the directory."""
     digest = file_sha256(path)
     name = path.name.removesuffix(".gguf").removesuffix(".GGUF")
-    dest = Path(workspace) / MODELS_DIR / f"gguf-{digest[:16]}-{name}"
+    dest = models_dir(workspace) / f"gguf-{digest[:16]}-{name}"
     if (dest / _COMPLETE).is_file():
         return dest
     if importlib.util.find_spec("gguf") is None:
