@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from workbench.cli._ray import BackendFor, add_ray_arguments, ray_backends
+from workbench.cli import BackendFor, add_ray_arguments, ray_backends
 
 HELP = "run the whole loop on the built-in synthetic world (builds it on first use)"
 

@@ -83,8 +83,11 @@ def test_spec_bounds_refuse_resource_exhaustion(tmp_path: Path) -> None:
             from_dict({**base, section: {key: value}})
     job = tmp_path / "job.yaml"
     job.write_text("fixset: f\noutput_dir: o\nlora: {r: 100000000}\n")
-    with pytest.raises(WorkbenchError, match=rf"{job}: `lora.r` must be <= 4096"):
+    with pytest.raises(WorkbenchError, match=rf"{job}, line 3: `lora.r` must be <= 4096"):
         load_spec(job)
+    job.write_text("fixset: f\noutput_dir: o\ntrainer:\n  seed: 1\n  max_steps: 100000000000\n")
+    with pytest.raises(WorkbenchError, match=rf"{job}, line 5: `trainer.max_steps` must be <= 1000000"):
+        load_spec(job)  # the nested key's own line
 
 
 def test_old_job_yaml_still_loads(tmp_path: Path) -> None:

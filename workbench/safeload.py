@@ -90,6 +90,34 @@ def key_lines(path: str | Path) -> dict[str, int]:
     return {str(k.value): k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
 
 
+def dotted_key_lines(path: str | Path) -> dict[str, int]:
+    """Like `key_lines`, for nested mappings too: {"lora": 3, "lora.r": 4, ...} (aliases are not expanded)."""
+    try:
+        node = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    except (OSError, ValueError, yaml.YAMLError, RecursionError):
+        return {}
+    found: dict[str, int] = {}
+    todo: list[tuple[str, yaml.Node]] = [("", node)]
+    while todo and len(found) < MAX_NODES:
+        prefix, n = todo.pop()
+        if isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                if isinstance(k, yaml.ScalarNode):
+                    name = f"{prefix}{k.value}"
+                    found.setdefault(name, k.start_mark.line + 1)
+                    todo.append((name + ".", v))
+    return found
+
+
+def line_of(lines: dict[str, int], loc: tuple[object, ...]) -> int | None:
+    """The line of the deepest key of a pydantic error location that the file spells."""
+    parts = [str(x) for x in loc if isinstance(x, str)]
+    for end in range(len(parts), 0, -1):
+        if (n := lines.get(".".join(parts[:end]))) is not None:
+            return n
+    return None
+
+
 def top_key(where: str) -> str:
     """`grader_options.a[3]` -> `grader_options`."""
     return where.split(".", 1)[0].split("[", 1)[0]

@@ -26,7 +26,7 @@ import pydantic
 import yaml
 
 from workbench.errors import WorkbenchError
-from workbench.safeload import read_yaml_file
+from workbench.safeload import dotted_key_lines, line_of, read_yaml_file
 from workbench.validation import describe
 
 Method = Literal["sft", "dpo", "grpo"]
@@ -325,7 +325,8 @@ _CHOICE_WORDS = {"launcher.deepspeed_zero": "0 (off), 2 or 3"}
 _PATH_FIELDS = ("fixset", "output_dir", "base_model", "init_adapter", "workspace")
 
 
-def from_dict(data: Any, *, base_dir: Path | None = None, where: str = "job spec") -> JobSpec:
+def from_dict(data: Any, *, base_dir: Path | None = None, where: str = "job spec",
+              lines: dict[str, int] | None = None) -> JobSpec:
     """A JobSpec from a mapping (YAML). Relative paths resolve against base_dir (base_model only when it
     exists there: it may be a hub id). Raises WorkbenchError naming `where` and every bad field."""
     if not isinstance(data, dict):
@@ -341,7 +342,9 @@ def from_dict(data: Any, *, base_dir: Path | None = None, where: str = "job spec
     try:
         return JobSpec.model_validate(values)
     except pydantic.ValidationError as e:
-        raise WorkbenchError(f"{where}: {describe(JobSpec, e, _CHOICE_WORDS)}") from None
+        line = line_of(lines or {}, e.errors()[0]["loc"])  # the first bad field's line, when from a file
+        at = f"{where}, line {line}" if line else where
+        raise WorkbenchError(f"{at}: {describe(JobSpec, e, _CHOICE_WORDS)}") from None
 
 
 def load_spec(path: str | Path) -> JobSpec:
@@ -353,7 +356,7 @@ def load_spec(path: str | Path) -> JobSpec:
         raise WorkbenchError(f"{p}: no such job file") from None
     except ValueError as e:
         raise WorkbenchError(str(e)) from None
-    return from_dict(data, base_dir=p.parent.resolve(), where=str(p))
+    return from_dict(data, base_dir=p.parent.resolve(), where=str(p), lines=dotted_key_lines(p))
 
 
 def save_spec(spec: JobSpec, path: str | Path) -> Path:

@@ -23,7 +23,7 @@ from workbench.errors import WorkbenchError
 T = TypeVar("T")
 
 # One batch may legitimately take long: the slowest measured here is the real SmolLM2-135M on the hf
-# backend on 2 cores, 312 s for 100 questions x (greedy + 5 samples), 32 tokens (ENVIRONMENT.md), i.e.
+# backend on 2 cores, 312 s for 100 questions x (greedy + 5 samples), 32 tokens (measured), i.e.
 # about 100 s per batch of 64 prompts (32 greedy + 32 x 5 samples), and a loaded machine is 4-10x
 # slower; an openai request may retry for about 8 minutes (6 attempts of 60 s plus backoff). 20 minutes
 # without one finished batch is past all of these, yet stops a hung CI job well within its 90 minutes.

@@ -8,8 +8,9 @@ import argparse
 import os
 
 from workbench.cli._common import print_json
+from workbench.cli._ray import BackendFor, add_ray_arguments, ray_backends
 
-__all__ = ["add_workspace_argument", "print_json"]
+__all__ = ["BackendFor", "add_ray_arguments", "add_workspace_argument", "print_json", "ray_backends"]
 
 
 def add_workspace_argument(p: argparse.ArgumentParser) -> None:

@@ -21,7 +21,7 @@ from functools import cache
 
 #: A `running` run on another host reads as interrupted after this long without a heartbeat. The first
 #: heartbeat after `create_run` comes after the engine has started and the first batch is committed: on this
-#: project's machines a vLLM engine starts in 45-113 s (ENVIRONMENT.md) and a batch of the world model takes
+#: project's machines a vLLM engine starts in 45-113 s (measured) and a batch of the world model takes
 #: under 2 s; a 70B model loading from a network disk takes several minutes. 30 minutes covers both with a
 #: wide margin; a run that is really gone is shown as interrupted half an hour later on other hosts only
 #: (on its own host it is immediate).
