@@ -103,6 +103,19 @@ def test_unparseable_replies_are_counted_and_fall_back_to_match() -> None:
     assert r["unparseable_examples"][0] == {"probe_id": "paris", "answer": "garble 0", "reply": "?!"}
 
 
+def test_non_english_answers_are_judged_and_fall_back_per_language() -> None:
+    """The rubric carries any script to the judge, and an unparseable reply falls back to the multilingual
+    match grader: 罗马 is found inside a Chinese sentence, 这个我不清楚 is an abstention."""
+    rome = Probe(id="rome", question="意大利的首都是哪座城市？", answers=("罗马",), language="zh")
+    g = judge()
+    assert g.grade_many([(rome, "意大利的首都是罗马。"), (rome, "米兰")]) == [Verdict.CORRECT, Verdict.INCORRECT]
+    assert "Gold target: 罗马" in judge_prompt(rome, "罗马")
+    answers = ["garble 意大利的首都是罗马。", "garble 这个我不清楚。", "garble 米兰"]
+    # "garble" makes the fake judge's reply unparseable; the fallback grades the whole answer as given
+    assert g.grade_many([(rome, a) for a in answers]) == [Verdict.CORRECT, Verdict.NOT_ATTEMPTED, Verdict.INCORRECT]
+    assert g.report()["unparseable"] == 3
+
+
 def test_reply_words_and_lowercase_pass_through_the_backend() -> None:
     g = judge()
     answers = ["say:correct", "say:b", "say:NOT_ATTEMPTED", "say:(A)."]
