@@ -26,7 +26,8 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", 
 
 def workbench(*args: str, cwd: Path | None = None, timeout: float = 180, env: dict[str, str] | None = None,
               prefix: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
-    """`python -m workbench ARGS` (stdin closed: nothing may wait for a terminal)."""
+    """`python -m hallucination_workbench ARGS`, i.e. `workbench ARGS` (stdin closed: nothing may wait for
+    a terminal)."""
     return subprocess.run([*prefix, sys.executable, "-m", "hallucination_workbench", *args], cwd=cwd, env=env or ENV,
                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
@@ -84,7 +85,7 @@ def session_processes(sid: int) -> list[str]:
 
 
 def start(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """`python -m workbench ARGS` in a new session, stdout/stderr captured."""
+    """`python -m hallucination_workbench ARGS` (the `workbench` command) in a new session, stdout/stderr captured."""
     return subprocess.Popen([sys.executable, "-m", "hallucination_workbench", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True,
                             env={**os.environ, **(env or {})})

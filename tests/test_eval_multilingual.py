@@ -69,7 +69,8 @@ def test_sixteen_answers_in_five_languages_get_native_grades(server: str, tmp_pa
     probes.write_text("".join(json.dumps({"id": f"q{i:02d}", "question": q, "answers": [a]}, ensure_ascii=False)
                               + "\n" for i, (q, a, _, _) in enumerate(CASES)), encoding="utf-8")
     ws = tmp_path / "ws"
-    out = subprocess.run([sys.executable, "-m", "workbench", "eval", "--workspace", str(ws), "--model", "scripted",
+    out = subprocess.run([sys.executable, "-m", "hallucination_workbench",
+                          "eval", "--workspace", str(ws), "--model", "scripted",
                           "--backend", "openai", "--backend-option", f"base_url={server}", "--probes", str(probes),
                           "--json"], capture_output=True, text=True, timeout=300, cwd=ROOT,
                          env={**os.environ, "OPENAI_API_KEY": "test"})

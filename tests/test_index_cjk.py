@@ -95,7 +95,8 @@ def test_split_and_phrase() -> None:
 
 def test_index_cli_on_a_chinese_corpus(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    out = subprocess.run([sys.executable, "-m", "workbench", "index", str(_corpus(tmp_path)), "--workspace",
+    out = subprocess.run([sys.executable, "-m", "hallucination_workbench",
+                          "index", str(_corpus(tmp_path)), "--workspace",
                           str(ws), "--json"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["rows_total"] == len(DOCS)

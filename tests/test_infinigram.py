@@ -190,7 +190,7 @@ def test_model_tokens_and_span_tracing(world: Any, tmp_path: Path) -> None:
 
 def _cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "hallucination_workbench", *args], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=ROOT)
 
 
@@ -211,7 +211,8 @@ def test_cli_index_both_engines_and_errors(tmp_path: Path) -> None:
     assert proc.returncode == 0
     with pytest.raises(WorkbenchError, match="holds two corpus indexes"):
         open_engine(ws)
-    code = "import sys; sys.modules['infini_gram'] = None; from workbench.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = ("import sys; sys.modules['infini_gram'] = None; from hallucination_workbench import main; "
+            "sys.exit(main(sys.argv[1:]))")
     proc = subprocess.run([sys.executable, "-c", code, "index", str(corpus), "--engine", "infini-gram",
                            "--workspace", str(tmp_path / "w4")], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -222,7 +223,7 @@ def test_cli_index_both_engines_and_errors(tmp_path: Path) -> None:
 def test_both_engines_attribute_the_world_alike(world: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The same run attributed over FTS5, infini-gram on folded bytes and on the model's own tokens: every
     failed probe gets the same category and the same corpus evidence; hallucinations carry traced spans."""
-    from workbench.cli import main
+    from hallucination_workbench import main
     from workbench.probes import resolve_probes
     from workbench.runner import EvalOptions, run_eval
     from workbench.store import Store

@@ -34,12 +34,15 @@ def _judge(pid: int | None, host: str | None, heartbeat: float | None, created: 
 
 def test_same_host_is_judged_by_the_process() -> None:
     me = lv.host_id()
-    assert _judge(os.getpid(), me, heartbeat=10_000) == "running"  # alive: an old heartbeat does not matter
+    assert _judge(os.getpid(), me, heartbeat=0) == "running"  # alive, whatever other hosts would think
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()  # reaped: the pid is free
     assert _judge(child.pid, me, heartbeat=0) == "interrupted"
-    # Our own pid, but the run predates this process by a day: the pid was reused by a newer process.
-    assert _judge(os.getpid(), me, heartbeat=0, created=86_400) == "interrupted"
+    # A run created a day ago and resumed by this process (its heartbeat is this process's): running.
+    assert _judge(os.getpid(), me, heartbeat=0, created=86_400) == "running"
+    # Our own pid, but the run's last heartbeat predates this process by a day: its writer is gone and
+    # the pid was reused by a newer process.
+    assert _judge(os.getpid(), me, heartbeat=86_400, created=2 * 86_400) == "interrupted"
 
 
 def test_a_zombie_is_gone() -> None:

@@ -67,7 +67,8 @@ def test_generic_language_column_and_suite_key(tmp_path: Path) -> None:
 
 
 def test_validate_reads_chinese_simpleqa_as_a_subprocess() -> None:
-    out = subprocess.run([sys.executable, "-m", "workbench", "validate", str(DATA / "chinese_simpleqa.jsonl"),
+    out = subprocess.run([sys.executable, "-m", "hallucination_workbench",
+                          "validate", str(DATA / "chinese_simpleqa.jsonl"),
                           "--json"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)

@@ -152,7 +152,7 @@ def test_lost_actors_chunks_rescheduled_then_all_lost_and_a_rerun_makes_exactly_
 
 def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "hallucination_workbench", *args], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=ROOT)
 
 
@@ -210,7 +210,8 @@ def test_one_actor_per_gpu_same_answers(world: WorldPaths, single: Answers, clus
 
 def test_without_ray_the_flag_names_the_pip_line(world: WorldPaths, tmp_path: Path) -> None:
     # A missing package, for real: an import of `ray` fails in this process (sys.modules entry None).
-    code = ("import sys; sys.modules['ray'] = None; from workbench.cli import main; sys.exit(main(sys.argv[1:]))")
+    code = ("import sys; sys.modules['ray'] = None; from hallucination_workbench import main; "
+            "sys.exit(main(sys.argv[1:]))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", code, "eval", "--model", str(world.model), "--probes",
                            str(world.suite), "--ray", "--workspace", str(tmp_path)],

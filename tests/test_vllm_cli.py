@@ -57,12 +57,23 @@ def test_eval_vllm_after_hf_generates_its_own_answers_and_exits(world: Any, tmp_
     hf = _hf_run(world, ws, samples=3)
     hf_engine = next(iter(hf.engines()))
     assert hf_engine.startswith("hf transformers-") and hf_engine.endswith(" float32 cpu")
+    n_answers = sum(len(r.greedy) + len(r.samples) for r in hf.probes)
+    capsys.readouterr()
+    # hf's answers count for vllm only when asked: then nothing is generated (no engine starts) and the
+    # answers keep hf's name; the run records the request. Asked before any vllm run, so the cache holds
+    # hf's answers alone.
+    assert main(["eval", "--model", str(world.model), "--probes", str(world.suite), "--workspace", str(ws),
+                 "--backend", "vllm", "--samples", "3", "--paraphrases", "--json", "--reuse-cache-from",
+                 hf_engine]) == 0
+    reused = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert reused["generated"] == 0 and reused["cached"] == n_answers
+    run = load_results(Store.open(ws), reused["run_id"])
+    assert run.engines() == {hf_engine: n_answers} and run.run.options["reuse_cache_from"] == hf_engine
     done = run_workbench(["eval", "--model", str(world.model), "--probes", str(world.suite), "--workspace", str(ws),
                           "--backend", "vllm", "--samples", "3", "--paraphrases", "--json", *VLLM_OPTIONS],
                          timeout=LIMIT)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout)  # stdout is the JSON alone: vLLM logs go to stderr
-    n_answers = sum(len(r.greedy) + len(r.samples) for r in hf.probes)
     assert out["generated"] == n_answers and out["cached"] == 0
     assert out["engine"].startswith("vllm ") and out["engine"].endswith(" float32 cpu")
     vl = load_results(Store.open(ws), out["run_id"])
@@ -76,15 +87,6 @@ def test_eval_vllm_after_hf_generates_its_own_answers_and_exits(world: Any, tmp_
     target = tmp_path / "answers.jsonl"
     assert main(["export", out["run_id"], "--workspace", str(ws), "--out", str(target)]) == 0
     assert {json.loads(line)["engine"] for line in target.read_text().splitlines()} == {out["engine"]}
-    # hf's answers count for vllm only when asked: then nothing is generated (no engine starts) and the
-    # answers keep hf's name; the run records the request
-    assert main(["eval", "--model", str(world.model), "--probes", str(world.suite), "--workspace", str(ws),
-                 "--backend", "vllm", "--samples", "3", "--paraphrases", "--json", "--reuse-cache-from",
-                 hf_engine]) == 0
-    reused = json.loads(capsys.readouterr().out.splitlines()[-1])
-    assert reused["generated"] == 0 and reused["cached"] == n_answers
-    run = load_results(Store.open(ws), reused["run_id"])
-    assert run.engines() == {hf_engine: n_answers} and run.run.options["reuse_cache_from"] == hf_engine
     with capsys.disabled():
         print(f"\nworkbench eval --backend vllm: {done.seconds:.0f} s from start to exit")
 
