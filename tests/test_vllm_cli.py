@@ -63,8 +63,8 @@ def test_eval_vllm_after_hf_generates_its_own_answers_and_exits(world: Any, tmp_
     # answers keep hf's name; the run records the request. Asked before any vllm run, so the cache holds
     # hf's answers alone.
     assert main(["eval", "--model", str(world.model), "--probes", str(world.suite), "--workspace", str(ws),
-                 "--backend", "vllm", "--samples", "3", "--paraphrases", "--json", "--reuse-cache-from",
-                 hf_engine]) == 0
+                 "--backend", "vllm", "--dtype", "float32", "--samples", "3", "--paraphrases", "--json",
+                 "--reuse-cache-from", hf_engine]) == 0  # float32 as the hf run: the dtype is part of the weights' key
     reused = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert reused["generated"] == 0 and reused["cached"] == n_answers
     run = load_results(Store.open(ws), reused["run_id"])
