@@ -173,14 +173,10 @@ def workspace_dir(workspace: str, *, writing: str = "") -> Path:
     or, for a command that writes into it (`writing` says what), when it is not writable. (Store.open checks
     the same for the store; commands that write other files into the workspace call this first.)"""
     from workbench.errors import WorkbenchError
+    from workbench.store.db import ensure_workspace
 
     ws = Path(workspace)
-    if ws.exists() and not ws.is_dir():
-        raise WorkbenchError(f"workspace `{ws}` is not a directory; pass --workspace DIR (created if missing)")
-    try:
-        ws.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise WorkbenchError(f"cannot create workspace `{ws}`: {e.strerror}") from None
+    ensure_workspace(ws)
     if writing and not os.access(ws, os.W_OK):
         raise WorkbenchError(f"workspace `{ws}` is not writable, and {writing} is written into it")
     return ws

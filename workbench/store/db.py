@@ -326,16 +326,21 @@ def _engine(url: str) -> Engine:
         raise MissingDependencyError(f"store `{_shown(url)}` (driver `{e.name}`)", pip) from None
 
 
-def _workspace_store(ws: Path) -> tuple[Path, bool]:
-    """The workspace's store file, created (complete) when missing; and whether it must be opened read-only.
-    A workspace that is a file (or /dev/null), an empty store file and an unwritable new workspace are
-    WorkbenchErrors."""
+def ensure_workspace(ws: Path) -> None:
+    """The workspace directory exists (made when missing); a file in its place is a WorkbenchError."""
     if ws.exists() and not ws.is_dir():
         raise WorkbenchError(f"workspace `{ws}` is not a directory; pass --workspace DIR (created if missing)")
     try:
         ws.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise WorkbenchError(f"cannot create workspace `{ws}`: {e.strerror}") from None
+
+
+def _workspace_store(ws: Path) -> tuple[Path, bool]:
+    """The workspace's store file, created (complete) when missing; and whether it must be opened read-only.
+    A workspace that is a file (or /dev/null), an empty store file and an unwritable new workspace are
+    WorkbenchErrors."""
+    ensure_workspace(ws)
     path = ws / STORE_FILE
     writable = os.access(ws, os.W_OK)
     if path.exists() or path.is_symlink():
