@@ -14,6 +14,7 @@ from workbench.cli._common import (
     parse_options,
     print_json,
     progress_bar,
+    suite_with_generation,
 )
 from workbench.cli._ray import add_ray_arguments, ray_backends
 
@@ -67,9 +68,9 @@ def run(args: argparse.Namespace) -> int:
 
     limits = limits_from_args(args)
     if args.resume:
-        if args.model or args.probes:
+        if args.model or args.probes or args.max_tokens or args.stop or args.system_prompt is not None:
             raise WorkbenchError("--resume continues a run with its own model, probes and options: "
-                                 "leave out --model and --probes")
+                                 "leave out --model, --probes, --max-tokens, --stop and --system-prompt")
         if getattr(args, "ray", None):
             raise WorkbenchError("--resume continues a run in this process: leave out --ray")
         store = Store.open(args.workspace)
@@ -81,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         spec = model_spec_from_args(args)
         options = eval_options_from_args(args)
         suite, loaded = resolve_probes(args.probes, format=args.format, skip_bad=args.skip_bad)
+        suite = suite_with_generation(suite, args)
         if options.template:
             from workbench.prompting import check_template
 
