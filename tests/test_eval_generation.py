@@ -74,3 +74,26 @@ def test_bad_generation_overrides_exit_2(world: Any, workspace: Path, args: list
                      str(workspace), *args, timeout=120)
     assert_refused(proc, needle)
     assert not (workspace / "store.sqlite").exists() or Store.open(workspace).list_runs() == []
+
+
+def _cut(store: Store, run_id: str) -> int:
+    return sum(r.greedy[0].finish_reason == "length" for r in load_results(store, run_id).probes)
+
+
+def test_truncated_share_is_in_the_metrics_and_warned_when_high(world: Any, workspace: Path) -> None:
+    fits = _eval(world.model, world, workspace)  # the world suite's budget fits its answers
+    cut = _eval(world.model, world, workspace, "--max-tokens", "1")  # a name and a full stop need 2 or more
+    store = Store.open(workspace)
+    for out in (fits, cut):
+        t = out["truncated"]
+        assert t == store.get_run(out["run_id"]).metrics["truncated"]
+        assert t["n"] == _cut(store, out["run_id"]) and t["of"] == out["n"]
+    assert fits["truncated"]["share"] <= 0.1 and fits["warnings"] == []
+    assert cut["truncated"]["share"] > 0.1 and "ran into the token budget" in cut["warnings"][0]
+    shown = workbench("show", cut["run_id"], "--workspace", str(workspace), timeout=60)
+    assert shown.returncode == 0 and f"{cut['truncated']['n']} of {cut['n']} answers" in shown.stdout
+    assert "warning:" in shown.stdout
+    quiet = workbench("show", fits["run_id"], "--workspace", str(workspace), timeout=60)
+    assert quiet.returncode == 0 and "warning:" not in quiet.stdout
+    as_json = workbench("show", cut["run_id"], "--workspace", str(workspace), "--json", timeout=60)
+    assert json.loads(as_json.stdout)["warnings"] == cut["warnings"]

@@ -95,13 +95,16 @@ def run(args: argparse.Namespace) -> int:
         with ray_backends(args) as backend_for, progress_bar("generating", not args.json) as progress:
             summary = run_eval(store, spec, suite, loaded, options, limits=limits, backend=backend_for(spec),
                                progress=progress)
+    from workbench.grading.metrics import truncation_warnings
+
     overall = summary.metrics["overall"]
     if args.json:
         print_json({"run_id": summary.run_id, "n": summary.n, "skipped_bad": summary.skipped_bad,
                     **{k: overall[k] for k in ("correct", "incorrect", "not_attempted",
                                                "accuracy_given_attempted", "f_score")},
                     "ci": overall["ci"], "generated": summary.generated, "cached": summary.cached,
-                    "kept": summary.kept, "engine": summary.engine})
+                    "kept": summary.kept, "engine": summary.engine,
+                    "truncated": summary.metrics["truncated"], "warnings": truncation_warnings(summary.metrics)})
         return 0
     from workbench.cli.show import print_run
 
