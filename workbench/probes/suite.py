@@ -37,7 +37,7 @@ class Suite(pydantic.BaseModel, extra="forbid", use_attribute_docstrings=True):
     """Probe data: a path relative to the YAML file, or "hf:name[:config]" for a Hugging Face dataset."""
     format: str = "auto"
     """How to read `data`: auto, a container (jsonl, json, csv, tsv, parquet, hf) or a public format
-    (truthfulqa, simpleqa, popqa, triviaqa, halueval). "auto" detects both from extension and columns."""
+    (truthfulqa, simpleqa, popqa, nq_open, triviaqa, halueval). "auto" detects both from extension and columns."""
     columns: dict[str, str] = {}
     """Maps probe fields to source columns, e.g. {"question": "q", "answers": "a"}."""
     split: str | None = None
