@@ -97,3 +97,15 @@ def test_truncated_share_is_in_the_metrics_and_warned_when_high(world: Any, work
     assert quiet.returncode == 0 and "warning:" not in quiet.stdout
     as_json = workbench("show", cut["run_id"], "--workspace", str(workspace), "--json", timeout=60)
     assert json.loads(as_json.stdout)["warnings"] == cut["warnings"]
+
+
+def test_regress_evaluates_both_models_under_the_overrides(world: Any, workspace: Path) -> None:
+    proc = workbench("regress", "--baseline", str(world.model), "--candidate", str(world.model), "--probes",
+                     str(world.suite), "--max-tokens", "3", "--stop", "zzz", "--workspace", str(workspace), "--json",
+                     timeout=300)
+    assert proc.returncode in (0, 3), proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    store = Store.open(workspace)
+    for run_id in (out["baseline_run"], out["candidate_run"]):
+        config = store.get_run(run_id).suite_config
+        assert (config["max_tokens"], config["stop"]) == (3, ["zzz"])
