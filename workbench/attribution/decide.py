@@ -35,7 +35,8 @@ from workbench.types import Verdict
 HOW_TO_GET = {
     "samples": "rerun `workbench eval` with --samples 10 (tells weakly-known facts from unknown ones)",
     "paraphrases": "rerun `workbench eval` with --paraphrases (tells prompt sensitivity from missing knowledge)",
-    "corpus": "index the training corpus with `workbench index CORPUS` and pass --corpus (the data axis)",
+    "corpus": ("index a corpus the model was trained on (whole or part, e.g. your post-training set) with "
+               "`workbench index CORPUS` and pass --corpus (the data axis)"),
     "subject": "give the probe a `subject` field (the corpus is looked up by subject)",
 }
 #: Confidence kept when a signal is missing: the decision leans on fewer facts.
