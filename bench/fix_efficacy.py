@@ -41,7 +41,7 @@ from finetune.job import JobResult, JobSpec, from_dict, run_job
 from workbench.attribution.attribute import attribute_run
 from workbench.attribution.build import build_index
 from workbench.attribution.index import CorpusIndex, default_index_path
-from workbench.attribution.types import CATEGORIES, load_attributions
+from workbench.attribution.types import ABSTAIN_CATEGORIES, CATEGORIES, load_attributions
 from workbench.probes import resolve_probes
 from workbench.results import load_results
 from workbench.runner import EvalOptions, run_eval
@@ -77,8 +77,9 @@ def timed(times: dict[str, float], name: str, fn: Callable[[], T]) -> T:
 
 
 def fixed(category: str, verdict: str) -> bool:
-    """A targeted failure is fixed when the answer is right; data:missing also when it abstains."""
-    return verdict == Verdict.CORRECT or (category == "data:missing" and verdict == Verdict.NOT_ATTEMPTED)
+    """A targeted failure is fixed when the answer is right; data:missing and knowledge:unknown also when it
+    abstains."""
+    return verdict == Verdict.CORRECT or (category in ABSTAIN_CATEGORIES and verdict == Verdict.NOT_ATTEMPTED)
 
 
 def rate(items: list[Probe], pred: Callable[[Probe], bool]) -> float:

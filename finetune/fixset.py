@@ -16,6 +16,7 @@ What each category gets (strategy "auto"):
 | category                      | rows                                                                 |
 |-------------------------------|----------------------------------------------------------------------|
 | data:missing                  | SFT abstention (" i don't know."); injection only from --facts        |
+| knowledge:unknown             | as data:missing (unknown to the model, no corpus looked at)           |
 | data:underrepresented         | SFT injection over every phrasing (question + paraphrases)            |
 | behavior:unstable             | DPO: chosen = own correct sample or accepted answer, rejected = hallucination |
 | behavior:prompt-sensitive     | DPO over every phrasing, as above                                     |
@@ -46,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import prompting
-from workbench.attribution.types import CATEGORIES, Attribution
+from workbench.attribution.types import ABSTAIN_CATEGORIES, CATEGORIES, Attribution
 from workbench.errors import InputError, WorkbenchError, unknown_name
 from workbench.grading.normalize import normalize
 from workbench.probes import Suite
@@ -226,8 +227,8 @@ def build_fixset(
                              for q in variants]
             continue
         if kind == "skip":
-            skipped[pid] = (f"{att.category} under strategy `{strategy}`: no rows "
-                            + ("(give its answer with --facts to inject it)" if att.category == "data:missing" else ""))
+            hint = "(give its answer with --facts to inject it)" if att.category in ABSTAIN_CATEGORIES else ""
+            skipped[pid] = f"{att.category} under strategy `{strategy}`: no rows {hint}".rstrip()
             continue
         if kind == "abstain":
             rows.sft += [{**base, "prompt": render(q), "completion": completion(phrase), "source": "abstain"}
@@ -236,7 +237,7 @@ def build_fixset(
             answer, source = (fact, "facts") if fact is not None else (result.probe.answers[0], "inject")
             rows.sft += [{**base, "prompt": render(q), "completion": completion(answer), "source": source}
                          for q in variants]
-        elif kind == "dpo-abstain":  # data:missing under "dpo": prefer abstaining to the hallucination
+        elif kind == "dpo-abstain":  # an unknown fact under "dpo": prefer abstaining to the hallucination
             wrong = _hallucination(result) or result.probe.answers[0]
             rows.dpo += [{**base, "prompt": render(q), "chosen": completion(phrase), "rejected": completion(w),
                           "source": "abstain"} for q, w in zip(variants, _per_variant(result, wrong), strict=True)]
@@ -296,8 +297,9 @@ def _plan(category: str, strategy: str, has_fact: bool) -> str:
     """What rows one targeted probe gets: abstain | inject | dpo | dpo-abstain | rl | skip."""
     if strategy == "rl":
         return "rl"  # the grader's reward decides between the answer and abstaining
+    unknown = category in ABSTAIN_CATEGORIES  # not known to the model, and no corpus says it was learnable
     if strategy == "auto":
-        if category == "data:missing":
+        if unknown:
             return "inject" if has_fact else "abstain"
         if category == "data:underrepresented":
             return "inject"
@@ -305,11 +307,12 @@ def _plan(category: str, strategy: str, has_fact: bool) -> str:
     if strategy == "inject":
         if category == "behavior:over-abstain":
             return "dpo"  # teaching the answer as text would not stop abstaining on other phrasings
-        return "skip" if category == "data:missing" and not has_fact else "inject"
+        return "skip" if unknown and not has_fact else "inject"
     if strategy == "abstain":
-        return "abstain" if category.startswith("data:") and not has_fact else "inject" if has_fact else "skip"
+        abstains = unknown or category.startswith("data:")
+        return "abstain" if abstains and not has_fact else "inject" if has_fact else "skip"
     # dpo
-    if category == "data:missing" and not has_fact:
+    if unknown and not has_fact:
         return "dpo-abstain"
     return "dpo"
 

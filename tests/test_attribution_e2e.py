@@ -90,6 +90,25 @@ def test_without_samples_paraphrases_or_corpus(test_world: WorldPaths, tmp_path:
     assert out["probes"] and set(out["missing_signals"]) == {"samples", "paraphrases", "corpus"}
     assert "--samples" in out["missing_signals"]["samples"]
     assert all(not p["evidence"]["data"]["available"] for p in out["probes"])
+    # No corpus looked at: no category claims anything about the data; unknown facts say only that.
+    cats = Counter(p["category"] for p in out["probes"])
+    assert cats["knowledge:unknown"] > 0 and not any(c.startswith("data:") for c in cats), cats
+    unknown = {p["probe_id"] for p in out["probes"] if p["category"] == "knowledge:unknown"}
+    assert all("data axis was not measured" in p["evidence"]["why"] for p in out["probes"]
+               if p["probe_id"] in unknown)
+    capsys.readouterr()
+    assert main(["attribute", out["run_id"], "--workspace", str(ws)]) == 0
+    assert "knowledge:unknown" in capsys.readouterr().out
+    # ... and they still get abstention fix data
+    from datasets import load_from_disk
+
+    from finetune.fixset import build_fixset
+
+    build_fixset(Store.open(ws), out["run_id"], tmp_path / "fix", heldout_fraction=0)
+    sft = list(load_from_disk(str(tmp_path / "fix"))["sft"])
+    abstain = {r["probe_id"] for r in sft if r["source"] == "abstain"}
+    assert abstain == unknown
+    assert all(r["completion"] == " i don't know." for r in sft if r["source"] == "abstain")
 
 
 def test_bad_corpus_rows(test_world: WorldPaths, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -107,10 +107,29 @@ UNKNOWN = result("u", "red", ["blue", "blue"], [["blue"] * 10, ["blue"] * 10])
     (UNKNOWN, DataAxis(True, support=1, learned_rate=0.33, learned_n=12), "data:underrepresented"),  # 4/12: luck
     (UNKNOWN, DataAxis(True, support=2, learned_rate=0.1, trace_p=0.001), "behavior:unstable"),
     (UNKNOWN, DataAxis(True, support=0), "data:missing"),
-    (UNKNOWN, DataAxis(False, note="no corpus index"), "data:missing"),
+    # no corpus, or no subject to look one up by: only the knowledge axis was measured
+    (UNKNOWN, DataAxis(False, note="no corpus index"), "knowledge:unknown"),
+    (UNKNOWN, DataAxis(False, note="the probe has no subject to look up"), "knowledge:unknown"),
 ])
 def test_decision_table(r: ProbeResult, data: DataAxis, category: str) -> None:
     assert _decide(r, data) == category
+
+
+def test_evidence_says_what_was_measured_and_of_which_data() -> None:
+    unmeasured = decide(UNKNOWN, assess(UNKNOWN, 0.01), None, DataAxis(False, note="no corpus index"), ["corpus"])
+    assert unmeasured.category == "knowledge:unknown" and unmeasured.fix == "abstain"
+    assert "does not know it" in unmeasured.evidence["why"]
+    assert "data axis was not measured (no corpus index)" in unmeasured.evidence["why"]
+    assert "missing" not in unmeasured.evidence["why"]
+    # a corpus is what the user gave (maybe only their post-training set): evidence speaks of it, not of
+    # the model's training data
+    absent = decide(UNKNOWN, assess(UNKNOWN, 0.01), None, DataAxis(True, support=0), [])
+    assert absent.category == "data:missing" and "absent from the given corpus" in absent.evidence["why"]
+    rare = decide(UNKNOWN, assess(UNKNOWN, 0.01), None, DataAxis(True, support=1, learned_rate=0.05, trace_p=0.9), [])
+    assert "in the given corpus" in rare.evidence["why"]
+    conflict = decide(UNKNOWN, assess(UNKNOWN, 0.01), None,
+                      DataAxis(True, support=1, conflict=8, conflict_value="blue"), [])
+    assert "rows of the given corpus pair the subject with `blue`" in conflict.evidence["why"]
 
 
 def test_missing_signals_are_named_with_the_way_to_get_them() -> None:

@@ -105,7 +105,9 @@ def test_facts_over_abstention_and_strategies(w: FtWorld, tmp_path: Path) -> Non
     known = sorted(pid for pid, t in w.truth.items() if t["tier"] == "known")
     atts = [Attribution(missing[0], "data:missing", 0.9, "Unknown", "abstain"),
             Attribution(missing[1], "data:missing", 0.9, "Unknown", "abstain"),
-            Attribution(known[0], "behavior:over-abstain", 0.9, "HighlyKnown", "dpo")]
+            Attribution(known[0], "behavior:over-abstain", 0.9, "HighlyKnown", "dpo"),
+            # unknown to the model, no corpus looked at: the same abstention data as data:missing
+            Attribution(missing[2], "knowledge:unknown", 0.5, "Unknown", "abstain")]
     run_id = new_run(w, atts)
     probes = {json.loads(line)["id"]: json.loads(line) for line in w.paths.probes.read_text().splitlines()}
     facts = tmp_path / "facts.jsonl"
@@ -114,16 +116,21 @@ def test_facts_over_abstention_and_strategies(w: FtWorld, tmp_path: Path) -> Non
     sft, dpo = _rows(tmp_path / "auto", "sft"), _rows(tmp_path / "auto", "dpo")
     assert {r["completion"] for r in sft if r["probe_id"] == missing[0]} == {" Userfact."}
     assert {r["source"] for r in sft if r["probe_id"] == missing[0]} == {"facts"}
-    assert {r["completion"] for r in sft if r["probe_id"] == missing[1]} == {" i don't know."}
+    assert {r["completion"] for r in sft if r["probe_id"] in missing[1:3]} == {" i don't know."}
+    assert {r["probe_id"] for r in sft if r["source"] == "abstain"} == set(missing[1:3])
     over = [r for r in dpo if r["probe_id"] == known[0]]
     assert over and all(r["rejected"] == " i don't know." for r in over)
     assert m.heldout_probe_ids == []
     # "inject" without a fact skips the missing probe; "dpo" prefers abstaining to the hallucination.
     inj = build_fixset(w.store, run_id, tmp_path / "inject", strategy="inject", heldout_fraction=0)
-    assert missing[1] in inj.skipped and "--facts" in inj.skipped[missing[1]]
+    for pid in missing[1:3]:
+        assert pid in inj.skipped and "--facts" in inj.skipped[pid]
     build_fixset(w.store, run_id, tmp_path / "dpo", strategy="dpo", heldout_fraction=0)
-    pairs = [r for r in _rows(tmp_path / "dpo", "dpo") if r["probe_id"] == missing[1]]
-    assert pairs and all(r["chosen"] == " i don't know." for r in pairs)
+    for pid in missing[1:3]:
+        pairs = [r for r in _rows(tmp_path / "dpo", "dpo") if r["probe_id"] == pid]
+        assert pairs and all(r["chosen"] == " i don't know." for r in pairs)
+    build_fixset(w.store, run_id, tmp_path / "abstain", strategy="abstain", heldout_fraction=0)
+    assert {r["probe_id"] for r in _rows(tmp_path / "abstain", "sft") if r["source"] == "abstain"} == set(missing[:3])
 
 
 def test_errors(w: FtWorld, tmp_path: Path) -> None:

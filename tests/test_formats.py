@@ -1,10 +1,12 @@
-"""Public formats: TruthfulQA, SimpleQA, PopQA, TriviaQA, HaluEval; detection; the real TruthfulQA.csv."""
+"""Public formats: TruthfulQA, SimpleQA, PopQA, NQ-open, TriviaQA, HaluEval; detection; the real TruthfulQA.csv."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from clirun import assert_refused, workbench
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.probes import FORMATS, detect, load_probes
@@ -45,6 +47,35 @@ def test_popqa_tsv_and_jsonl() -> None:
     jsonl = load_probes(DATA / "popqa.jsonl").probes
     assert [p.answers for p in jsonl] == [("Russia", "Russian Federation"), ("Japan",)]  # JSON string or list
     assert jsonl[1].subject == "Ōsaka"
+
+
+def test_nq_open_is_read_as_nq_open_not_refused_as_triviaqa() -> None:
+    # the shipped slice is real NQ-open (tests/data/formats/nq_open.SOURCE.md): `answer` is a list of strings
+    rows = [json.loads(line) for line in (DATA / "nq_open.jsonl").read_text().splitlines()]
+    result = load_probes(DATA / "nq_open.jsonl")
+    assert len(result.probes) == len(rows) == 50 and result.skipped == 0
+    assert [(p.question, list(p.answers)) for p in result.probes] == [(r["question"], r["answer"]) for r in rows]
+    assert result.probes[0].answers == ("14 December 1972 UTC", "December 1972")
+    assert len({p.id for p in result.probes}) == 50
+    assert detect(["question", "answer"], "x", rows[0]).name == "nq_open"
+    assert load_probes(DATA / "nq_open.jsonl", format="nq_open").probes == result.probes
+    # TriviaQA, with the same column names, is still TriviaQA
+    assert load_probes(DATA / "triviaqa.json").probes[0].answers == ("Sunset Boulevard", "Sunset Blvd.")
+
+
+def test_bad_nq_open_rows_name_line_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "nq.jsonl"
+    path.write_text('{"question": "who?", "answer": ["A"]}\n{"question": "when?", "answer": []}\n'
+                    '{"question": "where?", "answer": [3]}\n{"question": "", "answer": ["B"]}\n')
+    result = load_probes(path, skip_bad=True)
+    assert len(result.probes) == 1 and result.skipped == 3
+    assert [m.removeprefix(f"{path}, ") for m in result.problems] == [
+        "line 2: field `answer`: empty: at least one answer is needed",
+        "line 3: field `answer`: item 0 must be a string, got int (3)",
+        "line 4: field `question`: blank"]
+    assert_refused(workbench("validate", str(path), timeout=60), f"{path}, line 2: field `answer`: empty")
+    shipped = workbench("validate", str(DATA / "nq_open.jsonl"), "--json", timeout=60)
+    assert shipped.returncode == 0 and json.loads(shipped.stdout)["n"] == 50
 
 
 def test_triviaqa_data_wrapper_and_top_level_list() -> None:
@@ -161,15 +192,18 @@ def test_detection_by_columns(columns: list[str], name: str) -> None:
 
 
 def test_detection_failure_names_the_columns() -> None:
-    with pytest.raises(WorkbenchError, match=r"cannot tell the probe format .*\(prompt, target\)"):
+    with pytest.raises(WorkbenchError, match=r"cannot tell the probe format .*\(prompt, target\)") as info:
         detect(["prompt", "target"], "x.csv")
+    # and what each public format would have needed
+    assert "nq_open: question, answer" in str(info.value) and "popqa: question, possible_answers" in str(info.value)
 
 
 def test_named_format_overrides_detection_and_checks_columns() -> None:
     assert len(load_probes(DATA / "truthfulqa.csv", format="truthfulqa").probes) == 3
     with pytest.raises(WorkbenchError, match=r"not a simpleqa file: missing column\(s\) problem, answer"):
         load_probes(DATA / "truthfulqa.csv", format="simpleqa")
-    assert set(FORMATS) == {"truthfulqa", "simpleqa", "chinese_simpleqa", "popqa", "triviaqa", "halueval", "generic"}
+    assert set(FORMATS) == {"truthfulqa", "simpleqa", "chinese_simpleqa", "popqa", "nq_open", "triviaqa", "halueval",
+                            "generic"}
 
 
 @pytest.mark.skipif(not TRUTHFULQA.is_file(), reason=f"{TRUTHFULQA} is absent (the real TruthfulQA CSV)")

@@ -41,3 +41,16 @@ def test_by_tag_counts_multi_tagged_probes_in_each() -> None:
     by = metrics_by_tag([C, I, A], [("x",), ("x", "y"), ("y",)], bootstrap=0)
     assert by["x"].n == 2 and by["x"].correct == 0.5
     assert by["y"].n == 2 and by["y"].not_attempted == 0.5
+
+
+def test_truncation_share_and_its_warning_threshold() -> None:
+    from workbench.grading.metrics import TRUNCATED_WARN_SHARE, truncation, truncation_warnings
+
+    assert truncation(["stop", "length", "stop", "stop"]) == {"n": 1, "of": 4, "share": 0.25}
+    assert truncation([]) == {"n": 0, "of": 0, "share": 0.0}
+    at = truncation(["length"] + ["stop"] * 9)  # exactly the threshold: no warning
+    assert at["share"] == TRUNCATED_WARN_SHARE and truncation_warnings({"truncated": at}) == []
+    over = truncation(["length"] * 2 + ["stop"] * 8)
+    (line,) = truncation_warnings({"truncated": over, "truncated_samples": at})
+    assert line.startswith("warning: 2 of 10 answers (20%)")
+    assert truncation_warnings({"overall": {}}) == []  # a run stored before truncation was measured

@@ -72,6 +72,11 @@ def test_unknown_key_names_file_and_suggests(tmp_path: Path) -> None:
             "name: x\ndata: d.jsonl\nmax_tokens: 0\n",
             "`max_tokens`: Input should be greater than or equal to 1",
         ),
+        (
+            "name: x\ndata: d.jsonl\nmax_tokens: 5000\n",
+            "line 3: `max_tokens`: Input should be less than or equal to 4096",
+        ),
+        ("name: x\ndata: d.jsonl\nstop: ['.', '']\n", "line 3: `stop`: an empty stop string would end every answer"),
         ("name: x\ndata: d.jsonl\ncolumns: {questoin: q}\n", "`questoin` is not a probe field"),
         ("- name\n- data\n", "a suite must be a YAML mapping"),
         ("name: x\ndata: [unclosed\n", "invalid YAML"),

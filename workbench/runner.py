@@ -24,7 +24,7 @@ from workbench.backends import Backend, open_backend
 from workbench.backends.watchdog import STALL_TIMEOUT, START_TIMEOUT, BackendStalled, call_within, start_within
 from workbench.errors import PartialGenerationError, WorkbenchError
 from workbench.grading import Grader, make_grader
-from workbench.grading.metrics import compute_metrics, metrics_by_tag
+from workbench.grading.metrics import compute_metrics, metrics_by_tag, truncation
 from workbench.probes import LoadResult, Suite
 from workbench.results import load_results, probe_from_dict
 from workbench.store import RunRecord, Store, liveness
@@ -379,17 +379,20 @@ def _store_answers(store: Store, run_id: str, grader: Grader,
 
 
 def summarize(store: Store, run_id: str, *, bootstrap: int = 1000) -> dict[str, Any]:
-    """Metrics over the greedy answers to the questions themselves (variant 0), overall and per tag."""
+    """Metrics over the greedy answers to the questions themselves (variant 0), overall and per tag; with
+    `truncated`, the share of those answers cut by max_tokens (`truncated_samples`: of the samples)."""
     results = load_results(store, run_id)
     verdicts = [r.verdict for r in results.probes]
     tags = [r.probe.tags for r in results.probes]
     overall = compute_metrics(verdicts, bootstrap=bootstrap)
     by_tag = metrics_by_tag(verdicts, tags, bootstrap=bootstrap)
-    out: dict[str, Any] = {"overall": overall.to_dict(), "by_tag": {t: m.to_dict() for t, m in by_tag.items()}}
+    out: dict[str, Any] = {"overall": overall.to_dict(), "by_tag": {t: m.to_dict() for t, m in by_tag.items()},
+                           "truncated": truncation([r.greedy[0].finish_reason for r in results.probes])}
     if any(len(r.greedy) > 1 for r in results.probes):
         any_variant = [Verdict.CORRECT if any(a.verdict == Verdict.CORRECT for a in r.greedy) else r.verdict
                        for r in results.probes]
         out["correct_under_any_variant"] = compute_metrics(any_variant, bootstrap=0).correct
     if any(r.samples for r in results.probes):
         out["mean_sample_accuracy"] = sum(r.sample_accuracy for r in results.probes) / max(len(results.probes), 1)
+        out["truncated_samples"] = truncation([a.finish_reason for r in results.probes for a in r.samples])
     return out

@@ -9,7 +9,11 @@ failed probe.
                                                      behavior:unstable (learnable, not learnt)
     Unknown, stated but rarely                       data:underrepresented
     Unknown, never stated                            data:missing
-    Unknown, no corpus                               data:missing (low confidence; the data axis is unavailable)
+    Unknown, no corpus (or no subject to look up)    knowledge:unknown (the data axis was not measured)
+
+"The corpus" is the one given to `attribute`: the whole training corpus or only part of it (e.g. the user's
+own post-training set), so evidence says what it holds, never what the model's training data lacked. Without
+one, nothing says why the model does not know a fact, and the category says only what was measured.
 
 Confidence is the strength of the deciding evidence (1 - p-value, the learning-curve accuracy, the
 share of conflicting rows), shrunk for each signal the run lacks.
@@ -31,7 +35,8 @@ from workbench.types import Verdict
 HOW_TO_GET = {
     "samples": "rerun `workbench eval` with --samples 10 (tells weakly-known facts from unknown ones)",
     "paraphrases": "rerun `workbench eval` with --paraphrases (tells prompt sensitivity from missing knowledge)",
-    "corpus": "index the training corpus with `workbench index CORPUS` and pass --corpus (the data axis)",
+    "corpus": ("index a corpus the model was trained on (whole or part, e.g. your post-training set) with "
+               "`workbench index CORPUS` and pass --corpus (the data axis)"),
     "subject": "give the probe a `subject` field (the corpus is looked up by subject)",
 }
 #: Confidence kept when a signal is missing: the decision leans on fewer facts.
@@ -118,8 +123,8 @@ def _category(r: ProbeResult, kn: Knowledge, data: DataAxis, th: Thresholds) -> 
     if data.available and data.conflict > 0:
         share = data.conflict / (data.conflict + data.support)
         return ("data:conflict", 0.5 + 0.5 * share,
-                f"{data.conflict} corpus rows pair the subject with `{data.conflict_value}`, {data.support} with an "
-                "accepted answer")
+                f"{data.conflict} rows of the given corpus pair the subject with `{data.conflict_value}`, "
+                f"{data.support} with an accepted answer")
     if kn.level in ("MaybeKnown", "HighlyKnown"):
         variants = ", ".join(map(str, kn.credible_variants))
         return "behavior:prompt-sensitive", _knows_conf(kn), f"greedy right under variant(s) {variants} only"
@@ -127,23 +132,25 @@ def _category(r: ProbeResult, kn: Knowledge, data: DataAxis, th: Thresholds) -> 
         return "behavior:unstable", _knows_conf(kn), f"{kn.k}/{kn.n} samples right, above chance {kn.chance:.3f}"
     unknown = _unknown_conf(kn)
     if not data.available:
-        return "data:missing", 0.5 * unknown, f"Unknown; data axis unavailable ({data.note})"
+        return ("knowledge:unknown", 0.5 * unknown,
+                f"the model does not know it (Unknown); the data axis was not measured ({data.note})")
     if data.support == 0:
-        return "data:missing", unknown, "Unknown; the corpus never pairs the subject with an accepted answer"
+        return ("data:missing", unknown, "Unknown; absent from the given corpus: it never pairs the subject with "
+                "an accepted answer")
     rate = data.learned_rate
     if rate is not None and wilson_lower(rate, data.learned_n) >= th.learned_min:
         return ("behavior:unstable", unknown * max(rate, 0.5),
-                f"Unknown, yet {data.support} corpus rows state it and the model gets {rate:.0%} of facts this "
-                "frequent right: learnable, not learnt")
+                f"Unknown, yet {data.support} rows of the given corpus state it and the model gets {rate:.0%} of "
+                "facts this frequent right: learnable, not learnt")
     if data.trace_p is not None and data.trace_p < th.trace_alpha:
         return ("behavior:unstable", unknown * (1.0 - data.trace_p / th.trace_alpha) ** 0.5,
-                f"Unknown, yet {data.support} corpus rows state it and failures this frequent still sample the "
-                f"right answer above chance (pooled p={data.trace_p:.2g}): learnable, not learnt")
+                f"Unknown, yet {data.support} rows of the given corpus state it and failures this frequent still "
+                f"sample the right answer above chance (pooled p={data.trace_p:.2g}): learnable, not learnt")
     if rate is None and data.support > th.rare_max:
-        return "behavior:unstable", 0.5 * unknown, f"Unknown despite {data.support} supporting rows"
+        return "behavior:unstable", 0.5 * unknown, f"Unknown despite {data.support} supporting rows in the given corpus"
     learned = "" if rate is None else f"; the model gets {rate:.0%} of facts this rare right"
     return ("data:underrepresented", unknown * (1.0 - (rate or 0.0)),
-            f"Unknown; only {data.support} supporting corpus rows{learned}")
+            f"Unknown; only {data.support} supporting rows in the given corpus{learned}")
 
 
 def wilson_lower(rate: float, n: int, z: float = 1.96) -> float:

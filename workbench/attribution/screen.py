@@ -4,7 +4,9 @@ Each SFT row is asked of the model as a probe (with samples, and its paraphrases
 placed on the knowledge axis. Rows teaching facts the model does not know (Unknown) are flagged:
 fine-tuning on unknown facts is learnt slowly and raises hallucination (Gekhman et al. 2024).
 With a corpus index, rows whose subject the corpus pairs with another value of the same relation
-(a wrong answer the model gives) are flagged as contradicting the corpus.
+(a wrong answer the model gives) are flagged as contradicting the corpus. Rows whose answer is not a short
+factual answer (code, a table, several lines or sentences, a paragraph: `longform.py`) are not screened:
+they are counted with the reason, never asked, and never flagged.
 
 Rows: JSONL objects with `question`/`prompt` and `answer`/`answers`/`completion`/`response`, or
 `messages` (the first user turn and the assistant reply); optional `id`, `subject`, `relation`,
@@ -21,6 +23,7 @@ from typing import Any
 from workbench.attribution.data_axis import AnswerSpace, find_conflict
 from workbench.attribution.engine import CorpusEngine
 from workbench.attribution.knowledge import ChanceModel, assess
+from workbench.attribution.longform import LongForm, longform_reason
 from workbench.errors import InputError, WorkbenchError
 from workbench.results import RunResults
 from workbench.safeload import json_loads
@@ -39,13 +42,29 @@ class ScreenedRow:
     evidence: dict[str, Any]
 
 
-def read_sft(path: str | Path, *, skip_bad: bool = False) -> tuple[list[Probe], int]:
+@dataclass(frozen=True)
+class SftRows:
+    """A fine-tuning file read for screening.
+
+    Attributes:
+        probes: The rows with a short factual answer, as probes to ask the model.
+        skipped: Bad rows skipped (with skip_bad).
+        not_screened: (row id, why) for rows whose answer is not a short factual answer.
+    """
+
+    probes: list[Probe]
+    skipped: int
+    not_screened: list[tuple[str, LongForm]]
+
+
+def read_sft(path: str | Path, *, skip_bad: bool = False) -> SftRows:
     """SFT rows as probes; bad rows raise InputError (file, line, field) or are counted with skip_bad.
     A file without a usable row is a WorkbenchError (there is nothing to screen)."""
     p = Path(path)
     if not p.is_file():
         raise WorkbenchError(f"{p}: no such file" if not p.exists() else f"{p}: not a file")
     probes: list[Probe] = []
+    not_screened: list[tuple[str, LongForm]] = []
     skipped, first_line = 0, dict[str, int]()
     for line_no, raw in enumerate(p.read_bytes().split(b"\n"), start=1):
         if not raw.strip():
@@ -60,14 +79,17 @@ def read_sft(path: str | Path, *, skip_bad: bool = False) -> tuple[list[Probe], 
                 raise InputError(path, line_no, "id", f"duplicate id `{probe.id}` (first on line "
                                                       f"{first_line[probe.id]})")
             first_line[probe.id] = line_no
-            probes.append(probe)
+            if (reason := longform_reason(probe.answers[0])) is not None:
+                not_screened.append((probe.id, reason))
+            else:
+                probes.append(probe)
         except InputError:
             if not skip_bad:
                 raise
             skipped += 1
-    if not probes:
+    if not probes and not not_screened:
         raise WorkbenchError(f"{p}: no usable row to screen" + (f" ({skipped} bad rows skipped)" if skipped else ""))
-    return probes, skipped
+    return SftRows(probes, skipped, not_screened)
 
 
 def _probe(path: str | Path, line_no: int, line: str) -> Probe:

@@ -14,7 +14,12 @@ CATEGORIES: dict[str, str] = {
     "data:conflict": "fix-data",  # list the offending rows; DPO toward the right answer
     "data:underrepresented": "inject",  # knowledge injection (SFT, paraphrases) plus replay
     "data:missing": "abstain",  # abstention training; injection only from user-supplied facts
+    # The model does not know the fact and no corpus was looked at (the data axis was not measured): the
+    # same fix as data:missing, without claiming anything about the data.
+    "knowledge:unknown": "abstain",
 }
+#: Facts the model does not know and no corpus evidence says it could have learnt: abstention fix data.
+ABSTAIN_CATEGORIES = ("data:missing", "knowledge:unknown")
 KNOWLEDGE = ("HighlyKnown", "MaybeKnown", "WeaklyKnown", "Unknown")
 
 

@@ -56,6 +56,36 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--template", type=template, help='prompt template, e.g. "Q: {question} A:", or "chat"')
     p.add_argument("--format", default="auto", help="probe file format (auto, jsonl, csv, truthfulqa, ...)")
     p.add_argument("--skip-bad", action="store_true", help="skip bad probe rows (counted in the run)")
+    p.add_argument("--max-tokens", type=max_tokens, metavar="N",
+                   help="new tokens at most per answer, overriding the suite's (1-4096; the default 16 suits "
+                        "short answers, a chat model answering in sentences needs 64 or more)")
+    p.add_argument("--stop", action="append", type=stop_string, metavar="STR",
+                   help=r"stop string, repeatable; replaces the suite's stops (\n and \t are read as a newline "
+                        "and a tab)")
+    p.add_argument("--system-prompt", metavar="TEXT", help="system message, with --template chat (or a chat suite)")
+
+
+def max_tokens(text: str) -> int:
+    from workbench.probes.suite import MAX_TOKENS
+
+    n = _int(text)
+    if not 1 <= n <= MAX_TOKENS:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_TOKENS}, got {n}")
+    return n
+
+
+def stop_string(text: str) -> str:
+    """A stop string as typed in a shell: `\\n` and `\\t` are a newline and a tab (`\\\\` a backslash)."""
+    out = text.replace("\\\\", "\0").replace("\\n", "\n").replace("\\t", "\t").replace("\0", "\\")
+    if not out:
+        raise argparse.ArgumentTypeError("must not be empty (it would end every answer before it starts)")
+    return out
+
+
+def suite_with_generation(suite: Any, args: argparse.Namespace) -> Any:
+    """The suite with --max-tokens/--stop/--system-prompt in place of its own settings (see Suite.with_generation)."""
+    return suite.with_generation(max_tokens=args.max_tokens, stop=args.stop, system_prompt=args.system_prompt,
+                                 template=args.template)
 
 
 def samples_count(text: str) -> int:

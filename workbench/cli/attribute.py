@@ -9,15 +9,17 @@ from typing import Any
 
 from workbench.cli._common import print_json
 
-HELP = "attribute a run's failures: behavior (unstable, prompt-sensitive, over-abstain) or data (conflict, ...)"
+HELP = ("attribute a run's failures: behavior (unstable, prompt-sensitive, over-abstain), data (conflict, ...; "
+        "with a corpus) or knowledge:unknown (without one)")
 INDEX_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", metavar="RUN", help="run id (a unique prefix, or `latest`)")
     p.add_argument("--corpus", metavar="FILE_OR_INDEX",
-                   help="training corpus (indexed into the workspace first) or a built corpus index; "
-                        "default: the workspace's index if there is one")
+                   help="a corpus the model was trained on, whole or in part (e.g. your post-training set; "
+                        "indexed into the workspace first), or a built corpus index; default: the workspace's "
+                        "index if there is one")
     p.add_argument("--text-field", default="text", help="corpus field holding the text (default: text)")
     p.add_argument("--id-field", default="id", help="corpus field holding the document id (default: id)")
     p.add_argument("--skip-bad", action="store_true", help="skip bad corpus rows (counted) instead of stopping")

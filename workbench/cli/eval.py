@@ -14,6 +14,7 @@ from workbench.cli._common import (
     parse_options,
     print_json,
     progress_bar,
+    suite_with_generation,
 )
 from workbench.cli._ray import add_ray_arguments, ray_backends
 
@@ -67,9 +68,9 @@ def run(args: argparse.Namespace) -> int:
 
     limits = limits_from_args(args)
     if args.resume:
-        if args.model or args.probes:
+        if args.model or args.probes or args.max_tokens or args.stop or args.system_prompt is not None:
             raise WorkbenchError("--resume continues a run with its own model, probes and options: "
-                                 "leave out --model and --probes")
+                                 "leave out --model, --probes, --max-tokens, --stop and --system-prompt")
         if getattr(args, "ray", None):
             raise WorkbenchError("--resume continues a run in this process: leave out --ray")
         store = Store.open(args.workspace)
@@ -81,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         spec = model_spec_from_args(args)
         options = eval_options_from_args(args)
         suite, loaded = resolve_probes(args.probes, format=args.format, skip_bad=args.skip_bad)
+        suite = suite_with_generation(suite, args)
         if options.template:
             from workbench.prompting import check_template
 
@@ -93,13 +95,16 @@ def run(args: argparse.Namespace) -> int:
         with ray_backends(args) as backend_for, progress_bar("generating", not args.json) as progress:
             summary = run_eval(store, spec, suite, loaded, options, limits=limits, backend=backend_for(spec),
                                progress=progress)
+    from workbench.grading.metrics import truncation_warnings
+
     overall = summary.metrics["overall"]
     if args.json:
         print_json({"run_id": summary.run_id, "n": summary.n, "skipped_bad": summary.skipped_bad,
                     **{k: overall[k] for k in ("correct", "incorrect", "not_attempted",
                                                "accuracy_given_attempted", "f_score")},
                     "ci": overall["ci"], "generated": summary.generated, "cached": summary.cached,
-                    "kept": summary.kept, "engine": summary.engine})
+                    "kept": summary.kept, "engine": summary.engine,
+                    "truncated": summary.metrics["truncated"], "warnings": truncation_warnings(summary.metrics)})
         return 0
     from workbench.cli.show import print_run
 

@@ -17,6 +17,7 @@ from workbench.cli._common import (
     parse_options,
     print_json,
     resolve_model_ref,
+    suite_with_generation,
 )
 from workbench.cli._ray import BackendFor, add_ray_arguments, ray_backends
 
@@ -86,6 +87,7 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
 
     backend = backend or args.backend
     suite, loaded = resolve_probes(args.probes, format=args.format, skip_bad=args.skip_bad)
+    suite = suite_with_generation(suite, args)
     spec = ModelSpec(model=ref, adapter=adapter, backend=backend, dtype=args.dtype, options=options)
     return run_eval(store, spec, suite, loaded, eval_options_from_args(args), limits=limits_from_args(args),
                     backend=backend_for(spec) if backend_for else None).run_id

@@ -1,9 +1,11 @@
 """`workbench screen SFT_FILE --model M`: flag fine-tuning rows that teach facts the model does not know
-(fitting those raises hallucination, Gekhman et al. 2024) or that contradict the training corpus."""
+(fitting those raises hallucination, Gekhman et al. 2024) or that contradict the training corpus. Rows whose
+answer is not a short factual answer (code, tables, paragraphs) are counted as not screened, not asked."""
 
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 
 from workbench.cli._common import add_model_arguments, check_model_args, print_json, samples_count
 
@@ -33,28 +35,39 @@ def run(args: argparse.Namespace) -> int:
     from workbench.store import Store
 
     check_model_args(args)
-    probes, skipped = read_sft(args.sft_file, skip_bad=args.skip_bad)
+    sft = read_sft(args.sft_file, skip_bad=args.skip_bad)
+    probes, skipped = sft.probes, sft.skipped
     suite = load_suite(args.suite) if args.suite else Suite(name="screen", data=args.sft_file)
-    loaded = LoadResult(tuple(probes), skipped, (), args.sft_file)
     store = Store.open(args.workspace)
-    summary = run_eval(store, model_spec_from_args(args), suite, loaded,
-                       EvalOptions(samples=args.samples, paraphrases=any(p.paraphrases for p in probes)))
-    index = open_index(args) if args.corpus else None
-    try:
-        rows = screen_results(load_results(store, summary.run_id), index)
-    finally:
-        if index is not None:
-            index.close()
+    run_id, rows, index = None, [], None
+    if probes:  # a file of long-form rows only asks the model nothing
+        loaded = LoadResult(tuple(probes), skipped, (), args.sft_file)
+        summary = run_eval(store, model_spec_from_args(args), suite, loaded,
+                           EvalOptions(samples=args.samples, paraphrases=any(p.paraphrases for p in probes)))
+        run_id = summary.run_id
+        index = open_index(args) if args.corpus else None
+        try:
+            rows = screen_results(load_results(store, summary.run_id), index)
+        finally:
+            if index is not None:
+                index.close()
     unknown = [r for r in rows if r.unknown]
     contra = [r for r in rows if r.contradicts]
+    reasons = Counter(reason for _, reason in sft.not_screened)
     if args.json:
-        print_json({"run_id": summary.run_id, "rows": len(rows), "skipped_bad": skipped,
+        print_json({"run_id": run_id, "rows": len(rows), "skipped_bad": skipped,
+                    "not_screened": {"n": len(sft.not_screened), "by_reason": dict(reasons.most_common()),
+                                     "rows": [{"row_id": i, "reason": r} for i, r in sft.not_screened]},
                     "unknown": len(unknown), "contradicts": len(contra),
                     "flagged": [{"row_id": r.row_id, "knowledge": r.knowledge, "unknown": r.unknown,
                                  "contradicts": r.contradicts, "evidence": r.evidence}
                                 for r in rows if r.unknown or r.contradicts]})
         return 0
-    print(f"{len(rows)} rows screened (run {summary.run_id}){f', {skipped} bad rows skipped' if skipped else ''}")
+    print(f"{len(rows)} rows screened" + (f" (run {run_id})" if run_id else "")
+          + (f", {skipped} bad rows skipped" if skipped else ""))
+    if sft.not_screened:
+        print(f"  {len(sft.not_screened)} not screened: not a short factual answer ("
+              + ", ".join(f"{n} {r}" for r, n in reasons.most_common()) + "); their claims are not checked")
     print(f"  {len(unknown)} teach facts the model does not know (Unknown): fitting them raises hallucination")
     for r in unknown[:10]:
         print(f"      {r.row_id}: greedy {r.evidence['greedy'][0]!r}, {r.evidence['samples_correct']}/"

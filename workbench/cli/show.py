@@ -21,13 +21,15 @@ def run(args: argparse.Namespace) -> int:
 
     store = Store.open(args.workspace)
     if args.json:
+        from workbench.grading.metrics import truncation_warnings
         from workbench.results import load_results
 
         res = load_results(store, args.run)
         rec = res.run
         print_json({"run_id": rec.id, "status": rec.status, "model": rec.model, "adapter": rec.adapter,
                     "backend": rec.backend, "engines": res.engines(), "suite": rec.suite, "n": rec.n_probes,
-                    "metrics": rec.metrics, "options": rec.options, "note": rec.note})
+                    "metrics": rec.metrics, "options": rec.options, "note": rec.note,
+                    "warnings": truncation_warnings(rec.metrics)})
         return 0
     print_run(store, args.run, worst=args.worst)
     return 0
@@ -43,6 +45,7 @@ def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from workbench.grading.metrics import truncation_warnings
     from workbench.results import load_results
     from workbench.store import Store
     from workbench.types import Verdict
@@ -64,6 +67,12 @@ def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
     console.print(table)
     console.print(f"generated {rec.generated}, from cache {rec.cached}, skipped bad rows {rec.skipped_bad}, "
                   f"status {rec.status}")
+    if t := metrics.get("truncated"):
+        console.print(f"cut by the token budget (finish_reason length): {t['n']} of {t['of']} answers"
+                      + (f", {metrics['truncated_samples']['n']} of {metrics['truncated_samples']['of']} samples"
+                         if "truncated_samples" in metrics else ""), markup=False)
+    for line in truncation_warnings(metrics):
+        console.print(line, style="bold yellow", markup=False, highlight=False, soft_wrap=True)
     if rec.note:
         console.print(rec.note, markup=False, highlight=False, soft_wrap=True)
     if engines := res.engines():

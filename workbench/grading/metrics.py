@@ -83,3 +83,32 @@ def metrics_by_tag(
         for t in probe_tags:
             groups.setdefault(t, []).append(verdict)
     return {t: compute_metrics(vs, bootstrap=bootstrap, seed=seed) for t, vs in sorted(groups.items())}
+
+
+#: Above this share of answers cut by the token budget (finish_reason "length") a run warns. A cut answer
+#: is graded on its first tokens: if the fact came later it reads as a hallucination, so each point of
+#: truncated share can be a point of false hallucination rate. 10 points is the half-width of the 95%
+#: interval of a 96-probe run near 50% (measured on the world: [39.6, 60.4]); runs whose answers fit their
+#: budget truncate ~0% (the world suite, max_tokens 6: 0 of 96 greedy answers, 3 of 192 samples at
+#: temperature 1), while SimpleQA with a chat model and 16 tokens truncated 100 of 100 (issue 13), and
+#: SmolLM2-135M-Instruct (chat template) on tests/data/formats/nq_open.jsonl 45 of 50 at 16, 29 of 50 at 64.
+TRUNCATED_WARN_SHARE = 0.10
+
+
+def truncation(finish_reasons: Sequence[str]) -> dict[str, float | int]:
+    """How many answers ran into max_tokens: {"n": truncated, "of": answers, "share": n / of}."""
+    n = sum(r == "length" for r in finish_reasons)
+    return {"n": n, "of": len(finish_reasons), "share": n / len(finish_reasons) if finish_reasons else 0.0}
+
+
+def truncation_warnings(metrics: Mapping[str, object] | None) -> list[str]:
+    """The warnings a run's metrics call for when more than TRUNCATED_WARN_SHARE of its greedy answers (or of
+    its samples) were cut by the token budget; none for runs stored before truncation was measured."""
+    out = []
+    for key, what in (("truncated", "answers"), ("truncated_samples", "sampled answers")):
+        t = (metrics or {}).get(key)
+        if isinstance(t, Mapping) and float(t["share"]) > TRUNCATED_WARN_SHARE:
+            out.append(f"warning: {t['n']} of {t['of']} {what} ({100 * float(t['share']):.0f}%) ran into the token "
+                       "budget (finish_reason `length`) and are graded on their first tokens; raise --max-tokens "
+                       "(or the suite's max_tokens) or give a --stop that ends an answer")
+    return out

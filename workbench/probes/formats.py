@@ -1,12 +1,14 @@
 """Probe schemas: the generic probe format and public benchmarks (TruthfulQA, SimpleQA, Chinese
-SimpleQA, PopQA, TriviaQA, HaluEval). Each turns one `Row` into a `Probe` or raises `InputError`
+SimpleQA, PopQA, NQ-open, TriviaQA, HaluEval). Each turns one `Row` into a `Probe` or raises `InputError`
 naming the field.
 
 Detection (`detect`) looks at the column names of the first record, compared case- and
 spacing-insensitively, and takes the first format in `FORMATS` order whose `required` columns are all
-present: truthfulqa, simpleqa, halueval, popqa, generic, chinese_simpleqa, triviaqa. With none of them
-complete, a `question` column still means the generic probe format (its first row then reports what is
-missing).
+present (and whose `accepts` test, if it has one, passes on the first record's values): truthfulqa,
+simpleqa, halueval, popqa, generic, chinese_simpleqa, nq_open, triviaqa. NQ-open and TriviaQA share their
+columns (`question`, `answer`): NQ-open's `answer` is a list of strings, TriviaQA's an object with
+`aliases`/`value`. With none of them complete, a `question` column still means the generic probe format
+(its first row then reports what is missing).
 
 Chinese SimpleQA (OpenStellarTeam) comes in two forms, both read as published: the CSV of its GitHub
 repository and Hugging Face files (`metadata, problem, answer`, metadata a JSON object with `id`,
@@ -18,8 +20,9 @@ primary_category, secondary_category, urls`).
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from workbench.errors import WorkbenchError, unknown_name
 from workbench.probes._row import Row, dedup
@@ -38,12 +41,15 @@ class Format:
         required: Normalized column names that identify it (and must be present).
         convert: Row and source name to Probe.
         description: One line for help texts.
+        accepts: For formats that share their columns with another: a test of the first record's
+            (normalized) fields; detection takes this format only when it passes.
     """
 
     name: str
     required: tuple[str, ...]
     convert: Converter
     description: str
+    accepts: Callable[[Mapping[str, Any]], bool] | None = None
 
 
 def _generic(row: Row, source: str) -> Probe:
@@ -165,6 +171,20 @@ def _triviaqa(row: Row, source: str) -> Probe:
     )
 
 
+def _nq_open(row: Row, source: str) -> Probe:
+    return Probe(
+        id=row.probe_id("id"),
+        question=row.text("question", required=True) or "",
+        answers=row.texts("answer", required=True, sep=None),
+        source=source,
+    )
+
+
+def _answer_is_a_list(data: Mapping[str, Any]) -> bool:
+    answer = data.get("answer")
+    return isinstance(answer, list | tuple) or hasattr(answer, "tolist")  # Parquet gives numpy arrays
+
+
 def _halueval(row: Row, source: str) -> Probe:
     wrong = row.text("hallucinated_answer")
     return Probe(
@@ -212,6 +232,13 @@ FORMATS: dict[str, Format] = {
             "form is read as simpleqa)",
         ),
         Format(
+            "nq_open",
+            ("question", "answer"),
+            _nq_open,
+            "NQ-open (lm-eval's nq_open): question, answer (a list of strings)",
+            accepts=_answer_is_a_list,
+        ),
+        Format(
             "triviaqa", ("question", "answer"), _triviaqa, "TriviaQA: question, answer.aliases, answer.value"
         ),
     )
@@ -223,19 +250,22 @@ CONTAINERS = ("jsonl", "json", "csv", "tsv", "parquet", "hf")
 FORMAT_NAMES = ("auto", *CONTAINERS, *(n for n in FORMATS if n != "generic"))
 
 
-def detect(columns: Iterable[str], source: str) -> Format:
-    """The first format whose required columns are all present (names already normalized)."""
+def detect(columns: Iterable[str], source: str, first: Mapping[str, Any] | None = None) -> Format:
+    """The first format whose required columns are all present (names already normalized) and, for a
+    format with an `accepts` test, whose test passes on `first` (the first record; without it, such a
+    format is passed over)."""
     have = set(columns)
     for fmt in FORMATS.values():
-        if set(fmt.required) <= have:
+        if set(fmt.required) <= have and (fmt.accepts is None or (first is not None and fmt.accepts(first))):
             return fmt
     if "question" in have:  # a probe file whose first row lacks `answers`: report that row, not the file
         return FORMATS["generic"]
+    needs = "; ".join(f"{f.name}: {', '.join(f.required)}" for f in FORMATS.values() if f.name != "generic")
     raise WorkbenchError(
         f"{source}: cannot tell the probe format from its columns ({', '.join(sorted(have)) or 'none'}). "
         "A probe file needs `question` and `answers`; map other names with `columns` "
         '(e.g. {"question": "q", "answers": "a"}) or name a format with --format '
-        f"({', '.join(n for n in FORMATS if n != 'generic')})."
+        f"(the public formats need these columns: {needs})."
     )
 
 

@@ -50,7 +50,7 @@ def load_probes(
     split: str | None = None,
 ) -> LoadResult:
     """Read probes. `format` is "auto", a container (jsonl, json, csv, tsv, parquet, hf: the schema is
-    then detected from the columns) or a schema (truthfulqa, simpleqa, popqa, triviaqa, halueval).
+    then detected from the columns) or a schema (truthfulqa, simpleqa, popqa, nq_open, triviaqa, halueval).
     `columns` maps probe fields to source columns. `split` applies to Hugging Face datasets only."""
     if format not in FORMAT_NAMES:
         raise unknown_name("format", format, FORMAT_NAMES)
@@ -92,7 +92,7 @@ def _convert(
                 _mapped(item, mapping, label, index == 0), path=label, line=item.line, index=index, stem=stem
             )
             if schema is None:
-                schema = detect(row.data, label)
+                schema = detect(row.data, label, row.data)
             elif index == 0:
                 _check_columns(schema, row, label)
             probe = schema.convert(row, source_name)

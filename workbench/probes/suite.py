@@ -22,6 +22,10 @@ DEFAULT_ABSTENTIONS = (
     "unknown", "cannot answer", "no answer", "i have no idea",
 )  # fmt: skip
 SUITE_SUFFIXES = (".yaml", ".yml")
+#: New tokens per answer at most (suite `max_tokens`, CLI --max-tokens). Sentence answers of a real chat
+#: model to SimpleQA/NQ questions need 32-128 tokens; 4,096 is far beyond any answer to a factual question
+#: and bounds what one setting can ask of every probe x sample (each token is one forward pass).
+MAX_TOKENS = 4096
 
 
 class Suite(pydantic.BaseModel, extra="forbid", use_attribute_docstrings=True):
@@ -33,7 +37,7 @@ class Suite(pydantic.BaseModel, extra="forbid", use_attribute_docstrings=True):
     """Probe data: a path relative to the YAML file, or "hf:name[:config]" for a Hugging Face dataset."""
     format: str = "auto"
     """How to read `data`: auto, a container (jsonl, json, csv, tsv, parquet, hf) or a public format
-    (truthfulqa, simpleqa, popqa, triviaqa, halueval). "auto" detects both from extension and columns."""
+    (truthfulqa, simpleqa, popqa, nq_open, triviaqa, halueval). "auto" detects both from extension and columns."""
     columns: dict[str, str] = {}
     """Maps probe fields to source columns, e.g. {"question": "q", "answers": "a"}."""
     split: str | None = None
@@ -44,7 +48,7 @@ class Suite(pydantic.BaseModel, extra="forbid", use_attribute_docstrings=True):
     """System message for chat templates (ignored by plain templates)."""
     stop: list[str] = ["\n"]
     """Generation stops before the first of these strings."""
-    max_tokens: int = pydantic.Field(default=16, ge=1)
+    max_tokens: int = pydantic.Field(default=16, ge=1, le=MAX_TOKENS)
     """New tokens at most per answer."""
     abstention_phrases: list[str] = list(DEFAULT_ABSTENTIONS)
     """An answer containing one of these (case-insensitive) counts as NOT_ATTEMPTED."""
@@ -91,6 +95,29 @@ class Suite(pydantic.BaseModel, extra="forbid", use_attribute_docstrings=True):
         if v == "chat":
             return v
         return check_template(v)
+
+    @pydantic.field_validator("stop")
+    @classmethod
+    def _no_empty_stop(cls, v: list[str]) -> list[str]:
+        if any(not s for s in v):
+            raise ValueError("an empty stop string would end every answer before it starts")
+        return v
+
+    def with_generation(self, *, max_tokens: int | None = None, stop: list[str] | None = None,
+                        system_prompt: str | None = None, template: str | None = None) -> Suite:
+        """This suite with the given generation settings in place of its own (None keeps the suite's); the
+        run records the result as its suite settings, so a resume or a rerun like it uses them too.
+        `template` is the run's template override: a system prompt needs the chat template."""
+        if system_prompt is not None and (template or self.template) != "chat":
+            raise WorkbenchError("--system-prompt is a system message for `--template chat`; this run's template "
+                                 f"is `{template or self.template}` (a plain template has no system turn)")
+        update = {k: v for k, v in (("max_tokens", max_tokens), ("stop", stop), ("system_prompt", system_prompt))
+                  if v is not None}
+        if not update:
+            return self
+        out = _validate({**self.model_dump(), **update}, f"suite `{self.name}`")
+        out._base_dir = self._base_dir
+        return out
 
     def data_source(self) -> str:
         """`data` as load_probes takes it: "hf:..." unchanged, a path resolved against the YAML's folder."""

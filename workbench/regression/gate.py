@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 # Options that change what a run measures; two runs compared must agree on all of them.
 _MUST_MATCH_OPTIONS = ("samples", "paraphrases", "temperature", "top_p", "seed", "template")
-_MUST_MATCH_SUITE = ("template", "stop", "max_tokens", "abstention_phrases", "grader", "grader_options")
+_MUST_MATCH_SUITE = ("template", "system_prompt", "stop", "max_tokens", "abstention_phrases", "grader",
+                     "grader_options")
 
 
 def outcomes(store: Store, run: RunRecord, label: str | None = None) -> RunOutcomes:
