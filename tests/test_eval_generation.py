@@ -109,3 +109,7 @@ def test_regress_evaluates_both_models_under_the_overrides(world: Any, workspace
     for run_id in (out["baseline_run"], out["candidate_run"]):
         config = store.get_run(run_id).suite_config
         assert (config["max_tokens"], config["stop"]) == (3, ["zzz"])
+    # A candidate evaluated like a stored baseline takes that run's settings: new ones are refused, not ignored.
+    again = workbench("regress", "--baseline", out["baseline_run"], "--candidate", str(world.model),
+                      "--max-tokens", "5", "--workspace", str(workspace), timeout=120)
+    assert again.returncode == 2 and "--max-tokens: --candidate" in again.stderr and "give --probes" in again.stderr

@@ -76,6 +76,13 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
     if rerun_of is not None:
         from workbench.regression.gate import rerun_like
 
+        given = [flag for flag, v in (("--max-tokens", args.max_tokens), ("--stop", args.stop),
+                                      ("--system-prompt", args.system_prompt), ("--template", args.template))
+                 if v is not None]
+        if given:  # the candidate must be generated as the baseline was, or the gate compares unlike runs
+            raise WorkbenchError(f"{', '.join(given)}: --{what} `{ref}` is evaluated like baseline run {rerun_of}, "
+                                 "with its settings; give --probes to evaluate both models under new ones")
+
         return rerun_like(store, rerun_of, model=ref, adapter=adapter, backend=backend, backend_options=options,
                           limits=limits_from_args(args), backend_for=backend_for)
     if not args.probes:
