@@ -14,11 +14,15 @@ imports torch, transformers or gradio. A command module defines:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from workbench.cli import add_workspace_argument
 from workbench.errors import WorkbenchError
@@ -99,8 +103,47 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread so a command unwinds as it does on Ctrl-C."""
 
 
+#: Seconds a SIGTERM'd command may take to unwind before its own child processes are terminated.
+CHILDREN_GRACE_S = 10.0
+
+
 def _terminated(signum: int, frame: object) -> None:
+    # vLLM interrupted while its EngineCore starts waits for that process in its clean-up, which never comes
+    # (measured: still alive minutes after SIGTERM). A SIGTERM sent to the command alone, unlike Ctrl-C in a
+    # terminal, does not reach the engine's processes: pass it on to them if unwinding takes too long.
+    threading.Thread(target=_end_children_after, args=(CHILDREN_GRACE_S,), daemon=True).start()
     raise Terminated()
+
+
+def _end_children_after(seconds: float) -> None:
+    """Still here after `seconds`: SIGTERM our descendants, SIGKILL what is left 5 s later, and 5 s after
+    that leave without further clean-up (a killed run reads interrupted; finished answers are committed)."""
+    time.sleep(seconds)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in _descendants(os.getpid()):
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        time.sleep(5.0)
+    print("interrupted; the command did not unwind in time and stops now", file=sys.stderr, flush=True)
+    os._exit(143)
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process below `root` (Linux /proc; none elsewhere)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        ppid = int(text[text.rindex(")") + 2 :].split()[1])  # after the name: state ppid ...
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 if __name__ == "__main__":

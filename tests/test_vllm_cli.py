@@ -183,3 +183,32 @@ def test_an_engine_too_slow_to_start_stops_the_run_and_leaves_nothing(world: Any
     (run,) = Store.open(ws).list_runs()
     assert run.status == "failed"
     print(f"\nstart-up stopped {'after' if 'EngineCore' in done.stderr else 'before'} the engine process started")
+
+
+@needs_vllm
+def test_sigterm_while_the_engine_starts_leaves_nothing_behind(world: Any, tmp_path: Path) -> None:
+    """SIGTERM (a CI timeout, `kill`) while vLLM's EngineCore is coming up: the command exits 143 like Ctrl-C,
+    the run reads interrupted, and no engine process outlives it (`finish` checks the whole session).
+    vLLM's own clean-up waits for an engine that never comes here; the dispatcher then ends the command's
+    children itself after a grace period (hallucination_workbench.CHILDREN_GRACE_S)."""
+    import signal
+    import time
+
+    from clirun import session_processes, start
+
+    ws = tmp_path / "ws"
+    proc = start(["eval", "--model", str(world.model), "--probes", str(world.suite), "--workspace", str(ws),
+                  "--backend", "vllm", "--json", *VLLM_OPTIONS])
+    t0 = time.monotonic()
+    # The engine has its own processes once the session holds more than the command (and its tracker).
+    while len(session_processes(proc.pid)) < 3:
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.monotonic() - t0 < LIMIT, "no engine process appeared"
+        time.sleep(0.2)
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    ended = finish(proc, timeout=120)
+    assert ended.returncode == 143, ended.stderr[-3000:]
+    assert "Traceback" not in ended.stderr.split("interrupted")[-1]
+    (run,) = Store.open(ws).list_runs()
+    assert run.status == "interrupted"
