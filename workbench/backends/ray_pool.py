@@ -147,21 +147,24 @@ class RayCluster:
     def plan(self, spec: ModelSpec) -> tuple[int, float, int]:
         """(actors, GPUs per actor, CPUs per actor) for `spec` on this cluster's resources."""
         ray = import_ray()
-        res = ray.cluster_resources()
+        res, free = ray.cluster_resources(), ray.available_resources()
         gpus, cpus = float(res.get("GPU", 0)), float(res.get("CPU", 0))
         per_gpu = self.config.gpus_per_actor
         if per_gpu is None:
             per_gpu = float(str(spec.option("tensor_parallel_size", 1))) if gpus else 0.0
+        # By default as many actors as fit in what is free now: sized by the cluster's total, a pool on a
+        # cluster others use would queue actors Ray cannot place and wait out start_timeout_s.
         if self.config.actors is not None:
             n = self.config.actors
         elif per_gpu:
-            n = int(gpus // per_gpu)
+            n = int(float(free.get("GPU", 0)) // per_gpu)
         else:
-            n = int(cpus // self.config.cpus_per_actor)
+            n = int(float(free.get("CPU", 0)) // self.config.cpus_per_actor)
         need_cpus, need_gpus = n * self.config.cpus_per_actor, n * per_gpu
         if n < 1 or need_cpus > cpus or need_gpus > gpus:
             # Ray would queue actors it cannot place and wait for ever: say so instead.
-            raise WorkbenchError(f"the Ray cluster at `{self.config.address}` has {cpus:g} CPUs and {gpus:g} GPUs: "
+            raise WorkbenchError(f"the Ray cluster at `{self.config.address}` has {cpus:g} CPUs and {gpus:g} GPUs "
+                                 f"({float(free.get('CPU', 0)):g} and {float(free.get('GPU', 0)):g} free): "
                                  f"not enough for {max(n, 1)} actors of {self.config.cpus_per_actor} CPUs and "
                                  f"{per_gpu:g} GPUs each (set --ray-actors)")
         return n, per_gpu, self.config.cpus_per_actor
