@@ -97,7 +97,7 @@ def build_app(workspace: str | Path) -> Any:
     def compare(baseline: str, candidate: str, tag: str, transition: str, category: str) -> tuple[Any, ...]:
         if not baseline or not candidate:
             raise gr.Error("pick a baseline and a candidate run")
-        v = views.compare_runs(store, baseline, candidate, tag=tag or "", transition=transition or "changed",
+        v = views.compare_runs(store, baseline, candidate, tag=tag or "", transition=transition or views.ANY_CHANGE,
                                category=category or "")
         f = views.compare_filters(store, baseline, candidate)
         return (v.summary_html, v.metrics, v.transitions, v.probes, v.cli,
@@ -218,7 +218,7 @@ def build_app(workspace: str | Path) -> Any:
                 with gr.Row():
                     c_tag = gr.Dropdown(label="tag", choices=[""], value="", allow_custom_value=True)
                     c_trans = gr.Dropdown(label="grade transition", choices=list(views.TRANSITION_FILTERS),
-                                          value="changed", elem_id="transition")
+                                          value=views.ANY_CHANGE, elem_id="transition")
                     c_cat = gr.Dropdown(label="attribution category", choices=[""], value="", allow_custom_value=True)
                     compare_btn = gr.Button("Compare", variant="primary", elem_id="compare-btn")
                 summary = gr.HTML(elem_id="compare-summary")

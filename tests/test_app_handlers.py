@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +59,15 @@ def test_compare_lists_broken_probes_with_filters(data: AppData, store: Store) -
     assert v.verdict == "fail" and "gate: FAIL" in v.summary_html
     assert int(v.transitions.iloc[:, 1:].to_numpy().sum()) == len(load_results(store, data.baseline).probes)
     broken = views.compare_runs(store, data.baseline, data.candidate, transition="broken")
-    assert len(broken.probe_ids) > 5 and set(broken.probes["flip"]) == {"broken"}
+    assert len(broken.probe_ids) > 5 and set(broken.probes["change"]) <= {"broken_hallucinates", "broken_abstains"}
     assert set(broken.probes["baseline verdict"]) == {"correct"}
     tagged = views.compare_runs(store, data.baseline, data.candidate, tag="capital", transition="all")
     assert tagged.probe_ids and all("capital" in t for t in tagged.probes["tags"])
     assert len(tagged.probe_ids) < len(views.compare_runs(store, data.baseline, data.candidate,
                                                           transition="all").probe_ids)
     cell = views.compare_runs(store, data.baseline, data.candidate, transition="correct -> incorrect")
-    assert set(cell.probes["transition"]) == {"correct -> incorrect"}
+    assert set(cell.probes["change"]) == {"broken_hallucinates"}
+    assert set(cell.probes["candidate verdict"]) == {"incorrect"}
     filters = views.compare_filters(store, data.baseline, data.candidate)
     cat = filters["category"][0]
     by_cat = views.compare_runs(store, data.baseline, data.candidate, transition="all", category=cat)
@@ -74,6 +76,54 @@ def test_compare_lists_broken_probes_with_filters(data: AppData, store: Store) -
     assert "regress --baseline" in v.cli
     with pytest.raises(ValueError, match="transition"):
         views.compare_runs(store, data.baseline, data.candidate, transition="sideways")
+
+
+def test_compare_defaults_to_every_verdict_change_broken_first(data: AppData, store: Store) -> None:
+    """The default filter lists every probe whose verdict changed (an abstention change too, named as such),
+    broken probes first, the rest in natural id order; the headline and each gate's detectability are shown."""
+    from workbench.regression.gate import compare_stored
+
+    result = compare_stored(store, data.baseline, data.candidate)[0]
+    v = views.compare_runs(store, data.baseline, data.candidate)
+    assert len(v.probe_ids) == result.headline.changed == len(result.changes) > len(result.broken)
+    assert set(v.probes["change"]) == {str(c.transition) for c in result.changes}
+    assert not {"still_correct", "still_hallucinates", "still_abstains"} & set(v.probes["change"])
+    n_broken = len(result.broken)
+    assert set(v.probes["change"][:n_broken]) <= {"broken_hallucinates", "broken_abstains"}
+    assert not set(v.probes["change"][n_broken:]) & {"broken_hallucinates", "broken_abstains"}
+    rest = v.probe_ids[n_broken:]
+    assert rest == sorted(rest, key=views.natural_key)
+    assert views.natural_key("nq2") < views.natural_key("nq10") < views.natural_key("nq10a")
+    for name in ("now_abstains", "now_hallucinates", "broken_abstains"):
+        want = [c.probe_id for c in result.changes if str(c.transition) == name]
+        got = views.compare_runs(store, data.baseline, data.candidate, transition=name).probe_ids
+        assert sorted(got) == sorted(want)
+    h = result.headline
+    for row in h.rows:
+        assert f"{100 * row.delta.baseline:.1f}% ({row.baseline_count})" in v.summary_html
+        assert f"{100 * row.delta.candidate:.1f}% ({row.candidate_count})" in v.summary_html
+    assert f"{h.changed} of {h.n} verdicts changed" in v.summary_html
+    assert all(g.detectable is not None and escape(g.detectable.text) in v.summary_html for g in result.gates)
+
+
+def test_an_inconclusive_verdict_is_never_shown_as_a_pass() -> None:
+    """Issue 18's trade: 4 known facts kept, 96 hallucinations traded for abstentions. The gates cannot judge
+    4 known facts: the block says INCONCLUSIVE, not a green pass, and the headline shows the trade."""
+    from workbench.regression import ProbeOutcome, RunOutcomes, compare
+    from workbench.verdict_html import VERDICT_COLOUR, verdict_summary_html
+
+    def run(name: str, wrong: Verdict) -> RunOutcomes:
+        return RunOutcomes(name, name, {f"nq{i}": ProbeOutcome(f"nq{i}", (), Verdict.CORRECT if i < 4 else wrong, "x")
+                                        for i in range(100)})
+
+    result = compare(run("base", Verdict.INCORRECT), run("cand", Verdict.NOT_ATTEMPTED))
+    assert result.verdict == "inconclusive"
+    html = verdict_summary_html(result)
+    assert "gate: INCONCLUSIVE" in html and "not a pass" in html and "PASS<" not in html
+    badge = html.split("gate: INCONCLUSIVE")[0]
+    assert VERDICT_COLOUR["pass"] not in badge and VERDICT_COLOUR["inconclusive"] in badge
+    assert "96.0% (96)" in html and "0.0% (0)" in html and "96 of 100 verdicts changed" in html
+    assert "now_abstains</b> 96" in html and "could not fail on this probe set" in html
 
 
 def test_probe_detail_shows_both_models_samples_and_evidence(data: AppData, store: Store) -> None:

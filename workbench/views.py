@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,16 +24,20 @@ import pandas as pd
 
 from workbench.grading.normalize import normalize
 from workbench.regression.stats import METRICS, VERDICT_ORDER
-from workbench.regression.transitions import Flip, flip_of
+from workbench.regression.transitions import Flip, Transition, flip_of, transition_of, verdict_changed
 from workbench.store import RunRecord, Store
 from workbench.types import Verdict
+from workbench.verdict_html import verdict_summary_html
 
 RUN_COLUMNS = ("run", "created", "status", "model", "adapter", "suite", "n", "correct %", "hallucinated %",
                "abstained %", "F", "release")
-PROBE_COLUMNS = ("probe", "flip", "transition", "tags", "category", "baseline verdict", "candidate verdict",
+PROBE_COLUMNS = ("probe", "change", "tags", "category", "baseline verdict", "candidate verdict",
                  "baseline answer", "candidate answer")
-TRANSITION_FILTERS = ("changed", "broken", "fixed", "still_wrong", "still_correct", "all",
+ANY_CHANGE = "any verdict change"
+TRANSITION_FILTERS = (ANY_CHANGE, "broken", "fixed", *(str(t) for t in Transition if t != Transition.FIXED), "all",
                       *(f"{a} -> {b}" for a in VERDICT_ORDER for b in VERDICT_ORDER))
+"""The Compare tab's transition filter: any verdict change (the default), McNemar's broken / fixed, each named
+Transition (`now_abstains`: a hallucination traded for abstention, ...), all probes, or one matrix cell."""
 _VERDICT_CSS = {"correct": "#1a7f37", "incorrect": "#cf222e", "not_attempted": "#9a6700"}
 
 
@@ -181,13 +186,13 @@ class CompareView:
     verdict: str
 
 
-def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", transition: str = "changed",
+def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", transition: str = ANY_CHANGE,
                  category: str = "") -> CompareView:
     """Paired comparison of two stored runs, as `workbench regress` computes it (reviewers' verdicts and
     categories applied: `regression.gate.compare_stored`), without recording a gate. Filters apply to the
-    probe list, and `tag` also selects the group whose metrics and transitions are shown."""
+    probe list, and `tag` also selects the group whose metrics and transitions are shown. The list shows
+    broken probes first, then the rest in natural id order (nq2 before nq10)."""
     from workbench.regression.gate import compare_stored
-    from workbench.reviews import release_status
 
     if transition not in TRANSITION_FILTERS:
         raise ValueError(f"`transition` must be one of {', '.join(TRANSITION_FILTERS)}, got {transition!r}")
@@ -200,33 +205,40 @@ def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", 
     transitions = pd.DataFrame([[str(VERDICT_ORDER[i]), *row] for i, row in enumerate(group.transitions.counts)],
                                columns=["baseline \\ candidate", *(str(v) for v in VERDICT_ORDER)])
     rows = []
-    for pid in sorted(b_out.outcomes):
+    for pid in sorted(b_out.outcomes, key=lambda p: (flip_of(b_out.outcomes[p].verdict, c_out.outcomes[p].verdict)
+                                                    != Flip.BROKEN, natural_key(p))):
         b, c = b_out.outcomes[pid], c_out.outcomes[pid]
-        flip = flip_of(b.verdict, c.verdict)
         cat = b.category or c.category or ""  # reviewed categories, as the gate reads them
         if tag and tag not in b.tags:
             continue
         if category and cat != category:
             continue
-        if not _transition_matches(transition, flip, b.verdict, c.verdict):
+        if not _transition_matches(transition, b.verdict, c.verdict):
             continue
-        rows.append([pid, str(flip), f"{b.verdict} -> {c.verdict}", ", ".join(b.tags), cat, str(b.verdict),
+        rows.append([pid, str(transition_of(b.verdict, c.verdict)), ", ".join(b.tags), cat, str(b.verdict),
                      str(c.verdict), b.answer, c.answer])
     probes = pd.DataFrame(rows, columns=list(PROBE_COLUMNS))
-    release = release_status(store, c_out.run_id)
-    summary = _compare_summary(result, group.name, group.n, len(rows), release)
+    summary = verdict_summary_html(result, signoff_html=signoff_line(store, b_out.run_id, c_out.run_id))
+    summary += f"\n<p>showing group <b>{escape(group.name)}</b> ({group.n} probes); {len(rows)} probes listed below</p>"
     return CompareView(summary, metrics, transitions, probes, [r[0] for r in rows],
                        cli_regress(store.workspace, b_out.run_id, c_out.run_id), result.verdict)
 
 
-def _transition_matches(kind: str, flip: Flip, b: Verdict, c: Verdict) -> bool:
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that orders digit runs by value: nq2 before nq10."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
+
+
+def _transition_matches(kind: str, b: Verdict, c: Verdict) -> bool:
     if kind == "all":
         return True
-    if kind == "changed":
-        return flip in (Flip.BROKEN, Flip.FIXED)
+    if kind == ANY_CHANGE:
+        return verdict_changed(b, c)
     if "->" in kind:
         return kind == f"{b} -> {c}"
-    return str(flip) == kind
+    if kind in ("broken", "fixed"):
+        return str(flip_of(b, c)) == kind
+    return str(transition_of(b, c)) == kind
 
 
 def compare_filters(store: Store, baseline: str, candidate: str) -> dict[str, list[str]]:
@@ -239,22 +251,15 @@ def compare_filters(store: Store, baseline: str, candidate: str) -> dict[str, li
     return {"tag": tags, "category": sorted(cats), "transition": list(TRANSITION_FILTERS)}
 
 
-def _compare_summary(result: Any, group: str, n: int, listed: int, release: Any) -> str:
-    colour = {"pass": "#1a7f37", "warn": "#9a6700", "fail": "#cf222e", "inconclusive": "#8250df"}[result.verdict]
-    out = [f"<div id='wb-verdict'><span style='background:{colour};color:white;padding:2px 8px;border-radius:4px'>"
-           f"gate: {escape(result.verdict.upper())}</span> "
-           f"candidate <b>{escape(result.candidate_label)}</b> vs baseline <b>{escape(result.baseline_label)}</b>"
-           f" · {result.overall.n} probes · broken {len(result.broken)} · fixed {len(result.fixed)}"
-           f" · McNemar p = {result.overall.mcnemar.p_value:.3g}</div>"]
+def signoff_line(store: Store, baseline: str, candidate: str) -> str:
+    """HTML: the release decision on the latest recorded gate of this pair, if any."""
+    from workbench.reviews import release_status
+
+    release = release_status(store, candidate)
     if release is not None:
-        out.append(f"<p id='wb-release'>release: <b>{escape(release.new_value)}</b> by {escape(release.reviewer)} "
-                   f"at {escape(release.at)}: {escape(release.reason)}</p>")
-    else:
-        out.append("<p id='wb-release'>release: no sign-off yet</p>")
-    out.append("<ul>" + "".join(
-        f"<li>{escape(g.status)}: <b>{escape(g.name)}</b>: {escape(g.message)}</li>" for g in result.gates) + "</ul>")
-    out.append(f"<p>showing group <b>{escape(group)}</b> ({n} probes); {listed} probes listed below</p>")
-    return "\n".join(out)
+        return (f"<p id='wb-release'>release: <b>{escape(release.new_value)}</b> by {escape(release.reviewer)} "
+                f"at {escape(release.at)}: {escape(release.reason)}</p>")
+    return "<p id='wb-release'>release: no sign-off yet</p>"
 
 
 # -- Probe detail ------------------------------------------------------------------------------------
