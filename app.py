@@ -51,6 +51,7 @@ def build_app(workspace: str | Path) -> Any:
     from finetune.preflight import METHODS as PREFLIGHT_METHODS
     from workbench import reviews, views
     from workbench.attribution.types import CATEGORIES
+    from workbench.errors import WorkbenchError
     from workbench.regression.stats import METRICS
     from workbench.safepath import read_text_inside
     from workbench.store import Store
@@ -123,24 +124,47 @@ def build_app(workspace: str | Path) -> Any:
         html = views.probe_detail(store, probe_id, [baseline, candidate]) if probe_id else ""
         return probe_id, html, gr.Tabs(selected="detail"), probe_id, candidate
 
-    @_ui_errors
     def override(reviewer: str, run_id: str, probe_id: str, target: str, value: str, reason: str,
-                 request: gr.Request) -> tuple[str, Any, str]:
+                 request: gr.Request) -> tuple[Any, ...]:
         name = who(reviewer, request)
-        r = reviews.record_override(store, reviewer=name, run_id=run_id or "", probe_id=(probe_id or "").strip(),
-                                    target=target, new_value=value or "", reason=reason)
+        try:
+            r = reviews.record_override(store, reviewer=name, run_id=run_id or "",
+                                        probe_id=(probe_id or "").strip(), target=target, new_value=value or "",
+                                        reason=reason)
+        except (WorkbenchError, ValueError, KeyError) as e:  # a message beside the form; the log stays
+            return views.refusal(e), gr.skip(), gr.skip()
         msg = f"recorded #{r.id}: {r.target} of `{r.probe_id}` in `{r.run_id}`: {r.old_value} → {r.new_value}"
         return msg, views.reviews_table(store), views.cli_review(ws, r.run_id, target=target, value=r.new_value,
                                                                   reason=r.reason, probe_id=r.probe_id,
                                                                   reviewer=name)
 
-    @_ui_errors
-    def release(reviewer: str, run_id: str, decision: str, reason: str, request: gr.Request) -> tuple[Any, ...]:
+    def release(reviewer: str, run_id: str, gate_id: str, decision: str, reason: str, confirm: bool,
+                request: gr.Request) -> tuple[Any, ...]:
         name = who(reviewer, request)
-        r = reviews.record_release(store, reviewer=name, run_id=run_id or "", decision=decision, reason=reason)
-        return (f"recorded #{r.id}: `{r.run_id}` {r.new_value} by {r.reviewer}", views.reviews_table(store),
-                views.gate_history_table(store),
-                views.cli_review(ws, r.run_id, target="release", value=decision, reason=r.reason, reviewer=name))
+        try:
+            r = reviews.record_release(store, reviewer=name, run_id=run_id or "", decision=decision, reason=reason,
+                                       gate_id=gate_id or "", confirm=bool(confirm))
+        except (WorkbenchError, ValueError, KeyError) as e:
+            return views.refusal(e), gr.skip(), gr.skip(), gr.skip()
+        return (f"recorded #{r.id}: `{r.run_id}` {r.new_value} by {r.reviewer} on gate `{r.gate_id or '-'}`",
+                views.reviews_table(store), views.gate_history_table(store),
+                views.cli_review(ws, r.run_id, target="release", value=decision, reason=r.reason, reviewer=name,
+                                 gate_id=r.gate_id, confirm=bool(confirm)))
+
+    def signoff_form(run_id: str) -> tuple[Any, str]:
+        """The candidate's recorded gates (latest preselected) and what a sign-off on it would be about."""
+        try:
+            choices = views.gate_choices(store, run_id or "")
+            return (gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
+                    views.signoff_note(store, run_id or "", choices[0][1] if choices else ""))
+        except (WorkbenchError, ValueError, KeyError) as e:
+            return gr.Dropdown(choices=[], value=None), views.refusal(e)
+
+    def signoff_note(run_id: str, gate_id: str) -> str:
+        try:
+            return views.signoff_note(store, run_id or "", gate_id or "")
+        except (WorkbenchError, ValueError, KeyError) as e:
+            return views.refusal(e)
 
     @_ui_errors
     def review_log() -> tuple[Any, Any]:
@@ -293,10 +317,17 @@ def build_app(workspace: str | Path) -> Any:
                 rv_msg = gr.Markdown(elem_id="review-msg")
                 with gr.Row():
                     rl_run = gr.Dropdown(label="candidate run", choices=initial, allow_custom_value=True)
-                    rl_decision = gr.Radio(label="release", choices=list(reviews.DECISIONS), value="signoff")
-                    rl_reason = gr.Textbox(label="reason", scale=2)
-                    rl_btn = gr.Button("Record decision")
-                rl_msg = gr.Markdown()
+                    rl_gate = gr.Dropdown(label="on recorded gate", choices=[], allow_custom_value=True,
+                                          elem_id="release-gate", scale=2)
+                    rl_decision = gr.Radio(label="release", choices=list(reviews.DECISIONS), value="signoff",
+                                           elem_id="release-decision")
+                with gr.Row():
+                    rl_reason = gr.Textbox(label="reason", scale=2, elem_id="release-reason")
+                    rl_confirm = gr.Checkbox(label="confirm: sign off although grades changed since this gate",
+                                             elem_id="release-confirm")
+                    rl_btn = gr.Button("Record decision", elem_id="release-btn")
+                rl_note = gr.Markdown(elem_id="release-note")
+                rl_msg = gr.Markdown(elem_id="release-msg")
                 rv_refresh = gr.Button("Refresh log")
                 rv_log = gr.Dataframe(label="review log (append-only)", interactive=False)
                 rv_gates = gr.Dataframe(label="gate history with sign-offs", interactive=False)
@@ -322,7 +353,8 @@ def build_app(workspace: str | Path) -> Any:
         compare_btn.click(compare, [baseline, candidate, c_tag, c_trans, c_cat], compare_outputs, api_name="compare")
         for dd in (c_tag, c_trans, c_cat):
             dd.input(compare, [baseline, candidate, c_tag, c_trans, c_cat], compare_outputs, api_visibility="private")
-        gate_btn.click(record_gate, [baseline, candidate], [gate_msg, compare_cli], api_name="gate")
+        gate_btn.click(record_gate, [baseline, candidate], [gate_msg, compare_cli], api_name="gate").then(
+            signoff_form, rl_run, [rl_gate, rl_note], api_visibility="private")
         probes_df.select(pick_probe, [baseline, candidate], [probe_pick, detail_html, tabs, rv_probe, rv_run],
                          api_visibility="private")
         detail_btn.click(detail, [probe_pick, baseline, candidate], detail_html, api_name="probe_detail")
@@ -331,8 +363,10 @@ def build_app(workspace: str | Path) -> Any:
         rv_target.change(value_choices, rv_target, rv_value, api_visibility="private")
         rv_btn.click(override, [rv_name, rv_run, rv_probe, rv_target, rv_value, rv_reason],
                      [rv_msg, rv_log, review_cli], api_name="override")
-        rl_btn.click(release, [rv_name, rl_run, rl_decision, rl_reason], [rl_msg, rv_log, rv_gates, review_cli],
-                     api_name="release")
+        rl_btn.click(release, [rv_name, rl_run, rl_gate, rl_decision, rl_reason, rl_confirm],
+                     [rl_msg, rv_log, rv_gates, review_cli], api_name="release")
+        rl_run.change(signoff_form, rl_run, [rl_gate, rl_note], api_visibility="private")
+        rl_gate.input(signoff_note, [rl_run, rl_gate], rl_note, api_visibility="private")
         rv_refresh.click(review_log, None, [rv_log, rv_gates], api_name="reviews")
 
         fx_build.click(build_fixset, [fx_run, fx_out, fx_strategy], [fx_summary, fix_cli, jb_fixset],

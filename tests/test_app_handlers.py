@@ -227,21 +227,57 @@ def test_the_gate_reads_reviewed_attributions_as_the_app_does(data: AppData, sto
     assert shown.set_index("probe").loc[pid, "category"] == new
 
 
-def test_release_signoff_shows_in_history_and_runs(data: AppData, store: Store) -> None:
+def test_a_signoff_is_tied_to_one_recorded_gate(data: AppData, store: Store) -> None:
+    """No gate: a sign-off is refused (a block is not). A sign-off records its gate and shows on that gate only;
+    after an override changes a grade the gate saw, a sign-off needs an explicit confirmation."""
     from workbench.regression.gate import gate_runs
 
-    gate_runs(store, data.baseline, data.candidate)
-    assert reviews.release_status(store, data.candidate) is None
-    reviews.record_release(store, reviewer="ann", run_id=data.candidate, decision="block", reason="52 broken")
+    with pytest.raises(WorkbenchError, match="has no recorded gate: a sign-off is tied to one"):
+        reviews.record_release(store, reviewer="ann", run_id=data.candidate, decision="signoff", reason="ok")
+    assert "no sign-off possible" in views.signoff_note(store, data.candidate)
+    assert "no recorded gate for this pair" in views.compare_runs(store, data.baseline, data.candidate).summary_html
+    assert reviews.record_release(store, reviewer="ann", run_id=data.candidate, decision="block",
+                                  reason="no gate yet").gate_id is None
+    g1 = gate_runs(store, data.baseline, data.candidate).id
     r = reviews.record_release(store, reviewer="bob", run_id=data.candidate, decision="signoff", reason="waived")
-    assert r.old_value == "block"
-    assert history(store)[-1]["signoff"]["decision"] == "signoff"
-    assert "signoff by bob" in views.gate_history_table(store)["sign-off"].iloc[0]
-    assert views.runs_table(store)["release"].iloc[0] == "signoff by bob"
-    assert "signoff" in views.compare_runs(store, data.baseline, data.candidate).summary_html
-    assert len(views.reviews_table(store)) == 2
+    assert r.gate_id == g1 and reviews.signoff_check(store, data.candidate).changed == ()
+    assert "signoff</b> by bob" in views.compare_runs(store, data.baseline, data.candidate).summary_html
+    # a reviewer changes a grade the gate saw: a sign-off on g1 now needs confirming, and the note says so
+    pid = views.compare_runs(store, data.baseline, data.candidate, transition="broken").probe_ids[0]
+    reviews.record_override(store, reviewer="ann", run_id=data.candidate, probe_id=pid, target="verdict",
+                            new_value="correct", reason="alias")
+    assert reviews.signoff_check(store, data.candidate).changed == (f"{data.candidate}:{pid}",)
+    note = views.signoff_note(store, data.candidate, g1)
+    assert "changed 1 grade it saw" in note and "confirm" in note and g1 in note
+    with pytest.raises(WorkbenchError, match="changed 1 grade it saw"):
+        reviews.record_release(store, reviewer="bob", run_id=data.candidate, decision="signoff", reason="again")
+    confirmed = reviews.record_release(store, reviewer="bob", run_id=data.candidate, decision="signoff",
+                                       reason="read the change", confirm=True)
+    assert confirmed.gate_id == g1 and confirmed.old_value == "signoff"
+    reviews.record_override(store, reviewer="ann", run_id=data.candidate, probe_id=pid, target="verdict",
+                            new_value="incorrect", reason="no, wrong")  # undone: the grade is what the gate saw
+    assert reviews.signoff_check(store, data.candidate).changed == ()
+    # a later gate of the same pair: the sign-off on g1 does not show on it
+    g2 = gate_runs(store, data.baseline, data.candidate).id
+    hist = {h["gate_id"]: h["signoff"] for h in history(store)}
+    assert hist[g1] is not None and hist[g1]["reason"] == "read the change" and hist[g2] is None
+    table = views.gate_history_table(store).set_index("gate")["sign-off"]
+    assert table[g1].startswith("signoff by bob") and table[g2] == ""
+    assert "no sign-off yet" in views.compare_runs(store, data.baseline, data.candidate).summary_html
+    assert [g for _, g in views.gate_choices(store, data.candidate)] == [g2, g1]
+    assert views.runs_table(store)["release"].iloc[0] == f"signoff by bob on {g1}"
+    assert len(views.reviews_table(store)) == 5  # block, signoff, override, confirmed signoff, override
+    with pytest.raises(WorkbenchError, match="unknown gate of candidate run"):
+        reviews.record_release(store, reviewer="x", run_id=data.candidate, decision="block", reason="y",
+                               gate_id="gate-nope")
     with pytest.raises(WorkbenchError, match="decision"):
         reviews.record_release(store, reviewer="x", run_id=data.candidate, decision="ship", reason="y")
+    try:
+        reviews.record_release(store, reviewer=" ", run_id=data.candidate, decision="block", reason="y")
+    except WorkbenchError as e:
+        assert views.refusal(e) == "**not recorded**: `reviewer` is required: say who decides"
+    else:
+        raise AssertionError("an empty reviewer was accepted")
 
 
 def test_a_run_in_progress_shows_up(data: AppData, store: Store) -> None:

@@ -65,13 +65,23 @@ def cli_history(workspace: str | Path) -> str:
 
 
 def cli_review(workspace: str | Path, run_id: str, *, target: str, value: str, reason: str,
-               probe_id: str | None = None, reviewer: str = "") -> str:
+               probe_id: str | None = None, reviewer: str = "", gate_id: str | None = None,
+               confirm: bool = False) -> str:
     args = ["review", run_id, "--target", target, "--value", value, "--reason", reason]
     if probe_id:
         args += ["--probe", probe_id]
+    if gate_id:
+        args += ["--gate", gate_id]
+    if confirm:
+        args += ["--confirm"]
     if reviewer:
         args += ["--reviewer", reviewer]
     return _cli(workspace, *args)
+
+
+def refusal(e: BaseException) -> str:
+    """Markdown for a refused action, shown beside its form (the page's other results stay)."""
+    return f"**not recorded**: {str(e).strip(chr(39) + chr(34))}"
 
 
 # -- Runs tab ----------------------------------------------------------------------------------------
@@ -109,8 +119,14 @@ def runs_table(store: Store, *, text: str = "", status: str = "", suite: str = "
         release = latest(store, r.id, "release").get("")
         rows.append([r.id, r.created_at, r.status, r.model, r.adapter or "", r.suite, r.n_probes,
                      _pct(m, "correct"), _pct(m, "incorrect"), _pct(m, "not_attempted"), _pct(m, "f_score"),
-                     f"{release.new_value} by {release.reviewer}" if release else ""])
+                     _decision_text(release)])
     return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+
+
+def _decision_text(r: Any) -> str:
+    if r is None:
+        return ""
+    return f"{r.new_value} by {r.reviewer}" + (f" on {r.gate_id}" if r.gate_id else "")
 
 
 def interrupted_note(store: Store) -> str:
@@ -252,14 +268,55 @@ def compare_filters(store: Store, baseline: str, candidate: str) -> dict[str, li
 
 
 def signoff_line(store: Store, baseline: str, candidate: str) -> str:
-    """HTML: the release decision on the latest recorded gate of this pair, if any."""
-    from workbench.reviews import release_status
+    """HTML: the release decision on the latest recorded gate of this pair, or why there is none to sign."""
+    from workbench.regression.gate import recorded_gates
+    from workbench.reviews import gate_decisions, signoff_check
 
-    release = release_status(store, candidate)
-    if release is not None:
-        return (f"<p id='wb-release'>release: <b>{escape(release.new_value)}</b> by {escape(release.reviewer)} "
-                f"at {escape(release.at)}: {escape(release.reason)}</p>")
-    return "<p id='wb-release'>release: no sign-off yet</p>"
+    gates = recorded_gates(store, candidate=candidate, baseline=baseline)
+    if not gates:
+        return ("<p id='wb-release'>release: <b>no recorded gate for this pair</b>: record one (below) before a "
+                "sign-off</p>")
+    gate = gates[-1]
+    decision = gate_decisions(store).get(gate.id)
+    warn = signoff_check(store, candidate, gate.id).warning()
+    out = f"<p id='wb-release'>release on gate <code>{escape(gate.id)}</code> ({escape(gate.verdict)}): "
+    if decision is None:
+        out += "no sign-off yet"
+    else:
+        out += (f"<b>{escape(decision.new_value)}</b> by {escape(decision.reviewer)} at {escape(decision.at)}: "
+                f"{escape(decision.reason)}")
+    return out + (f"<br><b style='color:#9a6700'>{escape(warn)}</b>" if warn else "") + "</p>"
+
+
+# -- Sign-off (Review tab) ---------------------------------------------------------------------------
+
+
+def gate_choices(store: Store, run_id: str) -> list[tuple[str, str]]:
+    """(label, gate id) of every recorded gate with `run_id` as candidate, newest first; [] for no run."""
+    from workbench.regression.gate import recorded_gates
+
+    if not run_id:
+        return []
+    rid = store.get_run(run_id).id
+    return [(f"{g.id} · {g.verdict} · baseline {g.baseline_run} · {g.created_at[:19]}", g.id)
+            for g in reversed(recorded_gates(store, candidate=rid))]
+
+
+def signoff_note(store: Store, run_id: str, gate_id: str = "") -> str:
+    """Markdown shown beside the sign-off form: the gate the decision is about, and any warning (no gate:
+    a sign-off is refused; grades changed since the gate: a sign-off needs the confirmation box)."""
+    from workbench.reviews import signoff_check
+
+    if not run_id:
+        return "pick the candidate run to sign off or block"
+    check = signoff_check(store, run_id, gate_id)
+    if check.gate_id is None:
+        return f"**no sign-off possible**: {check.warning()}"
+    head = (f"decision on gate `{check.gate_id}` (**{check.gate_verdict}**, baseline `{check.baseline_run}`, "
+            f"candidate `{check.run_id}`)")
+    if check.changed:
+        return f"{head}\n\n**warning**: {check.warning()}; tick *confirm* to sign off anyway"
+    return head
 
 
 # -- Probe detail ------------------------------------------------------------------------------------
