@@ -70,21 +70,22 @@ def build_app(workspace: str | Path) -> Any:
     @_ui_errors
     def refresh_runs(text: str, status: str, suite: str) -> tuple[Any, ...]:
         choices = views.run_choices(store)
-        ids = [c[1] for c in choices]
         filt = views.run_filters(store)
         return (views.runs_table(store, text=text, status=status or "", suite=suite or ""),
                 gr.Dropdown(choices=["", *filt["status"]]), gr.Dropdown(choices=["", *filt["suite"]]),
                 gr.Dropdown(choices=choices), gr.Dropdown(choices=choices), gr.Dropdown(choices=choices),
-                gr.Dropdown(choices=choices), gr.Dropdown(choices=choices, value=ids[:4]),
+                gr.Dropdown(choices=choices), gr.Dropdown(choices=choices, value=views.finished_runs(store)[:4]),
                 views.cli_runs(ws), views.interrupted_note(store))
 
     @_ui_errors
     def first_load(text: str, status: str, suite: str) -> tuple[Any, ...]:
-        """The page's first content (after login): runs, and the second newest run as the baseline."""
+        """The page's first content (after login): runs, and the latest gated pair of finished runs picked
+        (`views.default_pair`) in Compare, Fix and Review."""
         out = refresh_runs(text, status, suite)
         choices = views.run_choices(store)
-        baseline_pick = gr.Dropdown(choices=choices, value=choices[1][1] if len(choices) > 1 else None)
-        return (*out[:3], baseline_pick, *out[4:], f"## Hallucination Workbench · workspace `{ws}`")
+        base, cand = views.default_pair(store)
+        picks = [gr.Dropdown(choices=choices, value=v or None) for v in (base, cand, cand, cand)]
+        return (*out[:3], *picks, *out[7:], f"## Hallucination Workbench · workspace `{ws}`")
 
     @_ui_errors
     def runs_table(text: str, status: str, suite: str) -> Any:
@@ -94,22 +95,25 @@ def build_app(workspace: str | Path) -> Any:
     def tag_chart(run_ids: list[str] | None, metric: str) -> str:
         return views.tag_metrics_chart(store, run_ids or [], metric)
 
-    @_ui_errors
     def compare(baseline: str, candidate: str, tag: str, transition: str, category: str) -> tuple[Any, ...]:
-        if not baseline or not candidate:
-            raise gr.Error("pick a baseline and a candidate run")
-        v = views.compare_runs(store, baseline, candidate, tag=tag or "", transition=transition or views.ANY_CHANGE,
-                               category=category or "")
-        f = views.compare_filters(store, baseline, candidate)
+        # A refusal comes back as the summary (views.compare_or_refusal): every output is replaced, so no
+        # earlier pair's verdict or recorded-gate line stays beside it, and no modal covers the page.
+        v = views.compare_or_refusal(store, baseline or "", candidate or "", tag=tag or "",
+                                     transition=transition or views.ANY_CHANGE, category=category or "")
+        f = views.compare_filters(store, baseline, candidate) if v.verdict else {"tag": [], "category": []}
         return (v.summary_html, v.metrics, v.transitions, v.probes, v.cli,
                 gr.Dropdown(choices=["", *f["tag"]]), gr.Dropdown(choices=["", *f["category"]]),
-                gr.Dropdown(choices=v.probe_ids))
+                gr.Dropdown(choices=v.probe_ids), "")
 
-    @_ui_errors
     def record_gate(baseline: str, candidate: str) -> tuple[str, str]:
         from workbench.regression.gate import gate_runs
 
-        rec = gate_runs(store, baseline, candidate)
+        try:
+            if not baseline or not candidate:
+                raise WorkbenchError("pick a baseline and a candidate run")
+            rec = gate_runs(store, baseline, candidate)
+        except (WorkbenchError, ValueError, KeyError) as e:
+            return views.refusal(e), ""
         report = Path(rec.reports["html"]).resolve().relative_to(ws.resolve())
         return (f"recorded gate `{rec.id}`: **{rec.result.verdict}**; report `{report}`",
                 views.cli_regress(ws, baseline, candidate))
@@ -349,7 +353,7 @@ def build_app(workspace: str | Path) -> Any:
         rv_run.change(lambda r: gr.Dropdown(value=r), rv_run, rl_run, api_visibility="private")
         candidate.change(lambda r: (r, r), candidate, [rv_run, rl_run], api_visibility="private")
 
-        compare_outputs = [summary, metrics_df, trans_df, probes_df, compare_cli, c_tag, c_cat, probe_pick]
+        compare_outputs = [summary, metrics_df, trans_df, probes_df, compare_cli, c_tag, c_cat, probe_pick, gate_msg]
         compare_btn.click(compare, [baseline, candidate, c_tag, c_trans, c_cat], compare_outputs, api_name="compare")
         for dd in (c_tag, c_trans, c_cat):
             dd.input(compare, [baseline, candidate, c_tag, c_trans, c_cat], compare_outputs, api_visibility="private")

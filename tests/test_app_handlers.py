@@ -289,6 +289,36 @@ def test_a_run_in_progress_shows_up(data: AppData, store: Store) -> None:
         views.compare_runs(store, data.baseline, rid)
 
 
+def test_defaults_pick_the_latest_gated_pair_of_finished_runs(data: AppData, store: Store) -> None:
+    """Unfinished runs are marked in the dropdowns and never preselected; a recorded gate's pair wins."""
+    from workbench.regression.gate import gate_runs
+
+    assert views.default_pair(store) == (data.baseline, data.candidate)  # no gate yet: the two newest finished
+    kw: dict[str, Any] = {"adapter": None, "backend": "hf", "fingerprint": "f", "suite": "world",
+                          "suite_config": {}, "options": {}, "n_probes": 3, "skipped_bad": 0}
+    failed = store.create_run(model="m-failed", **kw)
+    store.finish_run(failed, status="failed", metrics=None, generated=0, cached=0)
+    running = store.create_run(model="m-partial", **kw)
+    assert views.default_pair(store) == (data.baseline, data.candidate)
+    assert views.finished_runs(store) == [data.candidate, data.baseline]
+    labels = {rid: label for label, rid in views.run_choices(store)}
+    assert labels[running].startswith("⚠ RUNNING · ") and labels[failed].startswith("⚠ FAILED · ")
+    assert labels[data.candidate].startswith(data.candidate)
+    gate_runs(store, data.candidate, data.baseline)  # the latest gate compares the other way round
+    assert views.default_pair(store) == (data.candidate, data.baseline)
+
+
+def test_a_refused_comparison_replaces_the_previous_result(data: AppData, store: Store) -> None:
+    ok = views.compare_or_refusal(store, data.baseline, data.candidate)
+    assert ok.verdict == "fail" and ok.probe_ids
+    rid = store.create_run(model="m", adapter=None, backend="hf", fingerprint="f", suite="world", suite_config={},
+                           options={}, n_probes=3, skipped_bad=0)
+    bad = views.compare_or_refusal(store, data.baseline, rid)
+    assert bad.verdict == "" and "cannot compare" in bad.summary_html and "must be finished" in bad.summary_html
+    assert "gate:" not in bad.summary_html and bad.probes.empty and not bad.probe_ids and bad.metrics.empty
+    assert "pick a baseline and a candidate" in views.compare_or_refusal(store, "", data.candidate).summary_html
+
+
 def test_fix_tab_preflight_and_fixset(data: AppData, store: Store) -> None:
     from finetune import ui
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.errors import WorkbenchError
 from workbench.grading.normalize import normalize
 from workbench.regression.stats import METRICS, VERDICT_ORDER
 from workbench.regression.transitions import Flip, Transition, flip_of, transition_of, verdict_changed
@@ -88,14 +89,33 @@ def refusal(e: BaseException) -> str:
 
 
 def run_label(run: RunRecord) -> str:
-    """`run-... · model + adapter · suite` for dropdowns."""
+    """`run-... · model + adapter · suite` for dropdowns; an unfinished run (running, interrupted, failed)
+    starts with its status in capitals, so it reads before the dropdown cuts the label."""
     model = Path(run.model).name + (f" + {Path(run.adapter).name}" if run.adapter else "")
-    return f"{run.id} · {model} · {run.suite} · {run.status}"
+    mark = "" if run.status == "done" else f"⚠ {run.status.upper()} · "
+    return f"{mark}{run.id} · {model} · {run.suite}"
 
 
 def run_choices(store: Store) -> list[tuple[str, str]]:
     """(label, run id) pairs, newest first."""
     return [(run_label(r), r.id) for r in reversed(store.list_runs())]
+
+
+def finished_runs(store: Store) -> list[str]:
+    """Ids of the finished (`done`) runs, newest first: the only ones the app preselects."""
+    return [r.id for r in reversed(store.list_runs()) if r.status == "done"]
+
+
+def default_pair(store: Store) -> tuple[str, str]:
+    """(baseline, candidate) the app preselects: the latest recorded gate whose runs are both finished, else
+    the two newest finished runs (older as baseline); "" where there is none. Unfinished runs never."""
+    from workbench.regression.gate import recorded_gates
+
+    done = finished_runs(store)
+    for g in reversed(recorded_gates(store)):
+        if g.baseline_run in done and g.candidate_run in done:
+            return g.baseline_run, g.candidate_run
+    return (done[1] if len(done) > 1 else ""), (done[0] if done else "")
 
 
 def _pct(m: Mapping[str, Any] | None, key: str) -> float | None:
@@ -238,6 +258,22 @@ def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", 
     summary += f"\n<p>showing group <b>{escape(group.name)}</b> ({group.n} probes); {len(rows)} probes listed below</p>"
     return CompareView(summary, metrics, transitions, probes, [r[0] for r in rows],
                        cli_regress(store.workspace, b_out.run_id, c_out.run_id), result.verdict)
+
+
+def compare_or_refusal(store: Store, baseline: str, candidate: str, *, tag: str = "", transition: str = ANY_CHANGE,
+                       category: str = "") -> CompareView:
+    """`compare_runs`, or, when it cannot compare (no pair picked, unfinished runs, different settings), an
+    empty view whose summary says why: a refusal replaces the previous pair's result, never sits beside it."""
+    try:
+        if not baseline or not candidate:
+            raise WorkbenchError("pick a baseline and a candidate run")
+        return compare_runs(store, baseline, candidate, tag=tag, transition=transition, category=category)
+    except (WorkbenchError, ValueError, KeyError) as e:
+        why = escape(str(e).strip(chr(39) + chr(34))).replace("\n", "<br>")
+        empty = pd.DataFrame()
+        return CompareView(f"<div id='wb-refused' style='color:#cf222e'><b>cannot compare</b>: {why}</div>",
+                           empty, empty, pd.DataFrame(columns=list(PROBE_COLUMNS)), [],
+                           cli_regress(store.workspace, baseline, candidate) if baseline and candidate else "", "")
 
 
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
