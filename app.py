@@ -257,7 +257,7 @@ def build_app(workspace: str | Path) -> Any:
                                          elem_id="probes-table", wrap=True)
                 with gr.Row():
                     gate_btn = gr.Button("Record gate verdict")
-                    gate_msg = gr.Markdown()
+                    gate_msg = gr.Markdown(elem_id="gate-msg")
                 compare_cli = gr.Textbox(label="equivalent CLI", interactive=False, buttons=["copy"])
 
             with gr.Tab("Probe detail", id="detail"):
@@ -366,7 +366,8 @@ def build_app(workspace: str | Path) -> Any:
 
         rv_target.change(value_choices, rv_target, rv_value, api_visibility="private")
         rv_btn.click(override, [rv_name, rv_run, rv_probe, rv_target, rv_value, rv_reason],
-                     [rv_msg, rv_log, review_cli], api_name="override")
+                     [rv_msg, rv_log, review_cli], api_name="override").then(
+            signoff_note, [rl_run, rl_gate], rl_note, api_visibility="private")  # an override may stale the gate
         rl_btn.click(release, [rv_name, rl_run, rl_gate, rl_decision, rl_reason, rl_confirm],
                      [rl_msg, rv_log, rv_gates, review_cli], api_name="release")
         rl_run.change(signoff_form, rl_run, [rl_gate, rl_note], api_visibility="private")
