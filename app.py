@@ -101,7 +101,7 @@ def build_app(workspace: str | Path) -> Any:
         v = views.compare_or_refusal(store, baseline or "", candidate or "", tag=tag or "",
                                      transition=transition or views.ANY_CHANGE, category=category or "")
         f = views.compare_filters(store, baseline, candidate) if v.verdict else {"tag": [], "category": []}
-        return (v.summary_html, v.metrics, v.transitions, v.probes, v.cli,
+        return (v.summary_html, v.metrics, v.transitions, views.styled_probes(v.probes), v.cli,
                 gr.Dropdown(choices=["", *f["tag"]]), gr.Dropdown(choices=["", *f["category"]]),
                 gr.Dropdown(choices=v.probe_ids), "")
 
@@ -253,8 +253,10 @@ def build_app(workspace: str | Path) -> Any:
                 with gr.Row():
                     metrics_df = gr.Dataframe(label="metric deltas (points, paired bootstrap CI)", interactive=False)
                     trans_df = gr.Dataframe(label="transition matrix", interactive=False)
-                probes_df = gr.Dataframe(label="probes (click a row for its detail)", interactive=False,
-                                         elem_id="probes-table", wrap=True)
+                probes_df = gr.Dataframe(label="probes: broken first, then by id (click a row for its detail)",
+                                         interactive=False, elem_id="probes-table", wrap=True,
+                                         column_widths=["9%", "15%", "9%", "10%", "7%", "14%", "7%", "14%", "8%",
+                                                        "7%"])
                 with gr.Row():
                     gate_btn = gr.Button("Record gate verdict")
                     gate_msg = gr.Markdown(elem_id="gate-msg")

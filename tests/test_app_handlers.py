@@ -126,6 +126,24 @@ def test_an_inconclusive_verdict_is_never_shown_as_a_pass() -> None:
     assert "now_abstains</b> 96" in html and "could not fail on this probe set" in html
 
 
+def test_probe_table_shows_question_accepted_answer_and_cut_answers(data: AppData, store: Store) -> None:
+    v = views.compare_runs(store, data.baseline, data.candidate, transition="all")
+    assert list(v.probes.columns) == list(views.PROBE_COLUMNS)
+    base, cand = load_results(store, data.baseline).by_id(), load_results(store, data.candidate).by_id()
+    for row in v.probes.to_dict("records"):
+        probe = base[row["probe"]].probe
+        assert row["question"] == probe.question and row["accepted answer"] == " | ".join(probe.answers)
+        assert row["baseline answer"] == views.answer_cell(base[row["probe"]])
+        assert row["candidate answer"] == views.answer_cell(cand[row["probe"]])
+    assert any(a.endswith(views.TRUNCATED) for a in v.probes["candidate answer"])  # the random adapter rambles
+    pr = next(iter(cand.values()))
+    for reason, suffix in (("length", views.TRUNCATED), ("stop", "")):
+        g = dataclasses.replace(pr.greedy[0], finish_reason=reason)
+        assert views.answer_cell(dataclasses.replace(pr, greedy=(g, *pr.greedy[1:]))) == g.text + suffix
+    html = views.styled_probes(v.probes).to_html()
+    assert "color: #cf222e" in html and "color: #1a7f37" in html  # incorrect red, correct green
+
+
 def test_probe_detail_shows_both_models_samples_and_evidence(data: AppData, store: Store) -> None:
     pid = views.compare_runs(store, data.baseline, data.candidate, transition="broken").probe_ids[0]
     html = views.probe_detail(store, pid, [data.baseline, data.candidate])
@@ -133,6 +151,9 @@ def test_probe_detail_shows_both_models_samples_and_evidence(data: AppData, stor
     assert probe.question.split()[0] in html and probe.answers[0] in html
     assert data.baseline in html and data.candidate in html
     assert "agreement" in html and "entropy" in html and html.count("paraphrase 1") == 2
+    cut = [g for r in (data.baseline, data.candidate) for g in load_results(store, r).by_id()[pid].greedy
+           if g.finish_reason == "length"]
+    assert html.count("cut at max_tokens") == len(cut)  # every greedy answer cut at the token limit is marked
     # the candidate's failure has its attribution, with the corpus rows as evidence
     assert "attribution:" in html and "support_rows (supports)" in html and "conflict_rows (contradicts)" in html
     assert "pick a probe" in views.probe_detail(store, "", [data.baseline])

@@ -26,14 +26,18 @@ from workbench.errors import WorkbenchError
 from workbench.grading.normalize import normalize
 from workbench.regression.stats import METRICS, VERDICT_ORDER
 from workbench.regression.transitions import Flip, Transition, flip_of, transition_of, verdict_changed
+from workbench.results import ProbeResult
 from workbench.store import RunRecord, Store
 from workbench.types import Verdict
 from workbench.verdict_html import verdict_summary_html
 
 RUN_COLUMNS = ("run", "created", "status", "model", "adapter", "suite", "n", "correct %", "hallucinated %",
                "abstained %", "F", "release")
-PROBE_COLUMNS = ("probe", "change", "tags", "category", "baseline verdict", "candidate verdict",
-                 "baseline answer", "candidate answer")
+PROBE_COLUMNS = ("probe", "question", "accepted answer", "change", "baseline verdict", "baseline answer",
+                 "candidate verdict", "candidate answer", "tags", "category")
+TRUNCATED = " ✂ [cut at max_tokens]"
+"""Appended to an answer the backend stopped at the token limit (finish_reason `length`): its grade may be
+about a cut answer."""
 ANY_CHANGE = "any verdict change"
 TRANSITION_FILTERS = (ANY_CHANGE, "broken", "fixed", *(str(t) for t in Transition if t != Transition.FIXED), "all",
                       *(f"{a} -> {b}" for a in VERDICT_ORDER for b in VERDICT_ORDER))
@@ -229,10 +233,12 @@ def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", 
     probe list, and `tag` also selects the group whose metrics and transitions are shown. The list shows
     broken probes first, then the rest in natural id order (nq2 before nq10)."""
     from workbench.regression.gate import compare_stored
+    from workbench.results import load_results
 
     if transition not in TRANSITION_FILTERS:
         raise ValueError(f"`transition` must be one of {', '.join(TRANSITION_FILTERS)}, got {transition!r}")
     result, b_out, c_out = compare_stored(store, baseline, candidate)
+    b_res, c_res = load_results(store, b_out.run_id).by_id(), load_results(store, c_out.run_id).by_id()
     group = result.by_tag.get(tag, result.overall) if tag else result.overall
     metrics = pd.DataFrame([[m, round(100 * d.baseline, 1), round(100 * d.candidate, 1), round(100 * d.delta, 1),
                              round(100 * d.ci_low, 1), round(100 * d.ci_high, 1)]
@@ -251,8 +257,10 @@ def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", 
             continue
         if not _transition_matches(transition, b.verdict, c.verdict):
             continue
-        rows.append([pid, str(transition_of(b.verdict, c.verdict)), ", ".join(b.tags), cat, str(b.verdict),
-                     str(c.verdict), b.answer, c.answer])
+        probe = b_res[pid].probe
+        rows.append([pid, probe.question, " | ".join(probe.answers), str(transition_of(b.verdict, c.verdict)),
+                     str(b.verdict), answer_cell(b_res[pid]), str(c.verdict), answer_cell(c_res[pid]),
+                     ", ".join(b.tags), cat])
     probes = pd.DataFrame(rows, columns=list(PROBE_COLUMNS))
     summary = verdict_summary_html(result, signoff_html=signoff_line(store, b_out.run_id, c_out.run_id))
     summary += f"\n<p>showing group <b>{escape(group.name)}</b> ({group.n} probes); {len(rows)} probes listed below</p>"
@@ -274,6 +282,26 @@ def compare_or_refusal(store: Store, baseline: str, candidate: str, *, tag: str 
         return CompareView(f"<div id='wb-refused' style='color:#cf222e'><b>cannot compare</b>: {why}</div>",
                            empty, empty, pd.DataFrame(columns=list(PROBE_COLUMNS)), [],
                            cli_regress(store.workspace, baseline, candidate) if baseline and candidate else "", "")
+
+
+def answer_cell(pr: ProbeResult) -> str:
+    """The greedy answer to the question, marked when the backend cut it at the token limit."""
+    g = pr.greedy[0]
+    return g.text + (TRUNCATED if g.finish_reason == "length" else "")
+
+
+_CHANGE_CSS = {"broken_hallucinates": "#cf222e", "broken_abstains": "#cf222e", "fixed": "#1a7f37",
+               "now_abstains": "#9a6700", "now_hallucinates": "#cf222e"}
+
+
+def styled_probes(df: pd.DataFrame) -> Any:
+    """The probe table with coloured verdicts and changes (a pandas Styler, which gr.Dataframe renders)."""
+    def colour(css: Mapping[str, str]) -> Any:
+        return lambda v: f"color: {css[v]}; font-weight: 600" if v in css else ""
+
+    verdicts = [c for c in ("baseline verdict", "candidate verdict") if c in df.columns]
+    styler = df.style.map(colour(_VERDICT_CSS), subset=verdicts)
+    return styler.map(colour(_CHANGE_CSS), subset=["change"]) if "change" in df.columns else styler
 
 
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
@@ -432,7 +460,8 @@ def _run_answers(run: RunRecord, pr: Any, reviews: Sequence[Any]) -> str:
         samples = [a for a in pr.samples if a.variant == g.variant]
         sample_txt = "; ".join(f"{escape(a.text)} ({_verdict(str(a.verdict))})" for a in samples) or "-"
         name = "question" if g.variant == 0 else f"paraphrase {g.variant}"
-        out.append(f"<tr><td>{name}</td><td>{escape(g.text)}</td><td>{_verdict(str(g.verdict))}</td>"
+        cut = f"<b class='wb-truncated'>{escape(TRUNCATED)}</b>" if g.finish_reason == "length" else ""
+        out.append(f"<tr><td>{name}</td><td>{escape(g.text)}{cut}</td><td>{_verdict(str(g.verdict))}</td>"
                    f"<td>{sample_txt}</td></tr>")
     out.append("</table>")
     return "\n".join(out)
