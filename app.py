@@ -49,7 +49,7 @@ def build_app(workspace: str | Path) -> Any:
     from finetune.fixset import STRATEGIES
     from finetune.job import METHODS as JOB_METHODS
     from finetune.preflight import METHODS as PREFLIGHT_METHODS
-    from workbench import reviews, views
+    from workbench import reviews, signoff_views, views
     from workbench.attribution.types import CATEGORIES
     from workbench.errors import WorkbenchError
     from workbench.regression.stats import METRICS
@@ -158,15 +158,15 @@ def build_app(workspace: str | Path) -> Any:
     def signoff_form(run_id: str) -> tuple[Any, str]:
         """The candidate's recorded gates (latest preselected) and what a sign-off on it would be about."""
         try:
-            choices = views.gate_choices(store, run_id or "")
+            choices = signoff_views.gate_choices(store, run_id or "")
             return (gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
-                    views.signoff_note(store, run_id or "", choices[0][1] if choices else ""))
+                    signoff_views.signoff_note(store, run_id or "", choices[0][1] if choices else ""))
         except (WorkbenchError, ValueError, KeyError) as e:
             return gr.Dropdown(choices=[], value=None), views.refusal(e)
 
     def signoff_note(run_id: str, gate_id: str) -> str:
         try:
-            return views.signoff_note(store, run_id or "", gate_id or "")
+            return signoff_views.signoff_note(store, run_id or "", gate_id or "")
         except (WorkbenchError, ValueError, KeyError) as e:
             return views.refusal(e)
 

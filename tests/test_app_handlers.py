@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from _appdata import AppData, make_app_workspace
 
-from workbench import reviews, views
+from workbench import reviews, signoff_views, views
 from workbench.errors import WorkbenchError
 from workbench.grading.normalize import normalize
 from workbench.regression.gate import history
@@ -255,7 +255,7 @@ def test_a_signoff_is_tied_to_one_recorded_gate(data: AppData, store: Store) -> 
 
     with pytest.raises(WorkbenchError, match="has no recorded gate: a sign-off is tied to one"):
         reviews.record_release(store, reviewer="ann", run_id=data.candidate, decision="signoff", reason="ok")
-    assert "no sign-off possible" in views.signoff_note(store, data.candidate)
+    assert "no sign-off possible" in signoff_views.signoff_note(store, data.candidate)
     assert "no recorded gate for this pair" in views.compare_runs(store, data.baseline, data.candidate).summary_html
     assert reviews.record_release(store, reviewer="ann", run_id=data.candidate, decision="block",
                                   reason="no gate yet").gate_id is None
@@ -268,7 +268,7 @@ def test_a_signoff_is_tied_to_one_recorded_gate(data: AppData, store: Store) -> 
     reviews.record_override(store, reviewer="ann", run_id=data.candidate, probe_id=pid, target="verdict",
                             new_value="correct", reason="alias")
     assert reviews.signoff_check(store, data.candidate).changed == (f"{data.candidate}:{pid}",)
-    note = views.signoff_note(store, data.candidate, g1)
+    note = signoff_views.signoff_note(store, data.candidate, g1)
     assert "changed 1 grade it saw" in note and "confirm" in note and g1 in note
     with pytest.raises(WorkbenchError, match="changed 1 grade it saw"):
         reviews.record_release(store, reviewer="bob", run_id=data.candidate, decision="signoff", reason="again")
@@ -285,7 +285,7 @@ def test_a_signoff_is_tied_to_one_recorded_gate(data: AppData, store: Store) -> 
     table = views.gate_history_table(store).set_index("gate")["sign-off"]
     assert table[g1].startswith("signoff by bob") and table[g2] == ""
     assert "no sign-off yet" in views.compare_runs(store, data.baseline, data.candidate).summary_html
-    assert [g for _, g in views.gate_choices(store, data.candidate)] == [g2, g1]
+    assert [g for _, g in signoff_views.gate_choices(store, data.candidate)] == [g2, g1]
     assert views.runs_table(store)["release"].iloc[0] == f"signoff by bob on {g1}"
     assert len(views.reviews_table(store)) == 5  # block, signoff, override, confirmed signoff, override
     with pytest.raises(WorkbenchError, match="unknown gate of candidate run"):
