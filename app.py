@@ -101,7 +101,8 @@ def build_app(workspace: str | Path) -> Any:
         v = views.compare_or_refusal(store, baseline or "", candidate or "", tag=tag or "",
                                      transition=transition or views.ANY_CHANGE, category=category or "")
         f = views.compare_filters(store, baseline, candidate) if v.verdict else {"tag": [], "category": []}
-        return (v.summary_html, v.metrics, v.transitions, views.styled_probes(v.probes), v.cli,
+        return (v.summary_html, v.metrics, views.transition_heatmap(v.transitions), views.styled_probes(v.probes),
+                v.cli,
                 gr.Dropdown(choices=["", *f["tag"]]), gr.Dropdown(choices=["", *f["category"]]),
                 gr.Dropdown(choices=v.probe_ids), "")
 
@@ -224,7 +225,8 @@ def build_app(workspace: str | Path) -> Any:
                     f_status = gr.Dropdown(label="status", choices=[""], value="", allow_custom_value=True, scale=1)
                     f_suite = gr.Dropdown(label="suite", choices=[""], value="", allow_custom_value=True, scale=1)
                     refresh_btn = gr.Button("Refresh", variant="primary", scale=1, elem_id="runs-refresh")
-                runs_df = gr.Dataframe(label="runs", interactive=False, elem_id="runs-table")
+                runs_df = gr.Dataframe(views.empty(views.RUN_COLUMNS), label="runs", interactive=False,
+                                   elem_id="runs-table")
                 runs_note = gr.Markdown(elem_id="runs-note")
                 with gr.Row():
                     plot_runs = gr.Dropdown(label="runs to plot", multiselect=True, choices=initial,
@@ -251,12 +253,15 @@ def build_app(workspace: str | Path) -> Any:
                     compare_btn = gr.Button("Compare", variant="primary", elem_id="compare-btn")
                 summary = gr.HTML(elem_id="compare-summary")
                 with gr.Row():
-                    metrics_df = gr.Dataframe(label="metric deltas (points, paired bootstrap CI)", interactive=False)
-                    trans_df = gr.Dataframe(label="transition matrix", interactive=False)
-                probes_df = gr.Dataframe(label="probes: broken first, then by id (click a row for its detail)",
-                                         interactive=False, elem_id="probes-table", wrap=True,
-                                         column_widths=["9%", "15%", "9%", "10%", "7%", "14%", "7%", "14%", "8%",
-                                                        "7%"])
+                    metrics_df = gr.Dataframe(views.empty(views.METRIC_COLUMNS), interactive=False,
+                                              label="metric deltas (points, paired bootstrap CI)")
+                    trans_df = gr.Dataframe(views.empty(views.TRANSITION_COLUMNS), interactive=False,
+                                            label="transition matrix (rows: baseline; red worse, green fixed, "
+                                                  "amber now abstains)", elem_id="transitions")
+                probes_df = gr.Dataframe(views.empty(views.PROBE_COLUMNS), interactive=False, elem_id="probes-table",
+                                         label="probes: broken first, then by id (click a row for its detail)",
+                                         wrap=True, column_widths=["9%", "15%", "9%", "10%", "7%", "14%", "7%", "14%",
+                                                                   "8%", "7%"])
                 with gr.Row():
                     gate_btn = gr.Button("Record gate verdict")
                     gate_msg = gr.Markdown(elem_id="gate-msg")
@@ -335,8 +340,10 @@ def build_app(workspace: str | Path) -> Any:
                 rl_note = gr.Markdown(elem_id="release-note")
                 rl_msg = gr.Markdown(elem_id="release-msg")
                 rv_refresh = gr.Button("Refresh log")
-                rv_log = gr.Dataframe(label="review log (append-only)", interactive=False)
-                rv_gates = gr.Dataframe(label="gate history with sign-offs", interactive=False)
+                rv_log = gr.Dataframe(views.empty(views.REVIEW_COLUMNS), label="review log (append-only)",
+                                      interactive=False)
+                rv_gates = gr.Dataframe(views.empty(views.GATE_COLUMNS), label="gate history (a sign-off shows on "
+                                        "its gate)", interactive=False)
                 review_cli = gr.Textbox(label="equivalent CLI", interactive=False, buttons=["copy"])
 
         # -- wiring -------------------------------------------------------------------------------------

@@ -140,6 +140,11 @@ def test_probe_table_shows_question_accepted_answer_and_cut_answers(data: AppDat
     for reason, suffix in (("length", views.TRUNCATED), ("stop", "")):
         g = dataclasses.replace(pr.greedy[0], finish_reason=reason)
         assert views.answer_cell(dataclasses.replace(pr, greedy=(g, *pr.greedy[1:]))) == g.text + suffix
+    heat = views.transition_heatmap(v.transitions).to_html()
+    broken = int(v.transitions.iloc[0, 2])  # correct -> incorrect
+    assert broken > 0 and heat.count("rgba(207,34,46,") >= 1 and "rgba(26,127,55," in heat  # broken red, fixed green
+    zeros = int((v.transitions.iloc[:, 1:] == 0).to_numpy().sum())
+    assert heat.count("background-color") == 9 - zeros  # an empty cell stays blank
     html = views.styled_probes(v.probes).to_html()
     assert "color: #cf222e" in html and "color: #1a7f37" in html  # incorrect red, correct green
 

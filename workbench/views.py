@@ -39,12 +39,21 @@ PROBE_COLUMNS = ("probe", "question", "accepted answer", "change", "baseline ver
 TRUNCATED = " ✂ [cut at max_tokens]"
 """Appended to an answer the backend stopped at the token limit (finish_reason `length`): its grade may be
 about a cut answer."""
+METRIC_COLUMNS = ("metric", "baseline %", "candidate %", "delta pts", "ci low", "ci high")
+TRANSITION_COLUMNS = ("baseline \\ candidate", *(str(v) for v in VERDICT_ORDER))
+REVIEW_COLUMNS = ("id", "at", "reviewer", "target", "run", "probe", "old", "new", "reason")
+GATE_COLUMNS = ("gate", "at", "baseline", "candidate", "adapter", "verdict", "sign-off")
 ANY_CHANGE = "any verdict change"
 TRANSITION_FILTERS = (ANY_CHANGE, "broken", "fixed", *(str(t) for t in Transition if t != Transition.FIXED), "all",
                       *(f"{a} -> {b}" for a in VERDICT_ORDER for b in VERDICT_ORDER))
 """The Compare tab's transition filter: any verdict change (the default), McNemar's broken / fixed, each named
 Transition (`now_abstains`: a hallucination traded for abstention, ...), all probes, or one matrix cell."""
 _VERDICT_CSS = {"correct": "#1a7f37", "incorrect": "#cf222e", "not_attempted": "#9a6700"}
+
+
+def empty(columns: Sequence[str]) -> pd.DataFrame:
+    """A table with headers and no rows: what a table shows before its first result (not gradio's 1 2 3)."""
+    return pd.DataFrame(columns=list(columns))
 
 
 # -- CLI equivalents ---------------------------------------------------------------------------------
@@ -244,9 +253,9 @@ def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", 
     metrics = pd.DataFrame([[m, round(100 * d.baseline, 1), round(100 * d.candidate, 1), round(100 * d.delta, 1),
                              round(100 * d.ci_low, 1), round(100 * d.ci_high, 1)]
                             for m, d in group.metrics.items()],
-                           columns=["metric", "baseline %", "candidate %", "delta pts", "ci low", "ci high"])
+                           columns=list(METRIC_COLUMNS))
     transitions = pd.DataFrame([[str(VERDICT_ORDER[i]), *row] for i, row in enumerate(group.transitions.counts)],
-                               columns=["baseline \\ candidate", *(str(v) for v in VERDICT_ORDER)])
+                               columns=list(TRANSITION_COLUMNS))
     rows = []
     for pid in sorted(b_out.outcomes, key=lambda p: (flip_of(b_out.outcomes[p].verdict, c_out.outcomes[p].verdict)
                                                     != Flip.BROKEN, natural_key(p))):
@@ -279,9 +288,8 @@ def compare_or_refusal(store: Store, baseline: str, candidate: str, *, tag: str 
         return compare_runs(store, baseline, candidate, tag=tag, transition=transition, category=category)
     except (WorkbenchError, ValueError, KeyError) as e:
         why = escape(str(e).strip(chr(39) + chr(34))).replace("\n", "<br>")
-        empty = pd.DataFrame()
         return CompareView(f"<div id='wb-refused' style='color:#cf222e'><b>cannot compare</b>: {why}</div>",
-                           empty, empty, pd.DataFrame(columns=list(PROBE_COLUMNS)), [],
+                           empty(METRIC_COLUMNS), empty(TRANSITION_COLUMNS), empty(PROBE_COLUMNS), [],
                            cli_regress(store.workspace, baseline, candidate) if baseline and candidate else "", "")
 
 
@@ -303,6 +311,31 @@ def styled_probes(df: pd.DataFrame) -> Any:
     verdicts = [c for c in ("baseline verdict", "candidate verdict") if c in df.columns]
     styler = df.style.map(colour(_VERDICT_CSS), subset=verdicts)
     return styler.map(colour(_CHANGE_CSS), subset=["change"]) if "change" in df.columns else styler
+
+
+_TRANSITION_RGB = {Transition.BROKEN_HALLUCINATES: (207, 34, 46), Transition.BROKEN_ABSTAINS: (207, 34, 46),
+                   Transition.NOW_HALLUCINATES: (207, 34, 46), Transition.FIXED: (26, 127, 55),
+                   Transition.NOW_ABSTAINS: (154, 103, 0)}  # unchanged cells: grey
+
+
+def transition_heatmap(df: pd.DataFrame) -> Any:
+    """The 3x3 transition matrix (`CompareView.transitions`) as a heatmap Styler: each cell's shade grows with
+    its share of the largest cell; red where a probe got worse, green fixed, amber a hallucination traded for
+    abstention, grey unchanged; an empty cell stays blank."""
+    if df.empty:
+        return df
+    top = max(1, int(df.iloc[:, 1:].to_numpy().max()))
+    cols = list(df.columns[1:])
+
+    def shade(row: pd.Series) -> list[str]:
+        out = [""]
+        for col in cols:
+            k = int(row[col])
+            r, g, b = _TRANSITION_RGB.get(transition_of(Verdict(row.iloc[0]), Verdict(col)), (110, 119, 129))
+            out.append(f"background-color: rgba({r},{g},{b},{0.15 + 0.6 * k / top:.2f})" if k else "")
+        return out
+
+    return df.style.apply(shade, axis=1)
 
 
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
@@ -464,7 +497,7 @@ def reviews_table(store: Store, run_id: str | None = None) -> pd.DataFrame:
     """The review log, newest first."""
     from workbench.reviews import list_reviews
 
-    cols = ["id", "at", "reviewer", "target", "run", "probe", "old", "new", "reason"]
+    cols = list(REVIEW_COLUMNS)
     rows = [[r.id, r.at, r.reviewer, r.target, r.run_id, r.probe_id or "", r.old_value or "", r.new_value, r.reason]
             for r in reversed(list_reviews(store, run_id or None))]
     return pd.DataFrame(rows, columns=cols)
@@ -474,7 +507,7 @@ def gate_history_table(store: Store) -> pd.DataFrame:
     """Recorded gates (newest first) with the candidate's latest sign-off."""
     from workbench.regression.gate import history
 
-    cols = ["gate", "at", "baseline", "candidate", "adapter", "verdict", "sign-off"]
+    cols = list(GATE_COLUMNS)
     rows = []
     for h in reversed(history(store)):
         s = h["signoff"]
