@@ -87,7 +87,8 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
             cell = page.locator("#probes-table [role=gridcell].first-column").first
             probe_id = cell.inner_text().strip()
             assert probe_id and "broken" in page.locator("#probes-table").inner_text()
-            _shot(page, "compare")
+            page.locator("#transitions").scroll_into_view_if_needed()  # the heatmap and the probe table
+            _shot(page, "compare", full_page=False)
 
             cell.click()  # opens the Probe detail tab
             page.wait_for_selector("#probe-detail #wb-probe-detail")
