@@ -261,7 +261,8 @@ def build_app(workspace: str | Path) -> Any:
                 probes_df = gr.Dataframe(views.empty(views.PROBE_COLUMNS), interactive=False, elem_id="probes-table",
                                          label="probes: broken first, then by id (click a row for its detail)",
                                          wrap=True, column_widths=["9%", "15%", "9%", "10%", "7%", "14%", "7%", "14%",
-                                                                   "8%", "7%"])
+                                                                   "8%", "7%"],
+                                         show_search="search", pinned_columns=1, max_height=900)
                 with gr.Row():
                     gate_btn = gr.Button("Record gate verdict")
                     gate_msg = gr.Markdown(elem_id="gate-msg")
