@@ -159,6 +159,12 @@ def test_probe_detail_shows_both_models_samples_and_evidence(data: AppData, stor
     cut = [g for r in (data.baseline, data.candidate) for g in load_results(store, r).by_id()[pid].greedy
            if g.finish_reason == "length"]
     assert html.count("cut at max_tokens") == len(cut)  # every greedy answer cut at the token limit is marked
+    prompt = load_results(store, data.candidate).by_id()[pid].greedy[0].prompt
+    assert prompt and html.count("prompt sent (question)") == 2 and escape(prompt) in html
+    assert html.count("<ol class='wb-samples'>") == 4  # question + 1 paraphrase, both runs: one sample a line
+    assert views.format_value(0.005347582224854227) == "0.00535"
+    assert views.format_value({"p_value": 0.005347582224854227, "n": 3}) == '{"p_value": 0.00535, "n": 3}'
+    assert views.format_value("x" * 500).endswith("…") and len(views.format_value("x" * 500)) == 400
     # the candidate's failure has its attribution, with the corpus rows as evidence
     assert "attribution:" in html and "support_rows (supports)" in html and "conflict_rows (contradicts)" in html
     assert "pick a probe" in views.probe_detail(store, "", [data.baseline])

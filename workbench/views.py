@@ -440,12 +440,16 @@ def _run_answers(run: RunRecord, pr: Any, reviews: Sequence[Any]) -> str:
     out.append("<table><tr><th>variant</th><th>greedy answer</th><th>grade</th><th>samples (grade)</th></tr>")
     for g in pr.greedy:
         samples = [a for a in pr.samples if a.variant == g.variant]
-        sample_txt = "; ".join(f"{escape(a.text)} ({_verdict(str(a.verdict))})" for a in samples) or "-"
+        sample_txt = ("<ol class='wb-samples'>" + "".join(
+            f"<li>{escape(a.text)} ({_verdict(str(a.verdict))})</li>" for a in samples) + "</ol>") if samples else "-"
         name = "question" if g.variant == 0 else f"paraphrase {g.variant}"
         cut = f"<b class='wb-truncated'>{escape(TRUNCATED)}</b>" if g.finish_reason == "length" else ""
         out.append(f"<tr><td>{name}</td><td>{escape(g.text)}{cut}</td><td>{_verdict(str(g.verdict))}</td>"
                    f"<td>{sample_txt}</td></tr>")
     out.append("</table>")
+    if pr.greedy:  # the exact text the model got (template applied), on demand
+        out.append(f"<details class='wb-prompt'><summary>prompt sent (question)</summary>"
+                   f"<pre style='white-space:pre-wrap'>{escape(pr.greedy[0].prompt)}</pre></details>")
     return "\n".join(out)
 
 
@@ -474,19 +478,30 @@ def _evidence_html(evidence: Mapping[str, Any], depth: int = 0) -> str:
                 rows.append(f"<div>{label}</div>")
                 continue
             head = "".join(f"<th>{escape(str(k))}</th>" for k in value[0])
-            body = "".join(
-                "<tr>" + "".join(f"<td>{escape(_short(v))}</td>" for v in row.values()) + "</tr>" for row in value)
+            body = "".join("<tr>" + "".join(f"<td>{escape(format_value(v))}</td>" for v in row.values()) + "</tr>"
+                           for row in value)
             rows.append(f"<details open><summary>{label}</summary><table><tr>{head}</tr>{body}</table></details>")
         elif isinstance(value, dict) and value and depth < 3:
             rows.append(f"<div><b>{escape(key)}</b>:<div style='margin-left:1.5em'>"
                         f"{_evidence_html(value, depth + 1)}</div></div>")
         else:
-            rows.append(f"<div><b>{escape(key)}</b>: {escape(_short(value))}</div>")
+            rows.append(f"<div><b>{escape(key)}</b>: {escape(format_value(value))}</div>")
     return "<div class='wb-evidence'>" + "\n".join(rows) + "</div>" if rows else ""
 
 
-def _short(value: Any, limit: int = 400) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
+def format_value(value: Any, limit: int = 400) -> str:
+    """An evidence value for a reader: floats to 3 significant digits (also inside lists and dicts), long
+    text cut at `limit` characters with an ellipsis."""
+    def rounded(v: Any) -> Any:
+        if isinstance(v, float):
+            return float(f"{v:.3g}")
+        if isinstance(v, list | tuple):
+            return [rounded(x) for x in v]
+        if isinstance(v, dict):
+            return {k: rounded(x) for k, x in v.items()}
+        return v
+
+    text = value if isinstance(value, str) else json.dumps(rounded(value), default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
