@@ -22,6 +22,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# Keyboard steps through the listed probes on the Probe detail tab (j / → next, k / ← previous), as inspect's log
+# viewer and promptfoo's result view do; keys typed into a field are left alone.
+KEYS_JS = """() => { document.addEventListener('keydown', (e) => {
+  const t = e.target;
+  if (e.ctrlKey || e.metaKey || e.altKey) return;
+  if (t && t.closest && (t.closest('input, textarea, select') || t.isContentEditable)) return;
+  if (!document.querySelector('#probe-detail')?.offsetParent) return;
+  const id = {j: 'probe-next', ArrowRight: 'probe-next', k: 'probe-prev', ArrowLeft: 'probe-prev'}[e.key];
+  if (id) { document.getElementById(id)?.click(); e.preventDefault(); }
+}); }"""
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -104,7 +114,7 @@ def build_app(workspace: str | Path) -> Any:
         return (v.summary_html, v.metrics, views.transition_heatmap(v.transitions), views.styled_probes(v.probes),
                 v.cli,
                 gr.Dropdown(choices=["", *f["tag"]]), gr.Dropdown(choices=["", *f["category"]]),
-                gr.Dropdown(choices=v.probe_ids), "")
+                gr.Dropdown(choices=v.probe_ids), "", v.probe_ids)
 
     def record_gate(baseline: str, candidate: str) -> tuple[str, str]:
         from workbench.regression.gate import gate_runs
@@ -122,6 +132,11 @@ def build_app(workspace: str | Path) -> Any:
     @_ui_errors
     def detail(probe_id: str, baseline: str, candidate: str) -> str:
         return views.probe_detail(store, probe_id or "", [baseline, candidate])
+
+    @_ui_errors
+    def step(ids: list[str], current: str, baseline: str, candidate: str, by: int) -> tuple[Any, ...]:
+        pid = views.step_probe(ids or [], current or "", by)
+        return pid, views.probe_detail(store, pid, [baseline, candidate]), pid
 
     def pick_probe(baseline: str, candidate: str, evt: gr.SelectData) -> tuple[Any, ...]:
         row = evt.row_value or []
@@ -272,6 +287,9 @@ def build_app(workspace: str | Path) -> Any:
                 with gr.Row():
                     probe_pick = gr.Dropdown(label="probe", choices=[], allow_custom_value=True, elem_id="probe-pick")
                     detail_btn = gr.Button("Show")
+                    prev_btn = gr.Button("◀ previous (k, ←)", elem_id="probe-prev")
+                    next_btn = gr.Button("next (j, →) ▶", elem_id="probe-next")
+                listed = gr.State([])  # the probe ids the Compare tab lists, in its order
                 detail_html = gr.HTML(elem_id="probe-detail")
 
             with gr.Tab("Fix", id="fix"):
@@ -363,7 +381,8 @@ def build_app(workspace: str | Path) -> Any:
         rv_run.change(lambda r: gr.Dropdown(value=r), rv_run, rl_run, api_visibility="private")
         candidate.change(lambda r: (r, r), candidate, [rv_run, rl_run], api_visibility="private")
 
-        compare_outputs = [summary, metrics_df, trans_df, probes_df, compare_cli, c_tag, c_cat, probe_pick, gate_msg]
+        compare_outputs = [summary, metrics_df, trans_df, probes_df, compare_cli, c_tag, c_cat, probe_pick, gate_msg,
+                           listed]
         compare_btn.click(compare, [baseline, candidate, c_tag, c_trans, c_cat], compare_outputs, api_name="compare")
         for dd in (c_tag, c_trans, c_cat):
             dd.input(compare, [baseline, candidate, c_tag, c_trans, c_cat], compare_outputs, api_visibility="private")
@@ -373,6 +392,9 @@ def build_app(workspace: str | Path) -> Any:
                          api_visibility="private")
         detail_btn.click(detail, [probe_pick, baseline, candidate], detail_html, api_name="probe_detail")
         probe_pick.input(detail, [probe_pick, baseline, candidate], detail_html, api_visibility="private")
+        for btn, by in ((prev_btn, -1), (next_btn, 1)):
+            btn.click(functools.partial(step, by=by), [listed, probe_pick, baseline, candidate],
+                      [probe_pick, detail_html, rv_probe], api_visibility="private")
 
         rv_target.change(value_choices, rv_target, rv_value, api_visibility="private")
         rv_btn.click(override, [rv_name, rv_run, rv_probe, rv_target, rv_value, rv_reason],
@@ -428,7 +450,7 @@ def launch(workspace: str | Path, *, host: str = "127.0.0.1", port: int | None =
     app_kwargs = {"openapi_url": None, "middleware": [Middleware(NoApiInfoBeforeLogin)]}
     _, url, _ = demo.launch(server_name=host, server_port=port, share=False, auth=auth, allowed_paths=[],
                             prevent_thread_lock=prevent_thread_lock, quiet=quiet, show_error=True,
-                            ssr_mode=False, mcp_server=False, footer_links=["api"], app_kwargs=app_kwargs,
+                            ssr_mode=False, mcp_server=False, js=KEYS_JS, footer_links=["api"], app_kwargs=app_kwargs,
                             auth_message="Hallucination Workbench: sign in" if auth else None)
     return demo, str(url)
 

@@ -158,8 +158,14 @@ def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData
             page.wait_for_selector("#gate-msg:has-text('recorded gate')")
             cell = page.locator("#probes-table [role=gridcell].first-column").first
             probe_id = cell.inner_text().strip()
+            second = page.locator("#probes-table [role=gridcell].first-column").nth(1).inner_text().strip()
             cell.click()  # carries the probe and the candidate run to the Review tab
             page.wait_for_selector("#probe-detail #wb-probe-detail")
+            page.locator("body").click(position={"x": 5, "y": 5})  # focus out of any field
+            page.keyboard.press("j")  # the next listed probe, then back
+            page.wait_for_selector(f"#probe-detail h3:has-text('{second}:')")
+            page.keyboard.press("ArrowLeft")
+            page.wait_for_selector(f"#probe-detail h3:has-text('{probe_id}:')")
             page.get_by_role("tab", name="Review").click()
             page.wait_for_selector("#release-note:has-text('decision on gate')")
             assert _field(page, "release-gate").input_value().startswith("gate-")

@@ -171,6 +171,13 @@ def test_probe_detail_shows_both_models_samples_and_evidence(data: AppData, stor
     assert "no run answered" in views.probe_detail(store, "no-such-probe", [data.baseline])
 
 
+def test_step_probe_walks_the_listed_probes() -> None:
+    ids = ["nq2", "nq10", "sq1"]
+    assert [views.step_probe(ids, "nq10", s) for s in (-1, 1, 5, -5)] == ["nq2", "sq1", "sq1", "nq2"]
+    assert views.step_probe(ids, "gone", 1) == "nq2" and views.step_probe(ids, "", -1) == "sq1"
+    assert views.step_probe([], "nq2", 1) == "nq2"
+
+
 def test_overrides_are_append_only_and_feed_compare_and_fix_sets(data: AppData, store: Store) -> None:
     pid = views.compare_runs(store, data.baseline, data.candidate, transition="broken").probe_ids[0]
     before = store.answer_rows(data.baseline)

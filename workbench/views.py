@@ -406,6 +406,16 @@ def probe_detail(store: Store, probe_id: str, run_ids: Sequence[str]) -> str:
     return "<div id='wb-probe-detail'>" + "\n".join(parts) + "</div>"
 
 
+def step_probe(probe_ids: Sequence[str], current: str, step: int) -> str:
+    """The probe `step` places after `current` in the listed probes (negative: before), clamped to the list;
+    the first (or, stepping back, the last) when `current` is not listed; `current` when nothing is listed."""
+    if not probe_ids:
+        return current
+    if current not in probe_ids:
+        return probe_ids[0] if step >= 0 else probe_ids[-1]
+    return probe_ids[max(0, min(len(probe_ids) - 1, list(probe_ids).index(current) + step))]
+
+
 def _probe_header(probe: Any) -> str:
     def items(xs: Iterable[str]) -> str:
         return "".join(f"<li>{escape(x)}</li>" for x in xs) or "<li><i>none</i></li>"
