@@ -104,6 +104,8 @@ def test_compare_defaults_to_every_verdict_change_broken_first(data: AppData, st
         assert f"{100 * row.delta.candidate:.1f}% ({row.candidate_count})" in v.summary_html
     assert f"{h.changed} of {h.n} verdicts changed" in v.summary_html
     assert all(g.detectable is not None and escape(g.detectable.text) in v.summary_html for g in result.gates)
+    described = [g for g in result.gates if g.description]
+    assert described and all(escape(g.description) in v.summary_html for g in described)  # what each gate checks
 
 
 def test_an_inconclusive_verdict_is_never_shown_as_a_pass() -> None:

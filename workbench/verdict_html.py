@@ -57,11 +57,13 @@ def changes_html(result: ComparisonResult) -> str:
 
 
 def gate_html(g: GateResult) -> str:
-    """One gate: status, name, message, and what it could detect on this probe set."""
+    """One gate: status, name, message, what the gate checks (its policy description), and what it could detect
+    on this probe set."""
     colour = VERDICT_COLOUR.get(g.status, "#57606a")
     det = f"<br><small class='wb-detect'>{escape(g.detectable.text)}</small>" if g.detectable else ""
+    what = f"<br><small class='wb-gate-help'>{escape(g.description)}</small>" if g.description else ""
     return (f"<li><span style='color:{colour};font-weight:600'>{escape(g.status)}</span>: <b>{escape(g.name)}</b>: "
-            f"{escape(g.message)}{det}</li>")
+            f"{escape(g.message)}{what}{det}</li>")
 
 
 def verdict_summary_html(result: ComparisonResult, *, signoff_html: str = "") -> str:
