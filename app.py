@@ -22,6 +22,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# Keyboard steps through the listed probes on the Probe detail tab (j / → next, k / ← previous), as inspect's log
+# viewer and promptfoo's result view do; keys typed into a field are left alone.
+KEYS_JS = """() => { document.addEventListener('keydown', (e) => {
+  const t = e.target;
+  if (e.ctrlKey || e.metaKey || e.altKey) return;
+  if (t && t.closest && (t.closest('input, textarea, select') || t.isContentEditable)) return;
+  if (!document.querySelector('#probe-detail')?.offsetParent) return;
+  const id = {j: 'probe-next', ArrowRight: 'probe-next', k: 'probe-prev', ArrowLeft: 'probe-prev'}[e.key];
+  if (id) { document.getElementById(id)?.click(); e.preventDefault(); }
+}); }"""
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -49,8 +59,9 @@ def build_app(workspace: str | Path) -> Any:
     from finetune.fixset import STRATEGIES
     from finetune.job import METHODS as JOB_METHODS
     from finetune.preflight import METHODS as PREFLIGHT_METHODS
-    from workbench import reviews, views
+    from workbench import reviews, signoff_views, views
     from workbench.attribution.types import CATEGORIES
+    from workbench.errors import WorkbenchError
     from workbench.regression.stats import METRICS
     from workbench.safepath import read_text_inside
     from workbench.store import Store
@@ -69,21 +80,22 @@ def build_app(workspace: str | Path) -> Any:
     @_ui_errors
     def refresh_runs(text: str, status: str, suite: str) -> tuple[Any, ...]:
         choices = views.run_choices(store)
-        ids = [c[1] for c in choices]
         filt = views.run_filters(store)
         return (views.runs_table(store, text=text, status=status or "", suite=suite or ""),
                 gr.Dropdown(choices=["", *filt["status"]]), gr.Dropdown(choices=["", *filt["suite"]]),
                 gr.Dropdown(choices=choices), gr.Dropdown(choices=choices), gr.Dropdown(choices=choices),
-                gr.Dropdown(choices=choices), gr.Dropdown(choices=choices, value=ids[:4]),
+                gr.Dropdown(choices=choices), gr.Dropdown(choices=choices, value=views.finished_runs(store)[:4]),
                 views.cli_runs(ws), views.interrupted_note(store))
 
     @_ui_errors
     def first_load(text: str, status: str, suite: str) -> tuple[Any, ...]:
-        """The page's first content (after login): runs, and the second newest run as the baseline."""
+        """The page's first content (after login): runs, and the latest gated pair of finished runs picked
+        (`views.default_pair`) in Compare, Fix and Review."""
         out = refresh_runs(text, status, suite)
         choices = views.run_choices(store)
-        baseline_pick = gr.Dropdown(choices=choices, value=choices[1][1] if len(choices) > 1 else None)
-        return (*out[:3], baseline_pick, *out[4:], f"## Hallucination Workbench · workspace `{ws}`")
+        base, cand = views.default_pair(store)
+        picks = [gr.Dropdown(choices=choices, value=v or None) for v in (base, cand, cand, cand)]
+        return (*out[:3], *picks, *out[7:], f"## Hallucination Workbench · workspace `{ws}`")
 
     @_ui_errors
     def runs_table(text: str, status: str, suite: str) -> Any:
@@ -93,22 +105,26 @@ def build_app(workspace: str | Path) -> Any:
     def tag_chart(run_ids: list[str] | None, metric: str) -> str:
         return views.tag_metrics_chart(store, run_ids or [], metric)
 
-    @_ui_errors
     def compare(baseline: str, candidate: str, tag: str, transition: str, category: str) -> tuple[Any, ...]:
-        if not baseline or not candidate:
-            raise gr.Error("pick a baseline and a candidate run")
-        v = views.compare_runs(store, baseline, candidate, tag=tag or "", transition=transition or "changed",
-                               category=category or "")
-        f = views.compare_filters(store, baseline, candidate)
-        return (v.summary_html, v.metrics, v.transitions, v.probes, v.cli,
+        # A refusal comes back as the summary (views.compare_or_refusal): every output is replaced, so no
+        # earlier pair's verdict or recorded-gate line stays beside it, and no modal covers the page.
+        v = views.compare_or_refusal(store, baseline or "", candidate or "", tag=tag or "",
+                                     transition=transition or views.ANY_CHANGE, category=category or "")
+        f = views.compare_filters(store, baseline, candidate) if v.verdict else {"tag": [], "category": []}
+        return (v.summary_html, v.metrics, views.transition_heatmap(v.transitions), views.styled_probes(v.probes),
+                v.cli,
                 gr.Dropdown(choices=["", *f["tag"]]), gr.Dropdown(choices=["", *f["category"]]),
-                gr.Dropdown(choices=v.probe_ids))
+                gr.Dropdown(choices=v.probe_ids), "", v.probe_ids)
 
-    @_ui_errors
     def record_gate(baseline: str, candidate: str) -> tuple[str, str]:
         from workbench.regression.gate import gate_runs
 
-        rec = gate_runs(store, baseline, candidate)
+        try:
+            if not baseline or not candidate:
+                raise WorkbenchError("pick a baseline and a candidate run")
+            rec = gate_runs(store, baseline, candidate)
+        except (WorkbenchError, ValueError, KeyError) as e:
+            return views.refusal(e), ""
         report = Path(rec.reports["html"]).resolve().relative_to(ws.resolve())
         return (f"recorded gate `{rec.id}`: **{rec.result.verdict}**; report `{report}`",
                 views.cli_regress(ws, baseline, candidate))
@@ -117,30 +133,58 @@ def build_app(workspace: str | Path) -> Any:
     def detail(probe_id: str, baseline: str, candidate: str) -> str:
         return views.probe_detail(store, probe_id or "", [baseline, candidate])
 
+    @_ui_errors
+    def step(ids: list[str], current: str, baseline: str, candidate: str, by: int) -> tuple[Any, ...]:
+        pid = views.step_probe(ids or [], current or "", by)
+        return pid, views.probe_detail(store, pid, [baseline, candidate]), pid
+
     def pick_probe(baseline: str, candidate: str, evt: gr.SelectData) -> tuple[Any, ...]:
         row = evt.row_value or []
         probe_id = str(row[0]) if row else ""
         html = views.probe_detail(store, probe_id, [baseline, candidate]) if probe_id else ""
         return probe_id, html, gr.Tabs(selected="detail"), probe_id, candidate
 
-    @_ui_errors
     def override(reviewer: str, run_id: str, probe_id: str, target: str, value: str, reason: str,
-                 request: gr.Request) -> tuple[str, Any, str]:
+                 request: gr.Request) -> tuple[Any, ...]:
         name = who(reviewer, request)
-        r = reviews.record_override(store, reviewer=name, run_id=run_id or "", probe_id=(probe_id or "").strip(),
-                                    target=target, new_value=value or "", reason=reason)
+        try:
+            r = reviews.record_override(store, reviewer=name, run_id=run_id or "",
+                                        probe_id=(probe_id or "").strip(), target=target, new_value=value or "",
+                                        reason=reason)
+        except (WorkbenchError, ValueError, KeyError) as e:  # a message beside the form; the log stays
+            return views.refusal(e), gr.skip(), gr.skip()
         msg = f"recorded #{r.id}: {r.target} of `{r.probe_id}` in `{r.run_id}`: {r.old_value} → {r.new_value}"
         return msg, views.reviews_table(store), views.cli_review(ws, r.run_id, target=target, value=r.new_value,
                                                                   reason=r.reason, probe_id=r.probe_id,
                                                                   reviewer=name)
 
-    @_ui_errors
-    def release(reviewer: str, run_id: str, decision: str, reason: str, request: gr.Request) -> tuple[Any, ...]:
+    def release(reviewer: str, run_id: str, gate_id: str, decision: str, reason: str, confirm: bool,
+                request: gr.Request) -> tuple[Any, ...]:
         name = who(reviewer, request)
-        r = reviews.record_release(store, reviewer=name, run_id=run_id or "", decision=decision, reason=reason)
-        return (f"recorded #{r.id}: `{r.run_id}` {r.new_value} by {r.reviewer}", views.reviews_table(store),
-                views.gate_history_table(store),
-                views.cli_review(ws, r.run_id, target="release", value=decision, reason=r.reason, reviewer=name))
+        try:
+            r = reviews.record_release(store, reviewer=name, run_id=run_id or "", decision=decision, reason=reason,
+                                       gate_id=gate_id or "", confirm=bool(confirm))
+        except (WorkbenchError, ValueError, KeyError) as e:
+            return views.refusal(e), gr.skip(), gr.skip(), gr.skip()
+        return (f"recorded #{r.id}: `{r.run_id}` {r.new_value} by {r.reviewer} on gate `{r.gate_id or '-'}`",
+                views.reviews_table(store), views.gate_history_table(store),
+                views.cli_review(ws, r.run_id, target="release", value=decision, reason=r.reason, reviewer=name,
+                                 gate_id=r.gate_id, confirm=bool(confirm)))
+
+    def signoff_form(run_id: str) -> tuple[Any, str]:
+        """The candidate's recorded gates (latest preselected) and what a sign-off on it would be about."""
+        try:
+            choices = signoff_views.gate_choices(store, run_id or "")
+            return (gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
+                    signoff_views.signoff_note(store, run_id or "", choices[0][1] if choices else ""))
+        except (WorkbenchError, ValueError, KeyError) as e:
+            return gr.Dropdown(choices=[], value=None), views.refusal(e)
+
+    def signoff_note(run_id: str, gate_id: str) -> str:
+        try:
+            return signoff_views.signoff_note(store, run_id or "", gate_id or "")
+        except (WorkbenchError, ValueError, KeyError) as e:
+            return views.refusal(e)
 
     @_ui_errors
     def review_log() -> tuple[Any, Any]:
@@ -196,7 +240,8 @@ def build_app(workspace: str | Path) -> Any:
                     f_status = gr.Dropdown(label="status", choices=[""], value="", allow_custom_value=True, scale=1)
                     f_suite = gr.Dropdown(label="suite", choices=[""], value="", allow_custom_value=True, scale=1)
                     refresh_btn = gr.Button("Refresh", variant="primary", scale=1, elem_id="runs-refresh")
-                runs_df = gr.Dataframe(label="runs", interactive=False, elem_id="runs-table")
+                runs_df = gr.Dataframe(views.empty(views.RUN_COLUMNS), label="runs", interactive=False,
+                                   elem_id="runs-table")
                 runs_note = gr.Markdown(elem_id="runs-note")
                 with gr.Row():
                     plot_runs = gr.Dropdown(label="runs to plot", multiselect=True, choices=initial,
@@ -218,24 +263,33 @@ def build_app(workspace: str | Path) -> Any:
                 with gr.Row():
                     c_tag = gr.Dropdown(label="tag", choices=[""], value="", allow_custom_value=True)
                     c_trans = gr.Dropdown(label="grade transition", choices=list(views.TRANSITION_FILTERS),
-                                          value="changed", elem_id="transition")
+                                          value=views.ANY_CHANGE, elem_id="transition")
                     c_cat = gr.Dropdown(label="attribution category", choices=[""], value="", allow_custom_value=True)
                     compare_btn = gr.Button("Compare", variant="primary", elem_id="compare-btn")
                 summary = gr.HTML(elem_id="compare-summary")
                 with gr.Row():
-                    metrics_df = gr.Dataframe(label="metric deltas (points, paired bootstrap CI)", interactive=False)
-                    trans_df = gr.Dataframe(label="transition matrix", interactive=False)
-                probes_df = gr.Dataframe(label="probes (click a row for its detail)", interactive=False,
-                                         elem_id="probes-table", wrap=True)
+                    metrics_df = gr.Dataframe(views.empty(views.METRIC_COLUMNS), interactive=False,
+                                              label="metric deltas (points, paired bootstrap CI)")
+                    trans_df = gr.Dataframe(views.empty(views.TRANSITION_COLUMNS), interactive=False,
+                                            label="transition matrix (rows: baseline; red worse, green fixed, "
+                                                  "amber now abstains)", elem_id="transitions")
+                probes_df = gr.Dataframe(views.empty(views.PROBE_COLUMNS), interactive=False, elem_id="probes-table",
+                                         label="probes: broken first, then by id (click a row for its detail)",
+                                         wrap=True, column_widths=["9%", "15%", "9%", "10%", "7%", "14%", "7%", "14%",
+                                                                   "8%", "7%"],
+                                         show_search="search", pinned_columns=1, max_height=900)
                 with gr.Row():
                     gate_btn = gr.Button("Record gate verdict")
-                    gate_msg = gr.Markdown()
+                    gate_msg = gr.Markdown(elem_id="gate-msg")
                 compare_cli = gr.Textbox(label="equivalent CLI", interactive=False, buttons=["copy"])
 
             with gr.Tab("Probe detail", id="detail"):
                 with gr.Row():
                     probe_pick = gr.Dropdown(label="probe", choices=[], allow_custom_value=True, elem_id="probe-pick")
                     detail_btn = gr.Button("Show")
+                    prev_btn = gr.Button("◀ previous (k, ←)", elem_id="probe-prev")
+                    next_btn = gr.Button("next (j, →) ▶", elem_id="probe-next")
+                listed = gr.State([])  # the probe ids the Compare tab lists, in its order
                 detail_html = gr.HTML(elem_id="probe-detail")
 
             with gr.Tab("Fix", id="fix"):
@@ -293,13 +347,22 @@ def build_app(workspace: str | Path) -> Any:
                 rv_msg = gr.Markdown(elem_id="review-msg")
                 with gr.Row():
                     rl_run = gr.Dropdown(label="candidate run", choices=initial, allow_custom_value=True)
-                    rl_decision = gr.Radio(label="release", choices=list(reviews.DECISIONS), value="signoff")
-                    rl_reason = gr.Textbox(label="reason", scale=2)
-                    rl_btn = gr.Button("Record decision")
-                rl_msg = gr.Markdown()
+                    rl_gate = gr.Dropdown(label="on recorded gate", choices=[], allow_custom_value=True,
+                                          elem_id="release-gate", scale=2)
+                    rl_decision = gr.Radio(label="release", choices=list(reviews.DECISIONS), value="signoff",
+                                           elem_id="release-decision")
+                with gr.Row():
+                    rl_reason = gr.Textbox(label="reason", scale=2, elem_id="release-reason")
+                    rl_confirm = gr.Checkbox(label="confirm: sign off although grades changed since this gate",
+                                             elem_id="release-confirm")
+                    rl_btn = gr.Button("Record decision", elem_id="release-btn")
+                rl_note = gr.Markdown(elem_id="release-note")
+                rl_msg = gr.Markdown(elem_id="release-msg")
                 rv_refresh = gr.Button("Refresh log")
-                rv_log = gr.Dataframe(label="review log (append-only)", interactive=False)
-                rv_gates = gr.Dataframe(label="gate history with sign-offs", interactive=False)
+                rv_log = gr.Dataframe(views.empty(views.REVIEW_COLUMNS), label="review log (append-only)",
+                                      interactive=False)
+                rv_gates = gr.Dataframe(views.empty(views.GATE_COLUMNS), label="gate history (a sign-off shows on "
+                                        "its gate)", interactive=False)
                 review_cli = gr.Textbox(label="equivalent CLI", interactive=False, buttons=["copy"])
 
         # -- wiring -------------------------------------------------------------------------------------
@@ -318,21 +381,29 @@ def build_app(workspace: str | Path) -> Any:
         rv_run.change(lambda r: gr.Dropdown(value=r), rv_run, rl_run, api_visibility="private")
         candidate.change(lambda r: (r, r), candidate, [rv_run, rl_run], api_visibility="private")
 
-        compare_outputs = [summary, metrics_df, trans_df, probes_df, compare_cli, c_tag, c_cat, probe_pick]
+        compare_outputs = [summary, metrics_df, trans_df, probes_df, compare_cli, c_tag, c_cat, probe_pick, gate_msg,
+                           listed]
         compare_btn.click(compare, [baseline, candidate, c_tag, c_trans, c_cat], compare_outputs, api_name="compare")
         for dd in (c_tag, c_trans, c_cat):
             dd.input(compare, [baseline, candidate, c_tag, c_trans, c_cat], compare_outputs, api_visibility="private")
-        gate_btn.click(record_gate, [baseline, candidate], [gate_msg, compare_cli], api_name="gate")
+        gate_btn.click(record_gate, [baseline, candidate], [gate_msg, compare_cli], api_name="gate").then(
+            signoff_form, rl_run, [rl_gate, rl_note], api_visibility="private")
         probes_df.select(pick_probe, [baseline, candidate], [probe_pick, detail_html, tabs, rv_probe, rv_run],
                          api_visibility="private")
         detail_btn.click(detail, [probe_pick, baseline, candidate], detail_html, api_name="probe_detail")
         probe_pick.input(detail, [probe_pick, baseline, candidate], detail_html, api_visibility="private")
+        for btn, by in ((prev_btn, -1), (next_btn, 1)):
+            btn.click(functools.partial(step, by=by), [listed, probe_pick, baseline, candidate],
+                      [probe_pick, detail_html, rv_probe], api_visibility="private")
 
         rv_target.change(value_choices, rv_target, rv_value, api_visibility="private")
         rv_btn.click(override, [rv_name, rv_run, rv_probe, rv_target, rv_value, rv_reason],
-                     [rv_msg, rv_log, review_cli], api_name="override")
-        rl_btn.click(release, [rv_name, rl_run, rl_decision, rl_reason], [rl_msg, rv_log, rv_gates, review_cli],
-                     api_name="release")
+                     [rv_msg, rv_log, review_cli], api_name="override").then(
+            signoff_note, [rl_run, rl_gate], rl_note, api_visibility="private")  # an override may stale the gate
+        rl_btn.click(release, [rv_name, rl_run, rl_gate, rl_decision, rl_reason, rl_confirm],
+                     [rl_msg, rv_log, rv_gates, review_cli], api_name="release")
+        rl_run.change(signoff_form, rl_run, [rl_gate, rl_note], api_visibility="private")
+        rl_gate.input(signoff_note, [rl_run, rl_gate], rl_note, api_visibility="private")
         rv_refresh.click(review_log, None, [rv_log, rv_gates], api_name="reviews")
 
         fx_build.click(build_fixset, [fx_run, fx_out, fx_strategy], [fx_summary, fix_cli, jb_fixset],
@@ -379,7 +450,7 @@ def launch(workspace: str | Path, *, host: str = "127.0.0.1", port: int | None =
     app_kwargs = {"openapi_url": None, "middleware": [Middleware(NoApiInfoBeforeLogin)]}
     _, url, _ = demo.launch(server_name=host, server_port=port, share=False, auth=auth, allowed_paths=[],
                             prevent_thread_lock=prevent_thread_lock, quiet=quiet, show_error=True,
-                            ssr_mode=False, mcp_server=False, footer_links=["api"], app_kwargs=app_kwargs,
+                            ssr_mode=False, mcp_server=False, js=KEYS_JS, footer_links=["api"], app_kwargs=app_kwargs,
                             auth_message="Hallucination Workbench: sign in" if auth else None)
     return demo, str(url)
 

@@ -40,10 +40,10 @@ def served(world: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tup
         demo.close()
 
 
-def _shot(page: Any, name: str) -> None:
+def _shot(page: Any, name: str, *, full_page: bool = True) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=full_page)
     assert path.stat().st_size < 300_000, f"{path} is too large for the docs"
     if os.environ.get("WORKBENCH_UPDATE_SCREENSHOTS") == "1":
         docs = REPO / "docs" / "screenshots"
@@ -87,7 +87,8 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
             cell = page.locator("#probes-table [role=gridcell].first-column").first
             probe_id = cell.inner_text().strip()
             assert probe_id and "broken" in page.locator("#probes-table").inner_text()
-            _shot(page, "compare")
+            page.locator("#transitions").scroll_into_view_if_needed()  # the heatmap and the probe table
+            _shot(page, "compare", full_page=False)
 
             cell.click()  # opens the Probe detail tab
             page.wait_for_selector("#probe-detail #wb-probe-detail")
@@ -115,3 +116,86 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
     assert [(r.probe_id, r.reviewer, r.old_value, r.new_value) for r in rows] == [
         (probe_id, "ann", "incorrect", "correct")]
     assert rows[0].reason == "the adapter's answer is an accepted alias"
+
+
+def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData]) -> None:
+    """Issue 18: the finished pair is preselected (a running run is marked, not picked); Compare shows the
+    headline, every verdict change (broken first) and each gate's detectability by default; a sign-off needs a
+    recorded gate and, after an override changed a grade it saw, the confirmation box; an empty reviewer is a
+    message beside the form; a pair that cannot be compared replaces the previous verdict."""
+    from playwright.sync_api import sync_playwright
+
+    from workbench.store import Store
+
+    url, data = served
+    running = Store.open(data.workspace).create_run(
+        model="partial", adapter=None, backend="hf", fingerprint="f", suite="world", suite_config={}, options={},
+        n_probes=3, skipped_bad=0)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(30_000)
+            page.goto(url)
+            page.locator("#runs-table [role=gridcell]").filter(has_text=running).first.wait_for()
+            page.get_by_role("tab", name="Compare").click()
+            page.wait_for_function(f"document.querySelector('#candidate input').value.startsWith('{data.candidate}')")
+            assert page.locator("#baseline input").input_value().startswith(data.baseline)
+            page.locator("#compare-btn").click()  # default filter: any verdict change
+            page.wait_for_selector("#compare-summary #wb-headline")
+            summary = page.locator("#compare-summary").inner_text()
+            assert "gate: FAIL" in summary and "hallucinated" in summary and "abstained" in summary
+            assert "verdicts changed" in summary and ("could detect" in summary or "could not fail" in summary)
+            first = page.locator("#probes-table [role=row]").nth(1).inner_text()
+            assert "broken_" in first, first
+            search = page.locator("#probes-table input.search-input")
+            search.fill(first.split()[0])  # the search box narrows the table to that probe
+            page.wait_for_function("document.querySelectorAll('#probes-table tbody tr').length <= 2")
+            search.fill("")
+            _shot(page, "compare-headline", full_page=False)
+
+            page.get_by_role("button", name="Record gate verdict").click()
+            page.wait_for_selector("#gate-msg:has-text('recorded gate')")
+            cell = page.locator("#probes-table [role=gridcell].first-column").first
+            probe_id = cell.inner_text().strip()
+            second = page.locator("#probes-table [role=gridcell].first-column").nth(1).inner_text().strip()
+            cell.click()  # carries the probe and the candidate run to the Review tab
+            page.wait_for_selector("#probe-detail #wb-probe-detail")
+            page.locator("body").click(position={"x": 5, "y": 5})  # focus out of any field
+            page.keyboard.press("j")  # the next listed probe, then back
+            page.wait_for_selector(f"#probe-detail h3:has-text('{second}:')")
+            page.keyboard.press("ArrowLeft")
+            page.wait_for_selector(f"#probe-detail h3:has-text('{probe_id}:')")
+            page.get_by_role("tab", name="Review").click()
+            page.wait_for_selector("#release-note:has-text('decision on gate')")
+            assert _field(page, "release-gate").input_value().startswith("gate-")
+            _field(page, "release-reason").fill("checked the broken probes")
+            page.locator("#release-btn").click()  # no reviewer name
+            page.wait_for_selector("#release-msg:has-text('reviewer')")
+            assert "not recorded" in page.locator("#release-msg").inner_text()
+            assert page.locator(".error").count() == 0  # no "Error" badge over the log
+
+            _field(page, "reviewer").fill("ann")
+            assert _field(page, "review-probe").input_value() == probe_id
+            _pick(page, "review-value", "correct")
+            _field(page, "review-reason").fill("an accepted alias")
+            page.locator("#review-btn").click()
+            page.wait_for_selector("#review-msg:has-text('recorded')")
+            page.wait_for_selector("#release-note:has-text('changed 1 grade it saw')")
+            page.locator("#release-btn").click()
+            page.wait_for_selector("#release-msg:has-text('confirm')")
+            assert "not recorded" in page.locator("#release-msg").inner_text()
+            page.locator("#release-confirm input").check()
+            page.locator("#release-btn").click()
+            page.wait_for_selector("#release-msg:has-text('recorded #')")
+            _shot(page, "signoff", full_page=False)
+
+            page.get_by_role("tab", name="Compare").click()
+            _pick(page, "candidate", running)
+            assert "RUNNING" in page.locator("#candidate input").input_value()
+            page.locator("#compare-btn").click()
+            page.wait_for_selector("#compare-summary:has-text('cannot compare')")
+            assert "gate:" not in page.locator("#compare-summary").inner_text()
+            assert "recorded gate" not in page.locator("#gate-msg").inner_text()
+        finally:
+            browser.close()

@@ -101,7 +101,8 @@ def test_chinese_probes_render_in_the_app(served: Served) -> None:
             page.get_by_role("tab", name="Compare").click()
             _pick(page, "baseline", served.baseline)
             _pick(page, "candidate", served.candidate)
-            _pick(page, "transition", "all")
+            page.locator("#transition input").click()  # exactly `all`, not `broken_hallucinates`, which contains it
+            page.get_by_role("option", name="all", exact=True).click()
             page.locator("#compare-btn").click()
             page.wait_for_selector("#compare-summary #wb-verdict")
             # The probes table shows each model's answers: the tiny world answers in Chinese characters.

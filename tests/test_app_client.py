@@ -59,8 +59,15 @@ def test_api_calls(served: tuple[str, Path], data: AppData) -> None:
     assert "recorded gate" in gate_msg and "fail" in gate_msg
     report = gate_msg.split("report `")[1].rstrip("`")
     assert "Regression check" in c.predict(report, api_name="/workspace_file")
-    rel = c.predict("ann", data.candidate, "block", "too many broken probes", api_name="/release")
-    assert "block by ann" in rel[2]["data"][0][-1]
+    # a pair that cannot be compared replaces the previous result and the recorded-gate line
+    bad = c.predict(data.baseline, "no-such-run", "", "any verdict change", "", api_name="/compare")
+    assert "cannot compare" in bad[0] and "gate:" not in bad[0] and not bad[3]["data"] and bad[-1] == ""
+    gate_id = gate_msg.split("`")[1]
+    rel = c.predict("ann", data.candidate, "", "block", "too many broken probes", False, api_name="/release")
+    assert gate_id in rel[0] and "block by ann" in rel[2]["data"][0][-1]
+    # a refusal is a message beside the form, not an error: the review log and the gate history stay
+    refused = c.predict("", data.candidate, gate_id, "signoff", "ok", False, api_name="/release")
+    assert refused[0] == "**not recorded**: `reviewer` is required: say who decides"
 
 
 @pytest.mark.parametrize("attempt", ["../secret.txt", "%2e%2e%2fsecret.txt", "/etc/passwd", "..%2fsecret.txt"])

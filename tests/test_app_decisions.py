@@ -93,8 +93,14 @@ def test_app_decisions_survive_concurrent_cli_writes(served: str, workspace: Pat
     probe = _on_disk_probe(workspace, run)
     probes = workspace.parent.parent / "decisions-probes.jsonl"
     replies: list[str] = []
+    refused = workbench("review", run, "--target", "release", "--value", "signoff", "--reason", "no gate",
+                        "--workspace", str(workspace))
+    assert refused.returncode == 2 and "has no recorded gate: a sign-off is tied to one" in refused.stderr
+    gate = workbench("regress", "--baseline", run, "--candidate", run, "--workspace", str(workspace), "--json")
+    assert gate.returncode in (0, 3), gate.stderr[-2000:]  # 3 probes: inconclusive, recorded all the same
     for i in range(2):
-        replies.append(c.predict("ann", run, "signoff", f"app signoff {i}", api_name="/release")[0])
+        # confirm: the app's override below changes a grade the gate saw
+        replies.append(c.predict("ann", run, "", "signoff", f"app signoff {i}", True, api_name="/release")[0])
         with contextlib.suppress(AppError):  # refused now; before, serving it dropped the app's locks
             c.predict("store.sqlite", api_name="/workspace_file")
         cli = workbench("eval", "--model", str(world.model), "--probes", str(probes), "--workspace", str(workspace),
@@ -105,7 +111,7 @@ def test_app_decisions_survive_concurrent_cli_writes(served: str, workspace: Pat
         cli = workbench("review", run, "--target", "release", "--value", "block", "--reason", f"cli block {i}",
                         "--reviewer", "bob", "--workspace", str(workspace))
         assert cli.returncode == 0, cli.stderr[-2000:]
-        replies.append(c.predict("ann", run, "signoff", f"app signoff again {i}", api_name="/release")[0])
+        replies.append(c.predict("ann", run, "", "signoff", f"app signoff again {i}", True, api_name="/release")[0])
     rows = _on_disk(workspace)
     reasons = [r[2] for r in rows]
     for i in range(2):
@@ -116,6 +122,19 @@ def test_app_decisions_survive_concurrent_cli_writes(served: str, workspace: Pat
     recorded = sorted(int(msg.split("#", 1)[1].split(":", 1)[0]) for msg in replies)
     assert set(recorded) <= set(ids)  # each id the app reported is the id on disk
     assert c.predict("", "", "", api_name="/runs")["data"]  # and the app still reads its store
+    from workbench.results import load_results
+    from workbench.store import Store
+
+    graded = load_results(Store.open(workspace), run).by_id()[probe].verdict  # the grade the gate saw
+    flip = workbench("review", run, "--target", "verdict", "--probe", probe, "--reason", "cli override",
+                     "--value", "correct" if graded != "correct" else "not_attempted", "--workspace", str(workspace))
+    assert flip.returncode == 0, flip.stderr[-2000:]
+    stale = workbench("review", run, "--target", "release", "--value", "signoff", "--reason", "cli",
+                      "--workspace", str(workspace))
+    assert stale.returncode == 2 and "grade it saw" in stale.stderr and "confirm" in stale.stderr
+    ok = workbench("review", run, "--target", "release", "--value", "signoff", "--reason", "cli", "--confirm",
+                   "--workspace", str(workspace))
+    assert ok.returncode == 0 and "on gate-" in ok.stdout, ok.stderr[-2000:]
 
 
 def _on_disk_probe(ws: Path, run: str) -> str:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from html import escape
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _appdata import AppData, make_app_workspace
 
-from workbench import reviews, views
+from workbench import reviews, signoff_views, views
 from workbench.errors import WorkbenchError
 from workbench.grading.normalize import normalize
 from workbench.regression.gate import history
@@ -58,14 +59,15 @@ def test_compare_lists_broken_probes_with_filters(data: AppData, store: Store) -
     assert v.verdict == "fail" and "gate: FAIL" in v.summary_html
     assert int(v.transitions.iloc[:, 1:].to_numpy().sum()) == len(load_results(store, data.baseline).probes)
     broken = views.compare_runs(store, data.baseline, data.candidate, transition="broken")
-    assert len(broken.probe_ids) > 5 and set(broken.probes["flip"]) == {"broken"}
+    assert len(broken.probe_ids) > 5 and set(broken.probes["change"]) <= {"broken_hallucinates", "broken_abstains"}
     assert set(broken.probes["baseline verdict"]) == {"correct"}
     tagged = views.compare_runs(store, data.baseline, data.candidate, tag="capital", transition="all")
     assert tagged.probe_ids and all("capital" in t for t in tagged.probes["tags"])
     assert len(tagged.probe_ids) < len(views.compare_runs(store, data.baseline, data.candidate,
                                                           transition="all").probe_ids)
     cell = views.compare_runs(store, data.baseline, data.candidate, transition="correct -> incorrect")
-    assert set(cell.probes["transition"]) == {"correct -> incorrect"}
+    assert set(cell.probes["change"]) == {"broken_hallucinates"}
+    assert set(cell.probes["candidate verdict"]) == {"incorrect"}
     filters = views.compare_filters(store, data.baseline, data.candidate)
     cat = filters["category"][0]
     by_cat = views.compare_runs(store, data.baseline, data.candidate, transition="all", category=cat)
@@ -76,6 +78,79 @@ def test_compare_lists_broken_probes_with_filters(data: AppData, store: Store) -
         views.compare_runs(store, data.baseline, data.candidate, transition="sideways")
 
 
+def test_compare_defaults_to_every_verdict_change_broken_first(data: AppData, store: Store) -> None:
+    """The default filter lists every probe whose verdict changed (an abstention change too, named as such),
+    broken probes first, the rest in natural id order; the headline and each gate's detectability are shown."""
+    from workbench.regression.gate import compare_stored
+
+    result = compare_stored(store, data.baseline, data.candidate)[0]
+    v = views.compare_runs(store, data.baseline, data.candidate)
+    assert len(v.probe_ids) == result.headline.changed == len(result.changes) > len(result.broken)
+    assert set(v.probes["change"]) == {str(c.transition) for c in result.changes}
+    assert not {"still_correct", "still_hallucinates", "still_abstains"} & set(v.probes["change"])
+    n_broken = len(result.broken)
+    assert set(v.probes["change"][:n_broken]) <= {"broken_hallucinates", "broken_abstains"}
+    assert not set(v.probes["change"][n_broken:]) & {"broken_hallucinates", "broken_abstains"}
+    rest = v.probe_ids[n_broken:]
+    assert rest == sorted(rest, key=views.natural_key)
+    assert views.natural_key("nq2") < views.natural_key("nq10") < views.natural_key("nq10a")
+    for name in ("now_abstains", "now_hallucinates", "broken_abstains"):
+        want = [c.probe_id for c in result.changes if str(c.transition) == name]
+        got = views.compare_runs(store, data.baseline, data.candidate, transition=name).probe_ids
+        assert sorted(got) == sorted(want)
+    h = result.headline
+    for row in h.rows:
+        assert f"{100 * row.delta.baseline:.1f}% ({row.baseline_count})" in v.summary_html
+        assert f"{100 * row.delta.candidate:.1f}% ({row.candidate_count})" in v.summary_html
+    assert f"{h.changed} of {h.n} verdicts changed" in v.summary_html
+    assert all(g.detectable is not None and escape(g.detectable.text) in v.summary_html for g in result.gates)
+    described = [g for g in result.gates if g.description]
+    assert described and all(escape(g.description) in v.summary_html for g in described)  # what each gate checks
+
+
+def test_an_inconclusive_verdict_is_never_shown_as_a_pass() -> None:
+    """Issue 18's trade: 4 known facts kept, 96 hallucinations traded for abstentions. The gates cannot judge
+    4 known facts: the block says INCONCLUSIVE, not a green pass, and the headline shows the trade."""
+    from workbench.regression import ProbeOutcome, RunOutcomes, compare
+    from workbench.verdict_html import VERDICT_COLOUR, verdict_summary_html
+
+    def run(name: str, wrong: Verdict) -> RunOutcomes:
+        return RunOutcomes(name, name, {f"nq{i}": ProbeOutcome(f"nq{i}", (), Verdict.CORRECT if i < 4 else wrong, "x")
+                                        for i in range(100)})
+
+    result = compare(run("base", Verdict.INCORRECT), run("cand", Verdict.NOT_ATTEMPTED))
+    assert result.verdict == "inconclusive"
+    html = verdict_summary_html(result)
+    assert "gate: INCONCLUSIVE" in html and "not a pass" in html and "PASS<" not in html
+    badge = html.split("gate: INCONCLUSIVE")[0]
+    assert VERDICT_COLOUR["pass"] not in badge and VERDICT_COLOUR["inconclusive"] in badge
+    assert "96.0% (96)" in html and "0.0% (0)" in html and "96 of 100 verdicts changed" in html
+    assert "now_abstains</b> 96" in html and "could not fail on this probe set" in html
+
+
+def test_probe_table_shows_question_accepted_answer_and_cut_answers(data: AppData, store: Store) -> None:
+    v = views.compare_runs(store, data.baseline, data.candidate, transition="all")
+    assert list(v.probes.columns) == list(views.PROBE_COLUMNS)
+    base, cand = load_results(store, data.baseline).by_id(), load_results(store, data.candidate).by_id()
+    for row in v.probes.to_dict("records"):
+        probe = base[row["probe"]].probe
+        assert row["question"] == probe.question and row["accepted answer"] == " | ".join(probe.answers)
+        assert row["baseline answer"] == views.answer_cell(base[row["probe"]])
+        assert row["candidate answer"] == views.answer_cell(cand[row["probe"]])
+    assert any(a.endswith(views.TRUNCATED) for a in v.probes["candidate answer"])  # the random adapter rambles
+    pr = next(iter(cand.values()))
+    for reason, suffix in (("length", views.TRUNCATED), ("stop", "")):
+        g = dataclasses.replace(pr.greedy[0], finish_reason=reason)
+        assert views.answer_cell(dataclasses.replace(pr, greedy=(g, *pr.greedy[1:]))) == g.text + suffix
+    heat = views.transition_heatmap(v.transitions).to_html()
+    broken = int(v.transitions.iloc[0, 2])  # correct -> incorrect
+    assert broken > 0 and heat.count("rgba(207,34,46,") >= 1 and "rgba(26,127,55," in heat  # broken red, fixed green
+    zeros = int((v.transitions.iloc[:, 1:] == 0).to_numpy().sum())
+    assert heat.count("background-color") == 9 - zeros  # an empty cell stays blank
+    html = views.styled_probes(v.probes).to_html()
+    assert "color: #cf222e" in html and "color: #1a7f37" in html  # incorrect red, correct green
+
+
 def test_probe_detail_shows_both_models_samples_and_evidence(data: AppData, store: Store) -> None:
     pid = views.compare_runs(store, data.baseline, data.candidate, transition="broken").probe_ids[0]
     html = views.probe_detail(store, pid, [data.baseline, data.candidate])
@@ -83,10 +158,26 @@ def test_probe_detail_shows_both_models_samples_and_evidence(data: AppData, stor
     assert probe.question.split()[0] in html and probe.answers[0] in html
     assert data.baseline in html and data.candidate in html
     assert "agreement" in html and "entropy" in html and html.count("paraphrase 1") == 2
+    cut = [g for r in (data.baseline, data.candidate) for g in load_results(store, r).by_id()[pid].greedy
+           if g.finish_reason == "length"]
+    assert html.count("cut at max_tokens") == len(cut)  # every greedy answer cut at the token limit is marked
+    prompt = load_results(store, data.candidate).by_id()[pid].greedy[0].prompt
+    assert prompt and html.count("prompt sent (question)") == 2 and escape(prompt) in html
+    assert html.count("<ol class='wb-samples'>") == 4  # question + 1 paraphrase, both runs: one sample a line
+    assert views.format_value(0.005347582224854227) == "0.00535"
+    assert views.format_value({"p_value": 0.005347582224854227, "n": 3}) == '{"p_value": 0.00535, "n": 3}'
+    assert views.format_value("x" * 500).endswith("…") and len(views.format_value("x" * 500)) == 400
     # the candidate's failure has its attribution, with the corpus rows as evidence
     assert "attribution:" in html and "support_rows (supports)" in html and "conflict_rows (contradicts)" in html
     assert "pick a probe" in views.probe_detail(store, "", [data.baseline])
     assert "no run answered" in views.probe_detail(store, "no-such-probe", [data.baseline])
+
+
+def test_step_probe_walks_the_listed_probes() -> None:
+    ids = ["nq2", "nq10", "sq1"]
+    assert [views.step_probe(ids, "nq10", s) for s in (-1, 1, 5, -5)] == ["nq2", "sq1", "sq1", "nq2"]
+    assert views.step_probe(ids, "gone", 1) == "nq2" and views.step_probe(ids, "", -1) == "sq1"
+    assert views.step_probe([], "nq2", 1) == "nq2"
 
 
 def test_overrides_are_append_only_and_feed_compare_and_fix_sets(data: AppData, store: Store) -> None:
@@ -177,21 +268,57 @@ def test_the_gate_reads_reviewed_attributions_as_the_app_does(data: AppData, sto
     assert shown.set_index("probe").loc[pid, "category"] == new
 
 
-def test_release_signoff_shows_in_history_and_runs(data: AppData, store: Store) -> None:
+def test_a_signoff_is_tied_to_one_recorded_gate(data: AppData, store: Store) -> None:
+    """No gate: a sign-off is refused (a block is not). A sign-off records its gate and shows on that gate only;
+    after an override changes a grade the gate saw, a sign-off needs an explicit confirmation."""
     from workbench.regression.gate import gate_runs
 
-    gate_runs(store, data.baseline, data.candidate)
-    assert reviews.release_status(store, data.candidate) is None
-    reviews.record_release(store, reviewer="ann", run_id=data.candidate, decision="block", reason="52 broken")
+    with pytest.raises(WorkbenchError, match="has no recorded gate: a sign-off is tied to one"):
+        reviews.record_release(store, reviewer="ann", run_id=data.candidate, decision="signoff", reason="ok")
+    assert "no sign-off possible" in signoff_views.signoff_note(store, data.candidate)
+    assert "no recorded gate for this pair" in views.compare_runs(store, data.baseline, data.candidate).summary_html
+    assert reviews.record_release(store, reviewer="ann", run_id=data.candidate, decision="block",
+                                  reason="no gate yet").gate_id is None
+    g1 = gate_runs(store, data.baseline, data.candidate).id
     r = reviews.record_release(store, reviewer="bob", run_id=data.candidate, decision="signoff", reason="waived")
-    assert r.old_value == "block"
-    assert history(store)[-1]["signoff"]["decision"] == "signoff"
-    assert "signoff by bob" in views.gate_history_table(store)["sign-off"].iloc[0]
-    assert views.runs_table(store)["release"].iloc[0] == "signoff by bob"
-    assert "signoff" in views.compare_runs(store, data.baseline, data.candidate).summary_html
-    assert len(views.reviews_table(store)) == 2
+    assert r.gate_id == g1 and reviews.signoff_check(store, data.candidate).changed == ()
+    assert "signoff</b> by bob" in views.compare_runs(store, data.baseline, data.candidate).summary_html
+    # a reviewer changes a grade the gate saw: a sign-off on g1 now needs confirming, and the note says so
+    pid = views.compare_runs(store, data.baseline, data.candidate, transition="broken").probe_ids[0]
+    reviews.record_override(store, reviewer="ann", run_id=data.candidate, probe_id=pid, target="verdict",
+                            new_value="correct", reason="alias")
+    assert reviews.signoff_check(store, data.candidate).changed == (f"{data.candidate}:{pid}",)
+    note = signoff_views.signoff_note(store, data.candidate, g1)
+    assert "changed 1 grade it saw" in note and "confirm" in note and g1 in note
+    with pytest.raises(WorkbenchError, match="changed 1 grade it saw"):
+        reviews.record_release(store, reviewer="bob", run_id=data.candidate, decision="signoff", reason="again")
+    confirmed = reviews.record_release(store, reviewer="bob", run_id=data.candidate, decision="signoff",
+                                       reason="read the change", confirm=True)
+    assert confirmed.gate_id == g1 and confirmed.old_value == "signoff"
+    reviews.record_override(store, reviewer="ann", run_id=data.candidate, probe_id=pid, target="verdict",
+                            new_value="incorrect", reason="no, wrong")  # undone: the grade is what the gate saw
+    assert reviews.signoff_check(store, data.candidate).changed == ()
+    # a later gate of the same pair: the sign-off on g1 does not show on it
+    g2 = gate_runs(store, data.baseline, data.candidate).id
+    hist = {h["gate_id"]: h["signoff"] for h in history(store)}
+    assert hist[g1] is not None and hist[g1]["reason"] == "read the change" and hist[g2] is None
+    table = views.gate_history_table(store).set_index("gate")["sign-off"]
+    assert table[g1].startswith("signoff by bob") and table[g2] == ""
+    assert "no sign-off yet" in views.compare_runs(store, data.baseline, data.candidate).summary_html
+    assert [g for _, g in signoff_views.gate_choices(store, data.candidate)] == [g2, g1]
+    assert views.runs_table(store)["release"].iloc[0] == f"signoff by bob on {g1}"
+    assert len(views.reviews_table(store)) == 5  # block, signoff, override, confirmed signoff, override
+    with pytest.raises(WorkbenchError, match="unknown gate of candidate run"):
+        reviews.record_release(store, reviewer="x", run_id=data.candidate, decision="block", reason="y",
+                               gate_id="gate-nope")
     with pytest.raises(WorkbenchError, match="decision"):
         reviews.record_release(store, reviewer="x", run_id=data.candidate, decision="ship", reason="y")
+    try:
+        reviews.record_release(store, reviewer=" ", run_id=data.candidate, decision="block", reason="y")
+    except WorkbenchError as e:
+        assert views.refusal(e) == "**not recorded**: `reviewer` is required: say who decides"
+    else:
+        raise AssertionError("an empty reviewer was accepted")
 
 
 def test_a_run_in_progress_shows_up(data: AppData, store: Store) -> None:
@@ -201,6 +328,36 @@ def test_a_run_in_progress_shows_up(data: AppData, store: Store) -> None:
     assert df["run"].iloc[0] == rid and df["status"].iloc[0] == "running"
     with pytest.raises(WorkbenchError, match="finished"):
         views.compare_runs(store, data.baseline, rid)
+
+
+def test_defaults_pick_the_latest_gated_pair_of_finished_runs(data: AppData, store: Store) -> None:
+    """Unfinished runs are marked in the dropdowns and never preselected; a recorded gate's pair wins."""
+    from workbench.regression.gate import gate_runs
+
+    assert views.default_pair(store) == (data.baseline, data.candidate)  # no gate yet: the two newest finished
+    kw: dict[str, Any] = {"adapter": None, "backend": "hf", "fingerprint": "f", "suite": "world",
+                          "suite_config": {}, "options": {}, "n_probes": 3, "skipped_bad": 0}
+    failed = store.create_run(model="m-failed", **kw)
+    store.finish_run(failed, status="failed", metrics=None, generated=0, cached=0)
+    running = store.create_run(model="m-partial", **kw)
+    assert views.default_pair(store) == (data.baseline, data.candidate)
+    assert views.finished_runs(store) == [data.candidate, data.baseline]
+    labels = {rid: label for label, rid in views.run_choices(store)}
+    assert labels[running].startswith("⚠ RUNNING · ") and labels[failed].startswith("⚠ FAILED · ")
+    assert labels[data.candidate].startswith(data.candidate)
+    gate_runs(store, data.candidate, data.baseline)  # the latest gate compares the other way round
+    assert views.default_pair(store) == (data.candidate, data.baseline)
+
+
+def test_a_refused_comparison_replaces_the_previous_result(data: AppData, store: Store) -> None:
+    ok = views.compare_or_refusal(store, data.baseline, data.candidate)
+    assert ok.verdict == "fail" and ok.probe_ids
+    rid = store.create_run(model="m", adapter=None, backend="hf", fingerprint="f", suite="world", suite_config={},
+                           options={}, n_probes=3, skipped_bad=0)
+    bad = views.compare_or_refusal(store, data.baseline, rid)
+    assert bad.verdict == "" and "cannot compare" in bad.summary_html and "must be finished" in bad.summary_html
+    assert "gate:" not in bad.summary_html and bad.probes.empty and not bad.probe_ids and bad.metrics.empty
+    assert "pick a baseline and a candidate" in views.compare_or_refusal(store, "", data.candidate).summary_html
 
 
 def test_fix_tab_preflight_and_fixset(data: AppData, store: Store) -> None:

@@ -260,7 +260,8 @@ def test_a_read_only_workspace_can_be_read(evaluated: tuple[Path, list[str]], fi
             proc = workbench(*cmd, "--workspace", str(ws), prefix=prefix)
             assert proc.returncode == 0, (cmd, proc.stderr[-2000:])
         assert len(out.read_text().splitlines()) == 3
-        assert_refused(workbench("review", run, "--target", "release", "--value", "signoff", "--reason", "ok",
+        # a block (a sign-off would be refused earlier: this workspace has no recorded gate)
+        assert_refused(workbench("review", run, "--target", "release", "--value", "block", "--reason", "ok",
                                  "--workspace", str(ws), prefix=prefix), "read-only", "not writable")
         assert_refused(workbench("index", "c_empty.jsonl", "--workspace", str(ws), prefix=prefix, cwd=files),
                        "is not writable, and the corpus index is written into it")

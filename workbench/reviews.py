@@ -10,7 +10,8 @@ builder also `corrected_grades`; `CorrectedGrade.dpo_pair` gives the DPO pair of
 Targets:
     verdict      new_value is a Verdict ("correct" | "incorrect" | "not_attempted")
     attribution  new_value is an attribution category (attribution.types.CATEGORIES)
-    release      new_value is a decision ("signoff" | "block"); probe_id is None
+    release      new_value is a decision ("signoff" | "block"); probe_id is None; gate_id names the recorded
+                 gate it is about (a sign-off needs one: `signoff_check`)
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ class CorrectedGrade:
 def _require(value: str, name: str) -> str:
     value = (value or "").strip()
     if not value:
-        raise WorkbenchError(f"`{name}` is required")
+        raise WorkbenchError(f"`{name}` is required: say {'who decides' if name == 'reviewer' else 'why'}")
     return value
 
 
@@ -159,17 +160,91 @@ def record_override(store: Store, *, reviewer: str, run_id: str, probe_id: str, 
                    old_value=old, new_value=new_value, reason=reason)
 
 
-def record_release(store: Store, *, reviewer: str, run_id: str, decision: str, reason: str) -> Review:
-    """Sign off (`signoff`) or block (`block`) a candidate run for release."""
+@dataclass(frozen=True)
+class SignoffCheck:
+    """What a release decision on a candidate run would be about.
+
+    Attributes:
+        run_id: The candidate run.
+        gate_id: The recorded gate the decision is tied to (the one asked for, else the candidate's latest);
+            None when the run has no recorded gate as a candidate.
+        baseline_run: That gate's baseline run ("" without a gate).
+        gate_verdict: That gate's verdict ("" without a gate).
+        changed: `run:probe` of every grade the gate saw that reviewers changed since (the effective verdict
+            then differs from the effective verdict now), baseline and candidate runs.
+    """
+
+    run_id: str
+    gate_id: str | None
+    baseline_run: str = ""
+    gate_verdict: str = ""
+    changed: tuple[str, ...] = ()
+
+    def warning(self) -> str:
+        """Why a sign-off would be refused or needs confirming; "" when it is clean."""
+        if self.gate_id is None:
+            return (f"run `{self.run_id}` has no recorded gate: a sign-off is tied to one. Record one first: "
+                    f"`workbench regress --baseline BASELINE --candidate {self.run_id}` (or Compare → Record gate "
+                    "verdict)")
+        if self.changed:
+            shown = ", ".join(self.changed[:5]) + (" ..." if len(self.changed) > 5 else "")
+            return (f"since gate `{self.gate_id}` was recorded, reviewers changed {len(self.changed)} grade"
+                    f"{'' if len(self.changed) == 1 else 's'} it saw ({shown}): record a new gate, or confirm to "
+                    f"sign off on `{self.gate_id}` as it stands")
+        return ""
+
+
+def signoff_check(store: Store, run_id: str, gate_id: str = "") -> SignoffCheck:
+    """The gate a release decision on `run_id` is about (`gate_id`, else the run's latest gate as a candidate)
+    and the grades reviewers changed since it was recorded. Raises WorkbenchError for a gate of another run."""
+    from workbench.regression.gate import recorded_gates
+
+    run = store.get_run(run_id)
+    gates = recorded_gates(store, candidate=run.id)
+    if gate_id:
+        gate = next((g for g in gates if g.id == gate_id), None)
+        if gate is None:
+            raise unknown_name(f"gate of candidate run `{run.id}`", gate_id, [g.id for g in gates])
+    elif gates:
+        gate = gates[-1]
+    else:
+        return SignoffCheck(run.id, None)
+    changed = [f"{rid}:{pid}" for rid in dict.fromkeys((gate.baseline_run, gate.candidate_run))
+               for pid in grades_changed_since(store, rid, gate.created_at)]
+    return SignoffCheck(run.id, gate.id, gate.baseline_run, gate.verdict, tuple(changed))
+
+
+def grades_changed_since(store: Store, run_id: str, since: str) -> list[str]:
+    """Probe ids whose effective verdict now differs from the effective verdict at time `since` (ISO 8601)."""
+    res = load_results(store, run_id)
+    then = {r.probe.id: r.verdict for r in res.probes}
+    now = dict(then)
+    for r in list_reviews(store, res.run.id, target="verdict"):
+        if r.probe_id in now:
+            now[r.probe_id] = Verdict(r.new_value)
+            if r.at <= since:
+                then[r.probe_id] = Verdict(r.new_value)
+    return sorted(p for p in now if now[p] != then[p])
+
+
+def record_release(store: Store, *, reviewer: str, run_id: str, decision: str, reason: str, gate_id: str = "",
+                   confirm: bool = False) -> Review:
+    """Sign off (`signoff`) or block (`block`) a candidate run for release, on one recorded gate of it
+    (`gate_id`, else its latest; `signoff_check`). A sign-off is refused without a gate, and, unless
+    `confirm`, when reviewers changed grades the gate saw since it was recorded. A block needs neither."""
     reviewer, reason = _require(reviewer, "reviewer"), _require(reason, "reason")
     if decision not in DECISIONS:
         raise unknown_name("release decision", decision, DECISIONS)
     run = store.get_run(run_id)
     if run.status != "done":
         raise WorkbenchError(f"run `{run.id}` is {run.status}: only a finished run can be signed off or blocked")
-    prev = release_status(store, run.id)
+    check = signoff_check(store, run.id, gate_id)
+    if decision == "signoff" and (check.gate_id is None or (check.changed and not confirm)):
+        raise WorkbenchError(f"not signed off: {check.warning()}")
+    prev = gate_decisions(store).get(check.gate_id or "") if check.gate_id else release_status(store, run.id)
     return _append(store, reviewer=reviewer, target="release", run_id=run.id, probe_id=None,
-                   old_value=prev.new_value if prev else None, new_value=decision, reason=reason)
+                   old_value=prev.new_value if prev else None, new_value=decision, reason=reason,
+                   gate_id=check.gate_id)
 
 
 def release_status(store: Store, run_id: str) -> Review | None:
@@ -217,6 +292,7 @@ def corrected_grades(store: Store, run_id: str) -> list[CorrectedGrade]:
     return out
 
 
-def release_decisions(store: Store) -> dict[str, Review]:
-    """run_id -> the latest release decision on it, for every run that has one (the gate history)."""
-    return {r.run_id: r for r in list_reviews(store, target="release")}
+def gate_decisions(store: Store) -> dict[str, Review]:
+    """gate_id -> the latest release decision recorded on that gate. Decisions recorded before decisions were
+    tied to gates (gate_id None) belong to no gate: the runs table still shows them as the run's latest."""
+    return {r.gate_id: r for r in list_reviews(store, target="release") if r.gate_id}

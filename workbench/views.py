@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,19 +22,38 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.errors import WorkbenchError
 from workbench.grading.normalize import normalize
 from workbench.regression.stats import METRICS, VERDICT_ORDER
-from workbench.regression.transitions import Flip, flip_of
+from workbench.regression.transitions import Flip, Transition, flip_of, transition_of, verdict_changed
+from workbench.results import ProbeResult
+from workbench.signoff_views import signoff_line
 from workbench.store import RunRecord, Store
 from workbench.types import Verdict
+from workbench.verdict_html import verdict_summary_html
 
 RUN_COLUMNS = ("run", "created", "status", "model", "adapter", "suite", "n", "correct %", "hallucinated %",
                "abstained %", "F", "release")
-PROBE_COLUMNS = ("probe", "flip", "transition", "tags", "category", "baseline verdict", "candidate verdict",
-                 "baseline answer", "candidate answer")
-TRANSITION_FILTERS = ("changed", "broken", "fixed", "still_wrong", "still_correct", "all",
+PROBE_COLUMNS = ("probe", "question", "accepted answer", "change", "baseline verdict", "baseline answer",
+                 "candidate verdict", "candidate answer", "tags", "category")
+TRUNCATED = " ✂ [cut at max_tokens]"
+"""Appended to an answer the backend stopped at the token limit (finish_reason `length`): its grade may be
+about a cut answer."""
+METRIC_COLUMNS = ("metric", "baseline %", "candidate %", "delta pts", "ci low", "ci high")
+TRANSITION_COLUMNS = ("baseline \\ candidate", *(str(v) for v in VERDICT_ORDER))
+REVIEW_COLUMNS = ("id", "at", "reviewer", "target", "run", "probe", "old", "new", "reason")
+GATE_COLUMNS = ("gate", "at", "baseline", "candidate", "adapter", "verdict", "sign-off")
+ANY_CHANGE = "any verdict change"
+TRANSITION_FILTERS = (ANY_CHANGE, "broken", "fixed", *(str(t) for t in Transition if t != Transition.FIXED), "all",
                       *(f"{a} -> {b}" for a in VERDICT_ORDER for b in VERDICT_ORDER))
+"""The Compare tab's transition filter: any verdict change (the default), McNemar's broken / fixed, each named
+Transition (`now_abstains`: a hallucination traded for abstention, ...), all probes, or one matrix cell."""
 _VERDICT_CSS = {"correct": "#1a7f37", "incorrect": "#cf222e", "not_attempted": "#9a6700"}
+
+
+def empty(columns: Sequence[str]) -> pd.DataFrame:
+    """A table with headers and no rows: what a table shows before its first result (not gradio's 1 2 3)."""
+    return pd.DataFrame(columns=list(columns))
 
 
 # -- CLI equivalents ---------------------------------------------------------------------------------
@@ -60,27 +80,56 @@ def cli_history(workspace: str | Path) -> str:
 
 
 def cli_review(workspace: str | Path, run_id: str, *, target: str, value: str, reason: str,
-               probe_id: str | None = None, reviewer: str = "") -> str:
+               probe_id: str | None = None, reviewer: str = "", gate_id: str | None = None,
+               confirm: bool = False) -> str:
     args = ["review", run_id, "--target", target, "--value", value, "--reason", reason]
     if probe_id:
         args += ["--probe", probe_id]
+    if gate_id:
+        args += ["--gate", gate_id]
+    if confirm:
+        args += ["--confirm"]
     if reviewer:
         args += ["--reviewer", reviewer]
     return _cli(workspace, *args)
+
+
+def refusal(e: BaseException) -> str:
+    """Markdown for a refused action, shown beside its form (the page's other results stay)."""
+    return f"**not recorded**: {str(e).strip(chr(39) + chr(34))}"
 
 
 # -- Runs tab ----------------------------------------------------------------------------------------
 
 
 def run_label(run: RunRecord) -> str:
-    """`run-... · model + adapter · suite` for dropdowns."""
+    """`run-... · model + adapter · suite` for dropdowns; an unfinished run (running, interrupted, failed)
+    starts with its status in capitals, so it reads before the dropdown cuts the label."""
     model = Path(run.model).name + (f" + {Path(run.adapter).name}" if run.adapter else "")
-    return f"{run.id} · {model} · {run.suite} · {run.status}"
+    mark = "" if run.status == "done" else f"⚠ {run.status.upper()} · "
+    return f"{mark}{run.id} · {model} · {run.suite}"
 
 
 def run_choices(store: Store) -> list[tuple[str, str]]:
     """(label, run id) pairs, newest first."""
     return [(run_label(r), r.id) for r in reversed(store.list_runs())]
+
+
+def finished_runs(store: Store) -> list[str]:
+    """Ids of the finished (`done`) runs, newest first: the only ones the app preselects."""
+    return [r.id for r in reversed(store.list_runs()) if r.status == "done"]
+
+
+def default_pair(store: Store) -> tuple[str, str]:
+    """(baseline, candidate) the app preselects: the latest recorded gate whose runs are both finished, else
+    the two newest finished runs (older as baseline); "" where there is none. Unfinished runs never."""
+    from workbench.regression.gate import recorded_gates
+
+    done = finished_runs(store)
+    for g in reversed(recorded_gates(store)):
+        if g.baseline_run in done and g.candidate_run in done:
+            return g.baseline_run, g.candidate_run
+    return (done[1] if len(done) > 1 else ""), (done[0] if done else "")
 
 
 def _pct(m: Mapping[str, Any] | None, key: str) -> float | None:
@@ -104,8 +153,14 @@ def runs_table(store: Store, *, text: str = "", status: str = "", suite: str = "
         release = latest(store, r.id, "release").get("")
         rows.append([r.id, r.created_at, r.status, r.model, r.adapter or "", r.suite, r.n_probes,
                      _pct(m, "correct"), _pct(m, "incorrect"), _pct(m, "not_attempted"), _pct(m, "f_score"),
-                     f"{release.new_value} by {release.reviewer}" if release else ""])
+                     _decision_text(release)])
     return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+
+
+def _decision_text(r: Any) -> str:
+    if r is None:
+        return ""
+    return f"{r.new_value} by {r.reviewer}" + (f" on {r.gate_id}" if r.gate_id else "")
 
 
 def interrupted_note(store: Store) -> str:
@@ -181,52 +236,123 @@ class CompareView:
     verdict: str
 
 
-def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", transition: str = "changed",
+def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", transition: str = ANY_CHANGE,
                  category: str = "") -> CompareView:
     """Paired comparison of two stored runs, as `workbench regress` computes it (reviewers' verdicts and
     categories applied: `regression.gate.compare_stored`), without recording a gate. Filters apply to the
-    probe list, and `tag` also selects the group whose metrics and transitions are shown."""
+    probe list, and `tag` also selects the group whose metrics and transitions are shown. The list shows
+    broken probes first, then the rest in natural id order (nq2 before nq10)."""
     from workbench.regression.gate import compare_stored
-    from workbench.reviews import release_status
+    from workbench.results import load_results
 
     if transition not in TRANSITION_FILTERS:
         raise ValueError(f"`transition` must be one of {', '.join(TRANSITION_FILTERS)}, got {transition!r}")
     result, b_out, c_out = compare_stored(store, baseline, candidate)
+    b_res, c_res = load_results(store, b_out.run_id).by_id(), load_results(store, c_out.run_id).by_id()
     group = result.by_tag.get(tag, result.overall) if tag else result.overall
     metrics = pd.DataFrame([[m, round(100 * d.baseline, 1), round(100 * d.candidate, 1), round(100 * d.delta, 1),
                              round(100 * d.ci_low, 1), round(100 * d.ci_high, 1)]
                             for m, d in group.metrics.items()],
-                           columns=["metric", "baseline %", "candidate %", "delta pts", "ci low", "ci high"])
+                           columns=list(METRIC_COLUMNS))
     transitions = pd.DataFrame([[str(VERDICT_ORDER[i]), *row] for i, row in enumerate(group.transitions.counts)],
-                               columns=["baseline \\ candidate", *(str(v) for v in VERDICT_ORDER)])
+                               columns=list(TRANSITION_COLUMNS))
     rows = []
-    for pid in sorted(b_out.outcomes):
+    for pid in sorted(b_out.outcomes, key=lambda p: (flip_of(b_out.outcomes[p].verdict, c_out.outcomes[p].verdict)
+                                                    != Flip.BROKEN, natural_key(p))):
         b, c = b_out.outcomes[pid], c_out.outcomes[pid]
-        flip = flip_of(b.verdict, c.verdict)
         cat = b.category or c.category or ""  # reviewed categories, as the gate reads them
         if tag and tag not in b.tags:
             continue
         if category and cat != category:
             continue
-        if not _transition_matches(transition, flip, b.verdict, c.verdict):
+        if not _transition_matches(transition, b.verdict, c.verdict):
             continue
-        rows.append([pid, str(flip), f"{b.verdict} -> {c.verdict}", ", ".join(b.tags), cat, str(b.verdict),
-                     str(c.verdict), b.answer, c.answer])
+        probe = b_res[pid].probe
+        rows.append([pid, probe.question, " | ".join(probe.answers), str(transition_of(b.verdict, c.verdict)),
+                     str(b.verdict), answer_cell(b_res[pid]), str(c.verdict), answer_cell(c_res[pid]),
+                     ", ".join(b.tags), cat])
     probes = pd.DataFrame(rows, columns=list(PROBE_COLUMNS))
-    release = release_status(store, c_out.run_id)
-    summary = _compare_summary(result, group.name, group.n, len(rows), release)
+    summary = verdict_summary_html(result, signoff_html=signoff_line(store, b_out.run_id, c_out.run_id))
+    summary += f"\n<p>showing group <b>{escape(group.name)}</b> ({group.n} probes); {len(rows)} probes listed below</p>"
     return CompareView(summary, metrics, transitions, probes, [r[0] for r in rows],
                        cli_regress(store.workspace, b_out.run_id, c_out.run_id), result.verdict)
 
 
-def _transition_matches(kind: str, flip: Flip, b: Verdict, c: Verdict) -> bool:
+def compare_or_refusal(store: Store, baseline: str, candidate: str, *, tag: str = "", transition: str = ANY_CHANGE,
+                       category: str = "") -> CompareView:
+    """`compare_runs`, or, when it cannot compare (no pair picked, unfinished runs, different settings), an
+    empty view whose summary says why: a refusal replaces the previous pair's result, never sits beside it."""
+    try:
+        if not baseline or not candidate:
+            raise WorkbenchError("pick a baseline and a candidate run")
+        return compare_runs(store, baseline, candidate, tag=tag, transition=transition, category=category)
+    except (WorkbenchError, ValueError, KeyError) as e:
+        why = escape(str(e).strip(chr(39) + chr(34))).replace("\n", "<br>")
+        return CompareView(f"<div id='wb-refused' style='color:#cf222e'><b>cannot compare</b>: {why}</div>",
+                           empty(METRIC_COLUMNS), empty(TRANSITION_COLUMNS), empty(PROBE_COLUMNS), [],
+                           cli_regress(store.workspace, baseline, candidate) if baseline and candidate else "", "")
+
+
+def answer_cell(pr: ProbeResult) -> str:
+    """The greedy answer to the question, marked when the backend cut it at the token limit."""
+    g = pr.greedy[0]
+    return g.text + (TRUNCATED if g.finish_reason == "length" else "")
+
+
+_CHANGE_CSS = {"broken_hallucinates": "#cf222e", "broken_abstains": "#cf222e", "fixed": "#1a7f37",
+               "now_abstains": "#9a6700", "now_hallucinates": "#cf222e"}
+
+
+def styled_probes(df: pd.DataFrame) -> Any:
+    """The probe table with coloured verdicts and changes (a pandas Styler, which gr.Dataframe renders)."""
+    def colour(css: Mapping[str, str]) -> Any:
+        return lambda v: f"color: {css[v]}; font-weight: 600" if v in css else ""
+
+    verdicts = [c for c in ("baseline verdict", "candidate verdict") if c in df.columns]
+    styler = df.style.map(colour(_VERDICT_CSS), subset=verdicts)
+    return styler.map(colour(_CHANGE_CSS), subset=["change"]) if "change" in df.columns else styler
+
+
+_TRANSITION_RGB = {Transition.BROKEN_HALLUCINATES: (207, 34, 46), Transition.BROKEN_ABSTAINS: (207, 34, 46),
+                   Transition.NOW_HALLUCINATES: (207, 34, 46), Transition.FIXED: (26, 127, 55),
+                   Transition.NOW_ABSTAINS: (154, 103, 0)}  # unchanged cells: grey
+
+
+def transition_heatmap(df: pd.DataFrame) -> Any:
+    """The 3x3 transition matrix (`CompareView.transitions`) as a heatmap Styler: each cell's shade grows with
+    its share of the largest cell; red where a probe got worse, green fixed, amber a hallucination traded for
+    abstention, grey unchanged; an empty cell stays blank."""
+    if df.empty:
+        return df
+    top = max(1, int(df.iloc[:, 1:].to_numpy().max()))
+    cols = list(df.columns[1:])
+
+    def shade(row: pd.Series) -> list[str]:
+        out = [""]
+        for col in cols:
+            k = int(row[col])
+            r, g, b = _TRANSITION_RGB.get(transition_of(Verdict(row.iloc[0]), Verdict(col)), (110, 119, 129))
+            out.append(f"background-color: rgba({r},{g},{b},{0.15 + 0.6 * k / top:.2f})" if k else "")
+        return out
+
+    return df.style.apply(shade, axis=1)
+
+
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that orders digit runs by value: nq2 before nq10."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
+
+
+def _transition_matches(kind: str, b: Verdict, c: Verdict) -> bool:
     if kind == "all":
         return True
-    if kind == "changed":
-        return flip in (Flip.BROKEN, Flip.FIXED)
+    if kind == ANY_CHANGE:
+        return verdict_changed(b, c)
     if "->" in kind:
         return kind == f"{b} -> {c}"
-    return str(flip) == kind
+    if kind in ("broken", "fixed"):
+        return str(flip_of(b, c)) == kind
+    return str(transition_of(b, c)) == kind
 
 
 def compare_filters(store: Store, baseline: str, candidate: str) -> dict[str, list[str]]:
@@ -237,24 +363,6 @@ def compare_filters(store: Store, baseline: str, candidate: str) -> dict[str, li
     tags = sorted({t for r in load_results(store, baseline).probes for t in r.probe.tags})
     cats = {a.category for run in (baseline, candidate) for a in effective_attributions(store, run).values()}
     return {"tag": tags, "category": sorted(cats), "transition": list(TRANSITION_FILTERS)}
-
-
-def _compare_summary(result: Any, group: str, n: int, listed: int, release: Any) -> str:
-    colour = {"pass": "#1a7f37", "warn": "#9a6700", "fail": "#cf222e", "inconclusive": "#8250df"}[result.verdict]
-    out = [f"<div id='wb-verdict'><span style='background:{colour};color:white;padding:2px 8px;border-radius:4px'>"
-           f"gate: {escape(result.verdict.upper())}</span> "
-           f"candidate <b>{escape(result.candidate_label)}</b> vs baseline <b>{escape(result.baseline_label)}</b>"
-           f" · {result.overall.n} probes · broken {len(result.broken)} · fixed {len(result.fixed)}"
-           f" · McNemar p = {result.overall.mcnemar.p_value:.3g}</div>"]
-    if release is not None:
-        out.append(f"<p id='wb-release'>release: <b>{escape(release.new_value)}</b> by {escape(release.reviewer)} "
-                   f"at {escape(release.at)}: {escape(release.reason)}</p>")
-    else:
-        out.append("<p id='wb-release'>release: no sign-off yet</p>")
-    out.append("<ul>" + "".join(
-        f"<li>{escape(g.status)}: <b>{escape(g.name)}</b>: {escape(g.message)}</li>" for g in result.gates) + "</ul>")
-    out.append(f"<p>showing group <b>{escape(group)}</b> ({n} probes); {listed} probes listed below</p>")
-    return "\n".join(out)
 
 
 # -- Probe detail ------------------------------------------------------------------------------------
@@ -298,6 +406,16 @@ def probe_detail(store: Store, probe_id: str, run_ids: Sequence[str]) -> str:
     return "<div id='wb-probe-detail'>" + "\n".join(parts) + "</div>"
 
 
+def step_probe(probe_ids: Sequence[str], current: str, step: int) -> str:
+    """The probe `step` places after `current` in the listed probes (negative: before), clamped to the list;
+    the first (or, stepping back, the last) when `current` is not listed; `current` when nothing is listed."""
+    if not probe_ids:
+        return current
+    if current not in probe_ids:
+        return probe_ids[0] if step >= 0 else probe_ids[-1]
+    return probe_ids[max(0, min(len(probe_ids) - 1, list(probe_ids).index(current) + step))]
+
+
 def _probe_header(probe: Any) -> str:
     def items(xs: Iterable[str]) -> str:
         return "".join(f"<li>{escape(x)}</li>" for x in xs) or "<li><i>none</i></li>"
@@ -332,11 +450,16 @@ def _run_answers(run: RunRecord, pr: Any, reviews: Sequence[Any]) -> str:
     out.append("<table><tr><th>variant</th><th>greedy answer</th><th>grade</th><th>samples (grade)</th></tr>")
     for g in pr.greedy:
         samples = [a for a in pr.samples if a.variant == g.variant]
-        sample_txt = "; ".join(f"{escape(a.text)} ({_verdict(str(a.verdict))})" for a in samples) or "-"
+        sample_txt = ("<ol class='wb-samples'>" + "".join(
+            f"<li>{escape(a.text)} ({_verdict(str(a.verdict))})</li>" for a in samples) + "</ol>") if samples else "-"
         name = "question" if g.variant == 0 else f"paraphrase {g.variant}"
-        out.append(f"<tr><td>{name}</td><td>{escape(g.text)}</td><td>{_verdict(str(g.verdict))}</td>"
+        cut = f"<b class='wb-truncated'>{escape(TRUNCATED)}</b>" if g.finish_reason == "length" else ""
+        out.append(f"<tr><td>{name}</td><td>{escape(g.text)}{cut}</td><td>{_verdict(str(g.verdict))}</td>"
                    f"<td>{sample_txt}</td></tr>")
     out.append("</table>")
+    if pr.greedy:  # the exact text the model got (template applied), on demand
+        out.append(f"<details class='wb-prompt'><summary>prompt sent (question)</summary>"
+                   f"<pre style='white-space:pre-wrap'>{escape(pr.greedy[0].prompt)}</pre></details>")
     return "\n".join(out)
 
 
@@ -365,19 +488,30 @@ def _evidence_html(evidence: Mapping[str, Any], depth: int = 0) -> str:
                 rows.append(f"<div>{label}</div>")
                 continue
             head = "".join(f"<th>{escape(str(k))}</th>" for k in value[0])
-            body = "".join(
-                "<tr>" + "".join(f"<td>{escape(_short(v))}</td>" for v in row.values()) + "</tr>" for row in value)
+            body = "".join("<tr>" + "".join(f"<td>{escape(format_value(v))}</td>" for v in row.values()) + "</tr>"
+                           for row in value)
             rows.append(f"<details open><summary>{label}</summary><table><tr>{head}</tr>{body}</table></details>")
         elif isinstance(value, dict) and value and depth < 3:
             rows.append(f"<div><b>{escape(key)}</b>:<div style='margin-left:1.5em'>"
                         f"{_evidence_html(value, depth + 1)}</div></div>")
         else:
-            rows.append(f"<div><b>{escape(key)}</b>: {escape(_short(value))}</div>")
+            rows.append(f"<div><b>{escape(key)}</b>: {escape(format_value(value))}</div>")
     return "<div class='wb-evidence'>" + "\n".join(rows) + "</div>" if rows else ""
 
 
-def _short(value: Any, limit: int = 400) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
+def format_value(value: Any, limit: int = 400) -> str:
+    """An evidence value for a reader: floats to 3 significant digits (also inside lists and dicts), long
+    text cut at `limit` characters with an ellipsis."""
+    def rounded(v: Any) -> Any:
+        if isinstance(v, float):
+            return float(f"{v:.3g}")
+        if isinstance(v, list | tuple):
+            return [rounded(x) for x in v]
+        if isinstance(v, dict):
+            return {k: rounded(x) for k, x in v.items()}
+        return v
+
+    text = value if isinstance(value, str) else json.dumps(rounded(value), default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -388,7 +522,7 @@ def reviews_table(store: Store, run_id: str | None = None) -> pd.DataFrame:
     """The review log, newest first."""
     from workbench.reviews import list_reviews
 
-    cols = ["id", "at", "reviewer", "target", "run", "probe", "old", "new", "reason"]
+    cols = list(REVIEW_COLUMNS)
     rows = [[r.id, r.at, r.reviewer, r.target, r.run_id, r.probe_id or "", r.old_value or "", r.new_value, r.reason]
             for r in reversed(list_reviews(store, run_id or None))]
     return pd.DataFrame(rows, columns=cols)
@@ -398,7 +532,7 @@ def gate_history_table(store: Store) -> pd.DataFrame:
     """Recorded gates (newest first) with the candidate's latest sign-off."""
     from workbench.regression.gate import history
 
-    cols = ["gate", "at", "baseline", "candidate", "adapter", "verdict", "sign-off"]
+    cols = list(GATE_COLUMNS)
     rows = []
     for h in reversed(history(store)):
         s = h["signoff"]

@@ -18,6 +18,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--value", help="verdict, attribution category, or signoff | block")
     p.add_argument("--probe", help="probe id (verdict and attribution)")
     p.add_argument("--reason", help="why (required)")
+    p.add_argument("--gate", default="", help="release: the recorded gate of RUN the decision is about "
+                   "(default: RUN's latest gate as candidate; a sign-off needs one)")
+    p.add_argument("--confirm", action="store_true", help="release: sign off although reviewers changed grades "
+                   "the gate saw since it was recorded")
     p.add_argument("--reviewer", default=os.environ.get("WORKBENCH_REVIEWER") or getpass.getuser())
     p.add_argument("--json", action="store_true")
 
@@ -43,12 +47,13 @@ def run(args: argparse.Namespace) -> int:
     r: reviews.Review
     if args.target == "release":
         r = reviews.record_release(store, reviewer=args.reviewer, run_id=run_id, decision=args.value,
-                                   reason=args.reason or "")
+                                   reason=args.reason or "", gate_id=args.gate, confirm=args.confirm)
     else:
         r = reviews.record_override(store, reviewer=args.reviewer, run_id=run_id, probe_id=args.probe or "",
                                     target=args.target, new_value=args.value, reason=args.reason or "")
     if args.json:
         print_json(r.to_dict())
     else:
-        print(f"recorded #{r.id}: {r.target} {r.probe_id or ''} {r.old_value} -> {r.new_value} by {r.reviewer}")
+        on = f" on {r.gate_id}" if r.gate_id else ""
+        print(f"recorded #{r.id}: {r.target} {r.probe_id or ''} {r.old_value} -> {r.new_value} by {r.reviewer}{on}")
     return 0
