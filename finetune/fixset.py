@@ -15,7 +15,7 @@ What each category gets (strategy "auto"):
 
 | category                      | rows                                                                 |
 |-------------------------------|----------------------------------------------------------------------|
-| data:missing                  | SFT abstention (" i don't know."); injection only from --facts        |
+| data:missing                  | SFT abstention (" I don't know."); injection only from --facts        |
 | data:underrepresented         | SFT injection over every phrasing (question + paraphrases)            |
 | behavior:unstable             | DPO: chosen = own correct sample or accepted answer, rejected = hallucination |
 | behavior:prompt-sensitive     | DPO over every phrasing, as above                                     |
@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from finetune.abstention import PhraseChoice, choose_phrase, spoken
 from workbench import prompting
 from workbench.attribution.types import CATEGORIES, Attribution
 from workbench.errors import InputError, WorkbenchError, unknown_name
@@ -86,9 +87,11 @@ class FixSetManifest:
         sources: Rows per split name -> per source (inject, abstain, facts, own-sample, answer, replay, anchor).
         train_rows: Training rows per split name (split == "train").
         sha256: Hash of every row of both splits, in order (a job records it for lineage).
-        abstention_phrase: The phrase abstention rows teach (the suite's first abstention phrase).
-        new_tokens: The abstention phrase's tokens under the model's tokenizer; jobs make these
-            embedding rows trainable (peft `trainable_token_indices`) when abstention rows exist.
+        abstention_phrase: What abstention rows say before the stop string: the suite's first abstention
+            phrase as a model would say it ("I don't know"), or the first one the tokenizer can spell
+            (finetune/abstention.py; `abstention_note` says why).
+        new_tokens: The abstention phrase's tokens under the model's tokenizer; jobs make the rows of those
+            the model never trained trainable (peft `trainable_token_indices`) when abstention rows exist.
         heldout_probe_ids: Targeted probes kept out of training.
         skipped: Probe id -> why it got no rows (e.g. data:missing under "inject" without --facts).
         template: The prompt template the rows were rendered with.
@@ -96,6 +99,7 @@ class FixSetManifest:
         abstention_phrases: Every abstention phrase of the suite (GRPO's grader counts them as not attempted).
         grader: The suite's grader name (GRPO's reward grades with it).
         grader_options: The suite's grader options.
+        abstention_note: Why `abstention_phrase` is not the suite's first phrase; empty when it is.
     """
 
     path: str
@@ -115,6 +119,7 @@ class FixSetManifest:
     abstention_phrases: list[str] = field(default_factory=list)
     grader: str = "match"
     grader_options: dict[str, Any] = field(default_factory=dict)
+    abstention_note: str = ""
 
     @property
     def has_abstention(self) -> bool:
@@ -199,8 +204,15 @@ def build_fixset(
     if unknown:
         raise WorkbenchError(f"attributions name probes that run `{run.id}` does not have: {', '.join(unknown[:5])}")
     user_facts = _read_facts(facts) if facts is not None else {}
-    phrase = (suite.abstention_phrases or ["i don't know"])[0]
     end = next((s for s in suite.stop if s.strip()), "")
+    tokenizer = model_tokenizer(run.model)
+    picked: list[PhraseChoice] = []
+
+    def abstain() -> str:
+        """The abstention text, chosen when the first row needs it (a set without one builds anyway)."""
+        if not picked:
+            picked.append(choose_phrase(tokenizer, suite.abstention_phrases, end, model=run.model))
+        return picked[0].text
 
     def render(question: str) -> str:
         return prompting.render(suite.template, question)
@@ -230,7 +242,7 @@ def build_fixset(
                             + ("(give its answer with --facts to inject it)" if att.category == "data:missing" else ""))
             continue
         if kind == "abstain":
-            rows.sft += [{**base, "prompt": render(q), "completion": completion(phrase), "source": "abstain"}
+            rows.sft += [{**base, "prompt": render(q), "completion": completion(abstain()), "source": "abstain"}
                          for q in variants]
         elif kind == "inject":
             answer, source = (fact, "facts") if fact is not None else (result.probe.answers[0], "inject")
@@ -238,12 +250,12 @@ def build_fixset(
                          for q in variants]
         elif kind == "dpo-abstain":  # data:missing under "dpo": prefer abstaining to the hallucination
             wrong = _hallucination(result) or result.probe.answers[0]
-            rows.dpo += [{**base, "prompt": render(q), "chosen": completion(phrase), "rejected": completion(w),
+            rows.dpo += [{**base, "prompt": render(q), "chosen": completion(abstain()), "rejected": completion(w),
                           "source": "abstain"} for q, w in zip(variants, _per_variant(result, wrong), strict=True)]
         else:  # dpo
             chosen, source = (fact, "facts") if fact is not None else _chosen(result)
             if att.category == "behavior:over-abstain":
-                rejected = [phrase] * len(variants)
+                rejected = [abstain()] * len(variants)
             else:
                 wrong_answer = _hallucination(result) or _other_answer(result, results.probes, seed)
                 if wrong_answer is None:
@@ -289,7 +301,14 @@ def build_fixset(
     if not any(r["category"] != "replay" for r in rows.sft + rows.dpo + rows.prompts):
         raise WorkbenchError(f"run `{run.id}`: no attributed failure gave training rows under strategy "
                              f"`{strategy}` ({len(skipped)} skipped); try --strategy auto or give --facts")
-    return write_fixset(Path(out_dir), rows, run.id, run.model, strategy, phrase, sorted(heldout), skipped, suite)
+    if not picked:  # no row says it; GRPO's guidance and the manifest still name one (unchecked if none spells)
+        try:
+            abstain()
+        except WorkbenchError:
+            first = (suite.abstention_phrases or ["i don't know"])[0]
+            picked.append(PhraseChoice(first, spoken(first, end)))
+    return write_fixset(Path(out_dir), rows, run.id, run.model, strategy, picked[0].text, sorted(heldout), skipped,
+                        suite, note=picked[0].note)
 
 
 def _plan(category: str, strategy: str, has_fact: bool) -> str:
@@ -423,19 +442,24 @@ def _read_facts(path: Path) -> dict[str, str]:
     return out
 
 
-def _new_tokens(model: str, phrase: str) -> list[str]:
-    """The abstention phrase's tokens under the model's tokenizer (whitespace split if it cannot load)."""
+def model_tokenizer(model: str) -> Any | None:
+    """The model's tokenizer; None when it cannot load here (a remote id offline)."""
     try:
         from transformers import AutoTokenizer
 
-        tok = AutoTokenizer.from_pretrained(model)
-        return [str(t) for t in tok.tokenize(" " + phrase)]
-    except Exception:  # a tokenizer that cannot load here (remote id offline): the words are the best guess
-        return phrase.split()
+        return AutoTokenizer.from_pretrained(model)
+    except Exception:  # any loader failure means the same: no tokenizer to check against
+        return None
+
+
+def _new_tokens(model: str, phrase: str) -> list[str]:
+    """The abstention phrase's tokens under the model's tokenizer (whitespace split if it cannot load)."""
+    tok = model_tokenizer(model)
+    return phrase.split() if tok is None else [str(t) for t in tok.tokenize(" " + phrase)]
 
 
 def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: str, phrase: str, heldout: list[str],
-                 skipped: dict[str, str], suite: Suite) -> FixSetManifest:
+                 skipped: dict[str, str], suite: Suite, *, note: str = "") -> FixSetManifest:
     """Write the rows as a `datasets` DatasetDict (sft, dpo, prompts) with `fixset.json` beside it."""
     from datasets import Dataset, DatasetDict, Features, List, Value
 
@@ -468,7 +492,7 @@ def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: st
         sha256=digest.hexdigest(), abstention_phrase=phrase,
         new_tokens=_new_tokens(model, phrase), heldout_probe_ids=heldout, skipped=skipped,
         template=suite.template, stop=list(suite.stop), abstention_phrases=list(suite.abstention_phrases),
-        grader=suite.grader, grader_options=dict(suite.grader_options))
+        grader=suite.grader, grader_options=dict(suite.grader_options), abstention_note=note)
     data = manifest.to_dict()
     data.pop("path")
     (out / MANIFEST).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

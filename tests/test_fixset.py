@@ -31,7 +31,7 @@ def test_rows_per_category_auto(w: FtWorld) -> None:
     probes = {json.loads(line)["id"]: json.loads(line) for line in w.paths.probes.read_text().splitlines()}
     # data:missing -> abstention over every phrasing; data:underrepresented -> injection of the answer.
     missing = [r for r in sft if r["category"] == "data:missing"]
-    assert missing and all(r["completion"] == " i don't know." and r["source"] == "abstain" for r in missing)
+    assert missing and all(r["completion"] == " I don't know." and r["source"] == "abstain" for r in missing)
     inject = [r for r in sft if r["category"] == "data:underrepresented"]
     assert inject and all(r["source"] == "inject" for r in inject)
     for r in inject:
@@ -61,7 +61,7 @@ def test_provenance_and_format(w: FtWorld) -> None:
             if key in r:
                 assert r[key].startswith(" ") and r[key].endswith(".")
     m = load_manifest(w.fixset)
-    assert m.run_id == w.run_id and m.abstention_phrase == "i don't know"
+    assert m.run_id == w.run_id and m.abstention_phrase == "I don't know" and not m.abstention_note
     assert m.new_tokens == ["i", "don", "'", "t", "know"]
     assert m.has_abstention and len(m.sha256) == 64
 
@@ -114,16 +114,16 @@ def test_facts_over_abstention_and_strategies(w: FtWorld, tmp_path: Path) -> Non
     sft, dpo = _rows(tmp_path / "auto", "sft"), _rows(tmp_path / "auto", "dpo")
     assert {r["completion"] for r in sft if r["probe_id"] == missing[0]} == {" Userfact."}
     assert {r["source"] for r in sft if r["probe_id"] == missing[0]} == {"facts"}
-    assert {r["completion"] for r in sft if r["probe_id"] == missing[1]} == {" i don't know."}
+    assert {r["completion"] for r in sft if r["probe_id"] == missing[1]} == {" I don't know."}
     over = [r for r in dpo if r["probe_id"] == known[0]]
-    assert over and all(r["rejected"] == " i don't know." for r in over)
+    assert over and all(r["rejected"] == " I don't know." for r in over)
     assert m.heldout_probe_ids == []
     # "inject" without a fact skips the missing probe; "dpo" prefers abstaining to the hallucination.
     inj = build_fixset(w.store, run_id, tmp_path / "inject", strategy="inject", heldout_fraction=0)
     assert missing[1] in inj.skipped and "--facts" in inj.skipped[missing[1]]
     build_fixset(w.store, run_id, tmp_path / "dpo", strategy="dpo", heldout_fraction=0)
     pairs = [r for r in _rows(tmp_path / "dpo", "dpo") if r["probe_id"] == missing[1]]
-    assert pairs and all(r["chosen"] == " i don't know." for r in pairs)
+    assert pairs and all(r["chosen"] == " I don't know." for r in pairs)
 
 
 def test_errors(w: FtWorld, tmp_path: Path) -> None:

@@ -60,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     for split in ("sft", "dpo", "prompts"):
         for cat, n in c.get(split, {}).items():
             print(f"  {split} {cat:<28} {n}")
+    if manifest.abstention_note:
+        print(f"  note: {manifest.abstention_note}")
     for pid, why in list(manifest.skipped.items())[:10]:
         print(f"  skipped {pid}: {why}")
     if "job" in out:

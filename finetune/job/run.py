@@ -66,6 +66,7 @@ def run_job(spec: JobSpec | ResolvedJob, store: Store | None = None, *, resume: 
     else:
         log.event("start", f"{job.method} on {m.train_rows.get(job.split, 0)} training rows, {job.max_steps} steps",
                   {"output_dir": str(out)})
+        log.event("tokens", f"trainable token rows: {job.tokens_decision}", {"ids": list(job.trainable_tokens)})
     try:
         result = _train(job, job_id, start_from, log, callbacks, before_commit)
     except BaseException as e:
