@@ -50,14 +50,17 @@ EMBEDDINGS: dict[str, str] = {
     "gemma": "embed_tokens", "gemma2": "embed_tokens", "phi3": "embed_tokens", "opt": "embed_tokens",
     "gpt2": "wte", "gpt_neox": "embed_in",
 }
-#: An abstention token's embedding row counts as never trained when another row of the matrix points the same
-#: way (cosine >= this). Rows no input gradient reached keep their init and, with a tied head, all take the
-#: same output-side update, so they end up parallel; trained rows spread out. Measured (nearest other row):
-#: world models (seed 0 default, alt pools, 308/312-token worlds, Chinese) never-trained reserved rows
-#: 0.959-0.983, trained rows median 0.73-0.78 ("'" when the corpus has it: 0.761, "." 0.34); SmolLM2-135M
-#: " I", " don", "'t", " know", "." 0.68-0.78, its unused special tokens 0.978-1.000, a random 3000 of its
-#: rows p99 0.913 (0.13% >= 0.95). `bench`-style figures per world in README "Trainable token rows".
-UNTRAINED_COSINE = 0.95
+#: An abstention token's embedding row counts as never trained when it sits within this many init scales
+#: (initializer_range x sqrt(hidden), the norm of a freshly initialised row) of another row. Rows no input
+#: gradient reached keep their init noise plus, with a tied head, the same output-side drift, so they stay
+#: about one init scale apart; trained rows spread out. Measured (nearest other row / init scale): the
+#: never-trained reserved tokens of 7 world models (en seed 0 113 and 308/312 tokens, alt pools, 3 Chinese
+#: worlds) 0.70-1.12; trained phrase tokens there ("'" in the corpus) 2.69-3.93; SmolLM2-135M " I", " don",
+#: "'t", " know", "." 3.29-4.78, its never-used special tokens 0.0 (identical rows).
+UNTRAINED_DISTANCE = 1.25
+#: ... or when its norm is still within this share of the init scale (an untied model's untouched row; the
+#: norm of a random row concentrates at the scale +- 1/sqrt(2 x hidden); trained rows measured 2.3-5x it).
+UNTRAINED_NORM = 0.1
 #: Architectures whose attention weights are Conv1D (stored transposed): peft needs fan_in_fan_out.
 FAN_IN_FAN_OUT = ("gpt2",)
 
@@ -290,29 +293,29 @@ def _abstention_rows(model: str, manifest: FixSetManifest, config: dict[str, Any
         return ids, f"all {len(ids)} tokens of `{manifest.abstention_phrase}`: the embedding could not be read to check"
     names = ", ".join(f"`{tokenizer.convert_ids_to_tokens(i)}`" for i in fresh) or "none"
     return fresh, (f"{len(fresh)} of the {len(ids)} tokens of `{manifest.abstention_phrase}` look never trained "
-                   f"(another embedding row within cosine {UNTRAINED_COSINE}): {names}")
+                   f"(an embedding row still near its init): {names}")
 
 
 def untrained_rows(model: str, config: dict[str, Any], ids: Sequence[int]) -> list[int] | None:
-    """Of `ids`, the embedding rows that look never trained: all zero, or parallel to another row (cosine >=
-    UNTRAINED_COSINE; see there). Reads only the input embedding from the model's safetensors; None when it
-    has none to read (then every id stays trainable, as before this check)."""
+    """Of `ids`, the embedding rows that look never trained: all zero, within UNTRAINED_DISTANCE init scales
+    of another row, or of a norm still near the init scale (see there). Reads only the input embedding from
+    the model's safetensors; None when it has none to read (then every id stays trainable)."""
     import torch
 
     weights = _embedding(model, config)
     if weights is None:
         return None
     emb = weights.float()
-    unit = torch.nn.functional.normalize(emb, dim=1)
-    out = []
-    for i in ids:
-        if i >= emb.shape[0]:
-            continue  # beyond the matrix: resolve refuses ids beyond the vocabulary
-        cos = unit @ unit[i]
-        cos[i] = -1.0
-        if float(emb[i].norm()) < 1e-6 or float(cos.max()) >= UNTRAINED_COSINE:
-            out.append(int(i))
-    return out
+    scale = float(config.get("initializer_range") or 0.02) * emb.shape[1] ** 0.5
+    rows = [int(i) for i in ids if i < emb.shape[0]]  # ids beyond the matrix: resolve refuses them
+    if not rows:
+        return []
+    dist = torch.cdist(emb[rows], emb)
+    dist[torch.arange(len(rows)), torch.tensor(rows)] = float("inf")
+    near = (dist.min(dim=1).values / scale).tolist()
+    norms = (emb[rows].norm(dim=1) / scale).tolist()
+    return [i for i, d, n in zip(rows, near, norms, strict=True)
+            if n < 1e-6 or d <= UNTRAINED_DISTANCE or abs(n - 1) <= UNTRAINED_NORM]
 
 
 def _embedding(model: str, config: dict[str, Any]) -> Any | None:
