@@ -100,6 +100,28 @@ def test_replay_and_anchors(w: FtWorld) -> None:
     assert all(r["probe_id"] not in attributed for r in sft if r["source"] == "replay")
 
 
+def test_replay_covers_the_neighbourhood_of_each_targeted_fact(w: FtWorld, tmp_path: Path) -> None:
+    """With replay for only half the targeted rows, every targeted fact still gets a replayed known fact of
+    its own subject and one of its own relation where the run has one (issue 14: random known facts left
+    some targets' neighbourhoods unreplayed)."""
+    probes = {p["id"]: p for p in map(json.loads, w.paths.probes.read_text().splitlines())}
+    build_fixset(w.store, w.run_id, tmp_path / "fs", replay_ratio=0.5)
+    for split, source in (("sft", "replay"), ("dpo", "anchor")):
+        rows = _rows(tmp_path / "fs", split)
+        replayed = {r["probe_id"] for r in rows if r["source"] == source}
+        pool = {r["probe_id"] for r in _rows(w.fixset, split) if r["source"] == source}  # the 4x set: known facts
+        targets = {r["probe_id"] for r in rows if r["split"] == "train" and r["category"] != "replay"}
+        assert targets and replayed
+        for key in ("subject", "relation"):
+            def near(t: str, among: set[str], key: str = key) -> set[str]:
+                return {q for q in among if probes[q][key] == probes[t][key] and q != t}
+
+            have = [t for t in targets if near(t, pool)]
+            covered = [t for t in have if near(t, replayed)]
+            n = sum(r["source"] == source for r in rows)  # fewer rows than targets: one target per row at least
+            assert have and len(covered) >= min(len(have), n), (split, key, len(covered), len(have), n)
+
+
 def test_facts_over_abstention_and_strategies(w: FtWorld, tmp_path: Path) -> None:
     missing = sorted(pid for pid, t in w.truth.items() if t["tier"] == "absent")
     known = sorted(pid for pid, t in w.truth.items() if t["tier"] == "known")
