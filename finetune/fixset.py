@@ -41,7 +41,7 @@ import hashlib
 import json
 import random
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,11 @@ DEFAULT_REPLAY = {"rl": 1.0}
 #: anchors at 4x left DPO fixing 57% of its targets, 2x 78% with 0.4% of correct-before probes broken, 1x 86%
 #: but 4.0% broken; SFT replay stays at 4x, where 2x broke 2.8%).
 ANCHOR_SHARE = 0.5
+#: Known (baseline-correct) probes kept out of replay as the validation slice a job scores for broken known
+#: facts: a tenth, at most 200 (the default world's 267 known probes give 27; greedy answers for 200 prompts
+#: take seconds on the world model, well under a minute on a 135M model on CPU).
+VALIDATION_SHARE = 0.1
+VALIDATION_MAX = 200
 MANIFEST = "fixset.json"
 #: The split each job method trains on.
 METHOD_SPLIT = {"sft": "sft", "dpo": "dpo", "grpo": "prompts"}
@@ -101,6 +106,8 @@ class FixSetManifest:
         grader: The suite's grader name (GRPO's reward grades with it).
         grader_options: The suite's grader options.
         abstention_note: Why `abstention_phrase` is not the suite's first phrase; empty when it is.
+        validation: Known probes no training row holds (probe_id, question, prompt, answers, incorrect_answers): jobs
+            score them before and after training and record the broken ones.
     """
 
     path: str
@@ -121,6 +128,7 @@ class FixSetManifest:
     grader: str = "match"
     grader_options: dict[str, Any] = field(default_factory=dict)
     abstention_note: str = ""
+    validation: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def has_abstention(self) -> bool:
@@ -278,6 +286,7 @@ def build_fixset(
     corrected = {g.probe_id for g in grades if g.corrected == Verdict.INCORRECT}
     known = [r for r in results.probes
              if r.probe.id not in attributions and r.probe.id not in corrected and r.verdict == Verdict.CORRECT]
+    known, validation = _validation_slice(known, render, seed)
     rng = random.Random(f"replay-{seed}")
     n_sft = round(replay_ratio * sum(r["split"] == "train" for r in rows.sft))
     n_dpo = round(replay_ratio * ANCHOR_SHARE * sum(r["split"] == "train" for r in rows.dpo))
@@ -310,7 +319,20 @@ def build_fixset(
             first = (suite.abstention_phrases or ["i don't know"])[0]
             picked.append(PhraseChoice(first, spoken(first, end)))
     return write_fixset(Path(out_dir), rows, run.id, run.model, strategy, picked[0].text, sorted(heldout), skipped,
-                        suite, note=picked[0].note)
+                        suite, note=picked[0].note, validation=validation)
+
+
+def _validation_slice(known: list[ProbeResult], render: Callable[[str], str],
+                      seed: int) -> tuple[list[ProbeResult], list[dict[str, Any]]]:
+    """(the known probes replay may use, the validation slice): a seeded VALIDATION_SHARE of the known
+    probes (at most VALIDATION_MAX) that no training row holds, as prompt/answers rows for a job to score."""
+    ids = sorted(r.probe.id for r in known)
+    random.Random(f"validation-{seed}").shuffle(ids)
+    held = set(ids[: min(VALIDATION_MAX, round(VALIDATION_SHARE * len(ids)))])
+    rows = [{"probe_id": r.probe.id, "question": r.probe.question, "prompt": render(r.probe.question),
+             "answers": list(r.probe.answers),
+             "incorrect_answers": list(r.probe.incorrect_answers)} for r in known if r.probe.id in held]
+    return [r for r in known if r.probe.id not in held], rows
 
 
 def _plan(category: str, strategy: str, has_fact: bool) -> str:
@@ -503,7 +525,8 @@ def _new_tokens(model: str, phrase: str) -> list[str]:
 
 
 def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: str, phrase: str, heldout: list[str],
-                 skipped: dict[str, str], suite: Suite, *, note: str = "") -> FixSetManifest:
+                 skipped: dict[str, str], suite: Suite, *, note: str = "",
+                 validation: Sequence[dict[str, Any]] = ()) -> FixSetManifest:
     """Write the rows as a `datasets` DatasetDict (sft, dpo, prompts) with `fixset.json` beside it."""
     from datasets import Dataset, DatasetDict, Features, List, Value
 
@@ -536,7 +559,8 @@ def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: st
         sha256=digest.hexdigest(), abstention_phrase=phrase,
         new_tokens=_new_tokens(model, phrase), heldout_probe_ids=heldout, skipped=skipped,
         template=suite.template, stop=list(suite.stop), abstention_phrases=list(suite.abstention_phrases),
-        grader=suite.grader, grader_options=dict(suite.grader_options), abstention_note=note)
+        grader=suite.grader, grader_options=dict(suite.grader_options), abstention_note=note,
+        validation=list(validation))
     data = manifest.to_dict()
     data.pop("path")
     (out / MANIFEST).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -68,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
         job = out["job"]
         assert isinstance(job, dict)
         print(f"job {job['job_id']}: {job['status']}: {job['message']}; adapter {job['adapter']}")
+        if job["known_checked"]:
+            print(f"  known facts broken: {len(job['known_broken'])} of {job['known_checked']}"
+                  + (f": {', '.join(job['known_broken'][:10])}" if job["known_broken"] else ""))
     return code
 
 
