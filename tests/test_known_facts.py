@@ -76,7 +76,8 @@ def test_train_records_and_prints_the_known_facts_a_job_broke(w: FtWorld, tmp_pa
 
 def test_a_job_stops_when_known_facts_start_to_break(w: FtWorld, tmp_path: Path) -> None:
     """With evaluations on (`early_stop.eval_every`), the tag breaker is stopped once more than
-    `max_known_broken` of the validation slice is broken, long before its 60 steps; the adapter is kept."""
+    `max_known_broken` of the validation slice is broken at `patience` evaluations in a row, long before its
+    60 steps; the adapter is kept."""
     from finetune import records
     from finetune.inject import build_tag_breaker
     from finetune.job import EarlyStopSpec, JobSpec, TrainerSpec, run_job
@@ -92,8 +93,8 @@ def test_a_job_stops_when_known_facts_start_to_break(w: FtWorld, tmp_path: Path)
     (tmp_path / "fix" / "fixset.json").write_text(json.dumps(data))
     result = run_job(JobSpec(fixset=manifest.path, output_dir=str(tmp_path / "job"), device="cpu",
                              trainer=TrainerSpec(max_steps=60, learning_rate=3e-3),
-                             early_stop=EarlyStopSpec(eval_every=5, max_known_broken=0.25)), w.store)
-    assert result.status == "stopped" and result.stop_reason == "known_broken" and result.steps < 60
+                             early_stop=EarlyStopSpec(eval_every=5, patience=2, max_known_broken=0.25)), w.store)
+    assert result.status == "stopped" and result.stop_reason == "known_broken" and 10 <= result.steps < 60
     assert result.adapter is not None and len(result.known_broken) > 0.25 * result.known_checked
     events = [e.kind for e in records.events(w.store, result.job_id)]
     assert "known_broken" in events

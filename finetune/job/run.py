@@ -105,7 +105,8 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     known_before: set[str] = set()
     es = job.spec.early_stop
     known_guard = KnownFactsGuard(log.event, log.metrics, broken=lambda m: sorted(known_before - known.correct(m)),
-                                  checked=len(known.rows), eval_every=es.eval_every, max_share=es.max_known_broken)
+                                  checked=len(known.rows), eval_every=es.eval_every, max_share=es.max_known_broken,
+                                  patience=es.patience)
     guards = [*method.guards(), known_guard]
     early = method.early_stopping()
     trainer = method.trainer(model=model, args=method.config(job.output_dir / CHECKPOINT_DIR), peft_config=peft_config,

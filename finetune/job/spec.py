@@ -156,7 +156,7 @@ class EarlyStopSpec(_Section):
     """DPO: stop when the mean chosen log-prob falls this many nats below its start."""
     max_known_broken: float = pydantic.Field(default=0.01, ge=0, le=1)
     """Stop (the adapter is kept) when more than this share of the fix set's validation slice of known facts
-    is broken at an evaluation (every `eval_every` steps; the issue-14 goal: at most 1% broken)."""
+    is broken at `patience` evaluations in a row (every `eval_every` steps; the issue-14 goal: at most 1%)."""
 
 
 class GRPOSpec(_Section):
