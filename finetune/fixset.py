@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from finetune.abstention import PhraseChoice, choose_phrase, spoken
+from finetune.replay import neighbours_first, targets_of
 from workbench import prompting
 from workbench.attribution.types import CATEGORIES, Attribution
 from workbench.errors import InputError, WorkbenchError, unknown_name
@@ -55,7 +56,7 @@ from workbench.probes import Suite
 from workbench.results import ProbeResult, load_results
 from workbench.reviews import corrected_grades, effective_attributions
 from workbench.store import Store
-from workbench.types import Probe, Verdict
+from workbench.types import Verdict
 
 STRATEGIES = ("auto", "inject", "abstain", "dpo", "rl")
 SFT_COLUMNS = ("prompt", "completion", "probe_id", "category", "source", "split")
@@ -294,7 +295,7 @@ def build_fixset(
     replay = [{"prompt": render(a.prompt_question), "completion": completion(a.text), "probe_id": a.probe_id,
                "category": "replay", "source": "replay", "split": "train"} for a in known_answers]
     probe_of = {r.probe.id: r.probe for r in results.probes}
-    rows.sft += neighbours_first(replay, n_sft, rng, _targets(rows.sft, probe_of), probe_of)
+    rows.sft += neighbours_first(replay, n_sft, rng, targets_of(rows.sft, probe_of), probe_of)
     anchors = []
     for r in known:
         other = _other_answer(r, results.probes, seed)
@@ -302,13 +303,13 @@ def build_fixset(
             anchors.append({"prompt": render(r.probe.question), "chosen": completion(r.probe.answers[0]),
                             "rejected": completion(other), "probe_id": r.probe.id, "category": "replay",
                             "source": "anchor", "split": "train"})
-    rows.dpo += neighbours_first(anchors, n_dpo, rng, _targets(rows.dpo, probe_of), probe_of)
+    rows.dpo += neighbours_first(anchors, n_dpo, rng, targets_of(rows.dpo, probe_of), probe_of)
     n_prompts = round(replay_ratio * sum(r["split"] == "train" for r in rows.prompts))
     by_known = {r.probe.id: r.probe for r in known}
     replay_prompts = [{"prompt": render(a.prompt_question), "answers": list(by_known[a.probe_id].answers),
                        "incorrect_answers": list(by_known[a.probe_id].incorrect_answers), "probe_id": a.probe_id,
                        "category": "replay", "source": "replay", "split": "train"} for a in known_answers]
-    rows.prompts += neighbours_first(replay_prompts, n_prompts, rng, _targets(rows.prompts, probe_of), probe_of)
+    rows.prompts += neighbours_first(replay_prompts, n_prompts, rng, targets_of(rows.prompts, probe_of), probe_of)
     if not any(r["category"] != "replay" for r in rows.sft + rows.dpo + rows.prompts):
         raise WorkbenchError(f"run `{run.id}`: no attributed failure gave training rows under strategy "
                              f"`{strategy}` ({len(skipped)} skipped); try --strategy auto or give --facts")
@@ -428,60 +429,6 @@ def _known_answers(known: Sequence[ProbeResult]) -> list[_KnownAnswer]:
             if a.verdict == Verdict.CORRECT and a.variant < len(variants):
                 out.append(_KnownAnswer(r.probe.id, variants[a.variant], r.probe.answers[0]))
     return out
-
-
-def cycle_rows(rows: list[dict[str, Any]], n: int, rng: random.Random) -> list[dict[str, Any]]:
-    """n rows drawn without replacement, cycling through fresh shuffles when n exceeds the pool."""
-    if not rows or n <= 0:
-        return []
-    out: list[dict[str, Any]] = []
-    while len(out) < n:
-        batch = list(rows)
-        rng.shuffle(batch)
-        out += batch[: n - len(out)]
-    return out
-
-
-def _targets(rows: Sequence[Mapping[str, Any]], probe_of: Mapping[str, Probe]) -> list[Probe]:
-    """The targeted probes a split trains on (in row order, once each)."""
-    ids = dict.fromkeys(r["probe_id"] for r in rows if r["split"] == "train" and r["probe_id"] in probe_of)
-    return [probe_of[pid] for pid in ids]
-
-
-def neighbours_first(pool: list[dict[str, Any]], n: int, rng: random.Random, targets: Sequence[Probe],
-                     probe_of: Mapping[str, Probe]) -> list[dict[str, Any]]:
-    """n replay rows of `pool` that first cover the neighbourhood of every targeted fact, then the rest.
-
-    Training on a fact moves the weights its neighbours share: other facts of the same subject (its
-    entity's representation) and of the same relation (the answer type the fix pushes). So each target
-    in turn takes its next unused row (its same-subject facts first, then its same-relation facts; seeded
-    order) until n rows or every neighbourhood is used; then random known facts; then `cycle_rows`.
-    """
-    if not pool or n <= 0:
-        return []
-    order = list(range(len(pool)))
-    rng.shuffle(order)
-
-    def probe(i: int) -> Probe | None:
-        return probe_of.get(pool[i]["probe_id"])
-
-    queues = []
-    for t in targets:
-        same_subject = [i for i in order if (p := probe(i)) is not None and p.id != t.id
-                        and t.subject is not None and p.subject == t.subject]
-        same_relation = [i for i in order if (p := probe(i)) is not None and p.id != t.id
-                         and t.relation is not None and p.relation == t.relation and i not in same_subject]
-        queues.append(same_subject + same_relation)
-    picked: dict[int, None] = {}
-    while len(picked) < n and any(queues):
-        for q in queues:
-            while q and q[0] in picked:
-                q.pop(0)
-            if q and len(picked) < n:
-                picked[q.pop(0)] = None
-    picked.update(dict.fromkeys(i for i in order if i not in picked))
-    out = [pool[i] for i in picked][:n]
-    return out + cycle_rows(pool, n - len(out), rng)
 
 
 def _read_facts(path: Path) -> dict[str, str]:
