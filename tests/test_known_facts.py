@@ -98,3 +98,18 @@ def test_a_job_stops_when_known_facts_start_to_break(w: FtWorld, tmp_path: Path)
     assert result.adapter is not None and len(result.known_broken) > 0.25 * result.known_checked
     events = [e.kind for e in records.events(w.store, result.job_id)]
     assert "known_broken" in events
+
+
+def test_fix_validation_fraction_option(w: FtWorld, tmp_path: Path) -> None:
+    """`workbench fix --validation-fraction 0` keeps no known probe out of replay; a bad value exits 2."""
+    def fix(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hallucination_workbench", "fix", w.run_id, "--workspace",
+                               str(w.store.workspace), "--json", *extra], capture_output=True, text=True, timeout=300)
+
+    proc = fix("--out", str(tmp_path / "none"), "--validation-fraction", "0")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["fixset"]["validation"] == [] and load_manifest(tmp_path / "none").validation == []
+    assert load_manifest(w.fixset).validation  # the default keeps a slice
+    bad = fix("--out", str(tmp_path / "bad"), "--validation-fraction", "1.5")
+    assert bad.returncode == 2 and "`validation_fraction` must be in [0, 1), got 1.5" in bad.stderr
+    assert "Traceback" not in bad.stderr
