@@ -15,7 +15,7 @@ What each category gets (strategy "auto"):
 
 | category                      | rows                                                                 |
 |-------------------------------|----------------------------------------------------------------------|
-| data:missing                  | SFT abstention (" i don't know."); injection only from --facts        |
+| data:missing                  | SFT abstention (" I don't know."); injection only from --facts        |
 | knowledge:unknown             | as data:missing (unknown to the model, no corpus looked at)           |
 | data:underrepresented         | SFT injection over every phrasing (question + paraphrases)            |
 | behavior:unstable             | DPO: chosen = own correct sample or accepted answer, rejected = hallucination |
@@ -25,7 +25,8 @@ What each category gets (strategy "auto"):
 
 Plus a replay/anchor slice from probes the model answers correctly (SFT replay rows; DPO anchor
 pairs whose rejected side is another probe's answer of the same relation), `replay_ratio` times the
-targeted training rows (anchors: `ANCHOR_SHARE` of that), against forgetting. Prompts are rendered
+targeted training rows (anchors: `ANCHOR_SHARE` of that), against forgetting; it covers the
+neighbourhood of each targeted fact first (same subject, then same relation: `neighbours_first`). Prompts are rendered
 with the suite template exactly as the evaluation renders them; completions start with a space and
 end with the suite's first stop string, so the trained model stops where the evaluation cuts.
 
@@ -41,11 +42,13 @@ import hashlib
 import json
 import random
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from finetune.abstention import PhraseChoice, choose_phrase, spoken
+from finetune.replay import neighbours_first, targets_of
 from workbench import prompting
 from workbench.attribution.types import ABSTAIN_CATEGORIES, CATEGORIES, Attribution
 from workbench.errors import InputError, WorkbenchError, unknown_name
@@ -67,6 +70,13 @@ DEFAULT_REPLAY = {"rl": 1.0}
 #: anchors at 4x left DPO fixing 57% of its targets, 2x 78% with 0.4% of correct-before probes broken, 1x 86%
 #: but 4.0% broken; SFT replay stays at 4x, where 2x broke 2.8%).
 ANCHOR_SHARE = 0.5
+#: Known (baseline-correct) probes kept out of replay as the validation slice a job scores for broken known
+#: facts: a tenth, at most 200 (the default world's 267 known probes give 27; greedy answers for 200 prompts
+#: take seconds on the world model). They are what replay does not protect: measured with default jobs,
+#: alt world seed 11 SFT broke 4 of its 6 (and 0 of the other 49 known facts), DPO 5 of 6 (0 of 49);
+#: test world seed 0 SFT 1 of 5, DPO 2 of 5 (0 of the other 43). `--validation-fraction 0` replays them.
+VALIDATION_SHARE = 0.1
+VALIDATION_MAX = 200
 MANIFEST = "fixset.json"
 #: The split each job method trains on.
 METHOD_SPLIT = {"sft": "sft", "dpo": "dpo", "grpo": "prompts"}
@@ -87,9 +97,11 @@ class FixSetManifest:
         sources: Rows per split name -> per source (inject, abstain, facts, own-sample, answer, replay, anchor).
         train_rows: Training rows per split name (split == "train").
         sha256: Hash of every row of both splits, in order (a job records it for lineage).
-        abstention_phrase: The phrase abstention rows teach (the suite's first abstention phrase).
-        new_tokens: The abstention phrase's tokens under the model's tokenizer; jobs make these
-            embedding rows trainable (peft `trainable_token_indices`) when abstention rows exist.
+        abstention_phrase: What abstention rows say before the stop string: the suite's first abstention
+            phrase as a model would say it ("I don't know"), or the first one the tokenizer can spell
+            (finetune/abstention.py; `abstention_note` says why).
+        new_tokens: The abstention phrase's tokens under the model's tokenizer; jobs make the rows of those
+            the model never trained trainable (peft `trainable_token_indices`) when abstention rows exist.
         heldout_probe_ids: Targeted probes kept out of training.
         skipped: Probe id -> why it got no rows (e.g. data:missing under "inject" without --facts).
         template: The prompt template the rows were rendered with.
@@ -97,6 +109,9 @@ class FixSetManifest:
         abstention_phrases: Every abstention phrase of the suite (GRPO's grader counts them as not attempted).
         grader: The suite's grader name (GRPO's reward grades with it).
         grader_options: The suite's grader options.
+        abstention_note: Why `abstention_phrase` is not the suite's first phrase; empty when it is.
+        validation: Known probes no training row holds (probe_id, question, prompt, answers, incorrect_answers): jobs
+            score them before and after training and record the broken ones.
     """
 
     path: str
@@ -116,6 +131,8 @@ class FixSetManifest:
     abstention_phrases: list[str] = field(default_factory=list)
     grader: str = "match"
     grader_options: dict[str, Any] = field(default_factory=dict)
+    abstention_note: str = ""
+    validation: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def has_abstention(self) -> bool:
@@ -174,11 +191,13 @@ def build_fixset(
     facts: Path | None = None,
     replay_ratio: float | None = None,
     heldout_fraction: float = 0.2,
+    validation_fraction: float = VALIDATION_SHARE,
     seed: int = 0,
     suite: Suite | None = None,
 ) -> FixSetManifest:
     """Build the fix set of `run_id` from its stored attributions; writes `out_dir` and returns its manifest.
-    `replay_ratio` None: 4 (1 for strategy rl)."""
+    `replay_ratio` None: 4 (1 for strategy rl). `validation_fraction`: known probes kept out of training for
+    jobs to count broken known facts on (VALIDATION_SHARE)."""
     if strategy not in STRATEGIES:
         raise unknown_name("strategy", strategy, STRATEGIES)
     if replay_ratio is None:
@@ -187,6 +206,8 @@ def build_fixset(
         raise WorkbenchError(f"`replay_ratio` must be >= 0 (times the targeted rows), got {replay_ratio}")
     if not 0 <= heldout_fraction < 1:
         raise WorkbenchError(f"`heldout_fraction` must be in [0, 1), got {heldout_fraction}")
+    if not 0 <= validation_fraction < 1:
+        raise WorkbenchError(f"`validation_fraction` must be in [0, 1), got {validation_fraction}")
     results = load_results(store, run_id)
     run = results.run
     suite = suite or Suite.model_validate(run.suite_config)
@@ -200,8 +221,15 @@ def build_fixset(
     if unknown:
         raise WorkbenchError(f"attributions name probes that run `{run.id}` does not have: {', '.join(unknown[:5])}")
     user_facts = _read_facts(facts) if facts is not None else {}
-    phrase = (suite.abstention_phrases or ["i don't know"])[0]
     end = next((s for s in suite.stop if s.strip()), "")
+    tokenizer = model_tokenizer(run.model)
+    picked: list[PhraseChoice] = []
+
+    def abstain() -> str:
+        """The abstention text, chosen when the first row needs it (a set without one builds anyway)."""
+        if not picked:
+            picked.append(choose_phrase(tokenizer, suite.abstention_phrases, end, model=run.model))
+        return picked[0].text
 
     def render(question: str) -> str:
         return prompting.render(suite.template, question)
@@ -231,7 +259,7 @@ def build_fixset(
             skipped[pid] = f"{att.category} under strategy `{strategy}`: no rows {hint}".rstrip()
             continue
         if kind == "abstain":
-            rows.sft += [{**base, "prompt": render(q), "completion": completion(phrase), "source": "abstain"}
+            rows.sft += [{**base, "prompt": render(q), "completion": completion(abstain()), "source": "abstain"}
                          for q in variants]
         elif kind == "inject":
             answer, source = (fact, "facts") if fact is not None else (result.probe.answers[0], "inject")
@@ -239,12 +267,12 @@ def build_fixset(
                          for q in variants]
         elif kind == "dpo-abstain":  # an unknown fact under "dpo": prefer abstaining to the hallucination
             wrong = _hallucination(result) or result.probe.answers[0]
-            rows.dpo += [{**base, "prompt": render(q), "chosen": completion(phrase), "rejected": completion(w),
+            rows.dpo += [{**base, "prompt": render(q), "chosen": completion(abstain()), "rejected": completion(w),
                           "source": "abstain"} for q, w in zip(variants, _per_variant(result, wrong), strict=True)]
         else:  # dpo
             chosen, source = (fact, "facts") if fact is not None else _chosen(result)
             if att.category == "behavior:over-abstain":
-                rejected = [phrase] * len(variants)
+                rejected = [abstain()] * len(variants)
             else:
                 wrong_answer = _hallucination(result) or _other_answer(result, results.probes, seed)
                 if wrong_answer is None:
@@ -266,13 +294,15 @@ def build_fixset(
     corrected = {g.probe_id for g in grades if g.corrected == Verdict.INCORRECT}
     known = [r for r in results.probes
              if r.probe.id not in attributions and r.probe.id not in corrected and r.verdict == Verdict.CORRECT]
+    known, validation = _validation_slice(known, render, seed, validation_fraction)
     rng = random.Random(f"replay-{seed}")
     n_sft = round(replay_ratio * sum(r["split"] == "train" for r in rows.sft))
     n_dpo = round(replay_ratio * ANCHOR_SHARE * sum(r["split"] == "train" for r in rows.dpo))
     known_answers = _known_answers(known)
     replay = [{"prompt": render(a.prompt_question), "completion": completion(a.text), "probe_id": a.probe_id,
                "category": "replay", "source": "replay", "split": "train"} for a in known_answers]
-    rows.sft += cycle_rows(replay, n_sft, rng)
+    probe_of = {r.probe.id: r.probe for r in results.probes}
+    rows.sft += neighbours_first(replay, n_sft, rng, targets_of(rows.sft, probe_of), probe_of)
     anchors = []
     for r in known:
         other = _other_answer(r, results.probes, seed)
@@ -280,17 +310,37 @@ def build_fixset(
             anchors.append({"prompt": render(r.probe.question), "chosen": completion(r.probe.answers[0]),
                             "rejected": completion(other), "probe_id": r.probe.id, "category": "replay",
                             "source": "anchor", "split": "train"})
-    rows.dpo += cycle_rows(anchors, n_dpo, rng)
+    rows.dpo += neighbours_first(anchors, n_dpo, rng, targets_of(rows.dpo, probe_of), probe_of)
     n_prompts = round(replay_ratio * sum(r["split"] == "train" for r in rows.prompts))
     by_known = {r.probe.id: r.probe for r in known}
     replay_prompts = [{"prompt": render(a.prompt_question), "answers": list(by_known[a.probe_id].answers),
                        "incorrect_answers": list(by_known[a.probe_id].incorrect_answers), "probe_id": a.probe_id,
                        "category": "replay", "source": "replay", "split": "train"} for a in known_answers]
-    rows.prompts += cycle_rows(replay_prompts, n_prompts, rng)
+    rows.prompts += neighbours_first(replay_prompts, n_prompts, rng, targets_of(rows.prompts, probe_of), probe_of)
     if not any(r["category"] != "replay" for r in rows.sft + rows.dpo + rows.prompts):
         raise WorkbenchError(f"run `{run.id}`: no attributed failure gave training rows under strategy "
                              f"`{strategy}` ({len(skipped)} skipped); try --strategy auto or give --facts")
-    return write_fixset(Path(out_dir), rows, run.id, run.model, strategy, phrase, sorted(heldout), skipped, suite)
+    if not picked:  # no row says it; GRPO's guidance and the manifest still name one (unchecked if none spells)
+        try:
+            abstain()
+        except WorkbenchError:
+            first = (suite.abstention_phrases or ["i don't know"])[0]
+            picked.append(PhraseChoice(first, spoken(first, end)))
+    return write_fixset(Path(out_dir), rows, run.id, run.model, strategy, picked[0].text, sorted(heldout), skipped,
+                        suite, note=picked[0].note, validation=validation)
+
+
+def _validation_slice(known: list[ProbeResult], render: Callable[[str], str], seed: int,
+                      fraction: float) -> tuple[list[ProbeResult], list[dict[str, Any]]]:
+    """(the known probes replay may use, the validation slice): a seeded `fraction` of the known probes (at
+    most VALIDATION_MAX) that no training row holds, as prompt/answers rows for a job to score."""
+    ids = sorted(r.probe.id for r in known)
+    random.Random(f"validation-{seed}").shuffle(ids)
+    held = set(ids[: min(VALIDATION_MAX, round(fraction * len(ids)))])
+    rows = [{"probe_id": r.probe.id, "question": r.probe.question, "prompt": render(r.probe.question),
+             "answers": list(r.probe.answers),
+             "incorrect_answers": list(r.probe.incorrect_answers)} for r in known if r.probe.id in held]
+    return [r for r in known if r.probe.id not in held], rows
 
 
 def _plan(category: str, strategy: str, has_fact: bool) -> str:
@@ -390,18 +440,6 @@ def _known_answers(known: Sequence[ProbeResult]) -> list[_KnownAnswer]:
     return out
 
 
-def cycle_rows(rows: list[dict[str, Any]], n: int, rng: random.Random) -> list[dict[str, Any]]:
-    """n rows drawn without replacement, cycling through fresh shuffles when n exceeds the pool."""
-    if not rows or n <= 0:
-        return []
-    out: list[dict[str, Any]] = []
-    while len(out) < n:
-        batch = list(rows)
-        rng.shuffle(batch)
-        out += batch[: n - len(out)]
-    return out
-
-
 def _read_facts(path: Path) -> dict[str, str]:
     """--facts JSONL: {"question": ..., "answer": ...} (or "probe_id" instead of "question")."""
     if not path.is_file():
@@ -426,19 +464,25 @@ def _read_facts(path: Path) -> dict[str, str]:
     return out
 
 
-def _new_tokens(model: str, phrase: str) -> list[str]:
-    """The abstention phrase's tokens under the model's tokenizer (whitespace split if it cannot load)."""
+def model_tokenizer(model: str) -> Any | None:
+    """The model's tokenizer; None when it cannot load here (a remote id offline)."""
     try:
         from transformers import AutoTokenizer
 
-        tok = AutoTokenizer.from_pretrained(model)
-        return [str(t) for t in tok.tokenize(" " + phrase)]
-    except Exception:  # a tokenizer that cannot load here (remote id offline): the words are the best guess
-        return phrase.split()
+        return AutoTokenizer.from_pretrained(model)
+    except Exception:  # any loader failure means the same: no tokenizer to check against
+        return None
+
+
+def _new_tokens(model: str, phrase: str) -> list[str]:
+    """The abstention phrase's tokens under the model's tokenizer (whitespace split if it cannot load)."""
+    tok = model_tokenizer(model)
+    return phrase.split() if tok is None else [str(t) for t in tok.tokenize(" " + phrase)]
 
 
 def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: str, phrase: str, heldout: list[str],
-                 skipped: dict[str, str], suite: Suite) -> FixSetManifest:
+                 skipped: dict[str, str], suite: Suite, *, note: str = "",
+                 validation: Sequence[dict[str, Any]] = ()) -> FixSetManifest:
     """Write the rows as a `datasets` DatasetDict (sft, dpo, prompts) with `fixset.json` beside it."""
     from datasets import Dataset, DatasetDict, Features, List, Value
 
@@ -471,7 +515,8 @@ def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: st
         sha256=digest.hexdigest(), abstention_phrase=phrase,
         new_tokens=_new_tokens(model, phrase), heldout_probe_ids=heldout, skipped=skipped,
         template=suite.template, stop=list(suite.stop), abstention_phrases=list(suite.abstention_phrases),
-        grader=suite.grader, grader_options=dict(suite.grader_options))
+        grader=suite.grader, grader_options=dict(suite.grader_options), abstention_note=note,
+        validation=list(validation))
     data = manifest.to_dict()
     data.pop("path")
     (out / MANIFEST).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -17,7 +17,8 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from finetune.fixset import FixRows, FixSetManifest, cycle_rows, write_fixset
+from finetune.fixset import FixRows, FixSetManifest, write_fixset
+from finetune.replay import cycle_rows
 from workbench import prompting
 from workbench.errors import WorkbenchError
 from workbench.grading.normalize import normalize

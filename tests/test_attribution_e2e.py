@@ -108,7 +108,7 @@ def test_without_samples_paraphrases_or_corpus(test_world: WorldPaths, tmp_path:
     sft = list(load_from_disk(str(tmp_path / "fix"))["sft"])
     abstain = {r["probe_id"] for r in sft if r["source"] == "abstain"}
     assert abstain == unknown
-    assert all(r["completion"] == " i don't know." for r in sft if r["source"] == "abstain")
+    assert all(r["completion"] == " I don't know." for r in sft if r["source"] == "abstain")
 
 
 def test_bad_corpus_rows(test_world: WorldPaths, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -31,7 +31,7 @@ def test_rows_per_category_auto(w: FtWorld) -> None:
     probes = {json.loads(line)["id"]: json.loads(line) for line in w.paths.probes.read_text().splitlines()}
     # data:missing -> abstention over every phrasing; data:underrepresented -> injection of the answer.
     missing = [r for r in sft if r["category"] == "data:missing"]
-    assert missing and all(r["completion"] == " i don't know." and r["source"] == "abstain" for r in missing)
+    assert missing and all(r["completion"] == " I don't know." and r["source"] == "abstain" for r in missing)
     inject = [r for r in sft if r["category"] == "data:underrepresented"]
     assert inject and all(r["source"] == "inject" for r in inject)
     for r in inject:
@@ -61,7 +61,7 @@ def test_provenance_and_format(w: FtWorld) -> None:
             if key in r:
                 assert r[key].startswith(" ") and r[key].endswith(".")
     m = load_manifest(w.fixset)
-    assert m.run_id == w.run_id and m.abstention_phrase == "i don't know"
+    assert m.run_id == w.run_id and m.abstention_phrase == "I don't know" and not m.abstention_note
     assert m.new_tokens == ["i", "don", "'", "t", "know"]
     assert m.has_abstention and len(m.sha256) == 64
 
@@ -100,6 +100,28 @@ def test_replay_and_anchors(w: FtWorld) -> None:
     assert all(r["probe_id"] not in attributed for r in sft if r["source"] == "replay")
 
 
+def test_replay_covers_the_neighbourhood_of_each_targeted_fact(w: FtWorld, tmp_path: Path) -> None:
+    """With replay for only half the targeted rows, every targeted fact still gets a replayed known fact of
+    its own subject and one of its own relation where the run has one (issue 14: random known facts left
+    some targets' neighbourhoods unreplayed)."""
+    probes = {p["id"]: p for p in map(json.loads, w.paths.probes.read_text().splitlines())}
+    build_fixset(w.store, w.run_id, tmp_path / "fs", replay_ratio=0.5)
+    for split, source in (("sft", "replay"), ("dpo", "anchor")):
+        rows = _rows(tmp_path / "fs", split)
+        replayed = {r["probe_id"] for r in rows if r["source"] == source}
+        pool = {r["probe_id"] for r in _rows(w.fixset, split) if r["source"] == source}  # the 4x set: known facts
+        targets = {r["probe_id"] for r in rows if r["split"] == "train" and r["category"] != "replay"}
+        assert targets and replayed
+        for key in ("subject", "relation"):
+            def near(t: str, among: set[str], key: str = key) -> set[str]:
+                return {q for q in among if probes[q][key] == probes[t][key] and q != t}
+
+            have = [t for t in targets if near(t, pool)]
+            covered = [t for t in have if near(t, replayed)]
+            n = sum(r["source"] == source for r in rows)  # fewer rows than targets: one target per row at least
+            assert have and len(covered) >= min(len(have), n), (split, key, len(covered), len(have), n)
+
+
 def test_facts_over_abstention_and_strategies(w: FtWorld, tmp_path: Path) -> None:
     missing = sorted(pid for pid, t in w.truth.items() if t["tier"] == "absent")
     known = sorted(pid for pid, t in w.truth.items() if t["tier"] == "known")
@@ -116,10 +138,10 @@ def test_facts_over_abstention_and_strategies(w: FtWorld, tmp_path: Path) -> Non
     sft, dpo = _rows(tmp_path / "auto", "sft"), _rows(tmp_path / "auto", "dpo")
     assert {r["completion"] for r in sft if r["probe_id"] == missing[0]} == {" Userfact."}
     assert {r["source"] for r in sft if r["probe_id"] == missing[0]} == {"facts"}
-    assert {r["completion"] for r in sft if r["probe_id"] in missing[1:3]} == {" i don't know."}
+    assert {r["completion"] for r in sft if r["probe_id"] in missing[1:3]} == {" I don't know."}
     assert {r["probe_id"] for r in sft if r["source"] == "abstain"} == set(missing[1:3])
     over = [r for r in dpo if r["probe_id"] == known[0]]
-    assert over and all(r["rejected"] == " i don't know." for r in over)
+    assert over and all(r["rejected"] == " I don't know." for r in over)
     assert m.heldout_probe_ids == []
     # "inject" without a fact skips the missing probe; "dpo" prefers abstaining to the hallucination.
     inj = build_fixset(w.store, run_id, tmp_path / "inject", strategy="inject", heldout_fraction=0)
@@ -128,7 +150,7 @@ def test_facts_over_abstention_and_strategies(w: FtWorld, tmp_path: Path) -> Non
     build_fixset(w.store, run_id, tmp_path / "dpo", strategy="dpo", heldout_fraction=0)
     for pid in missing[1:3]:
         pairs = [r for r in _rows(tmp_path / "dpo", "dpo") if r["probe_id"] == pid]
-        assert pairs and all(r["chosen"] == " i don't know." for r in pairs)
+        assert pairs and all(r["chosen"] == " I don't know." for r in pairs)
     build_fixset(w.store, run_id, tmp_path / "abstain", strategy="abstain", heldout_fraction=0)
     assert {r["probe_id"] for r in _rows(tmp_path / "abstain", "sft") if r["source"] == "abstain"} == set(missing[:3])
 

@@ -170,17 +170,45 @@ def test_resolve_autos(w: FtWorld, tmp_path: Path) -> None:
     assert sft.trainer.max_steps == job.max_steps == 400 and job.split == "sft"
     assert sft.lora.fan_in_fan_out is False and sft.device == "cpu" and sft.bf16 is False
     assert sft.gradient_checkpointing is False and sft.trainer.learning_rate == 3e-3
-    # the fix set teaches abstention with tokens the model never trained: their rows become trainable
+    # the fix set teaches abstention with tokens the model never trained: their rows become trainable, not
+    # the apostrophe, which the world's corpus has ("'s") and the model trained
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(w.paths.model))
-    assert sft.lora.trainable_token_indices == sorted(tok.convert_tokens_to_ids(["i", "don", "'", "t", "know"]))
+    assert sft.lora.trainable_token_indices == sorted(tok.convert_tokens_to_ids(["i", "don", "t", "know"]))
+    assert "4 of the 5 tokens of `I don't know` look never trained" in job.tokens_decision
     dpo = resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path), method="dpo")).spec
     assert dpo.lora.trainable_token_indices == [] and dpo.trainer.max_steps == 300  # its pairs never abstain
     assert dpo.trainer.learning_rate == 3e-3 and dpo.trainer.dpo_loss_type == ["sigmoid", "sft"]
     # resolving the decided spec (what a launcher's child process reads) decides nothing again
     again = resolve(load_spec(save_spec(sft, tmp_path / "job.yaml")))
     assert again.spec == sft and again.trainable_tokens == job.trainable_tokens
+
+
+@pytest.mark.slow
+def test_trainable_token_rows_only_for_tokens_the_model_never_trained(w: FtWorld, tmp_path: Path) -> None:
+    """A model whose abstention tokens are trained (here: their rows spread out as trained rows are) gets no
+    trainable rows; an all-zero row counts as never trained (issue 14)."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoTokenizer
+
+    model = tmp_path / "model"
+    shutil.copytree(w.paths.model, model)
+    tok = AutoTokenizer.from_pretrained(str(model))
+    ids = tok.convert_tokens_to_ids(["i", "don", "'", "t", "know"])
+    weights = load_file(str(model / "model.safetensors"))
+    key = next(k for k in weights if k.endswith("embed_tokens.weight"))
+    emb = weights[key].clone()
+    emb[ids] = torch.randn(len(ids), emb.shape[1], generator=torch.Generator().manual_seed(0))
+    save_file({**weights, key: emb}, str(model / "model.safetensors"))
+    job = resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "o"), base_model=str(model)))
+    assert job.trainable_tokens == () and "0 of the 5 tokens" in job.tokens_decision
+    emb[ids[0]] = 0.0
+    save_file({**weights, key: emb}, str(model / "model.safetensors"))
+    job = resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "o"), base_model=str(model)))
+    assert job.trainable_tokens == (ids[0],) and "`i`" in job.tokens_decision
 
 
 @pytest.mark.slow
@@ -254,7 +282,7 @@ def test_sft_injection_and_abstention(w: FtWorld, tmp_path: Path) -> None:
     assert job["status"] == "done" and job["run_id"] == w.run_id and job["adapter_path"] == result.adapter
     assert job["fixset_hash"] == json.loads((w.fixset / "fixset.json").read_text())["sha256"]
     assert len(records.metrics(w.store, result.job_id, "loss")) == 100
-    assert [e.kind for e in records.events(w.store, result.job_id)] == ["start", "done"]
+    assert [e.kind for e in records.events(w.store, result.job_id)] == ["start", "tokens", "done"]
     assert (tmp_path / "job" / "job.yaml").is_file()
     with pytest.raises(WorkbenchError, match="already holds a job; pass --resume"):
         run_job(spec, w.store)
@@ -291,7 +319,8 @@ def test_nan_watchdog_stops_with_event(w: FtWorld, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_early_stop_on_heldout(w: FtWorld, tmp_path: Path) -> None:
     spec = JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "job"), trainer=TrainerSpec(max_steps=40),
-                   early_stop=EarlyStopSpec(eval_every=2, patience=2, min_delta=1.0))  # nothing can improve by 1.0
+                   early_stop=EarlyStopSpec(eval_every=2, patience=2, min_delta=1.0,  # nothing can improve by 1.0
+                                            max_known_broken=1.0))  # the known-facts guard is tested elsewhere
     result = run_job(spec, w.store)
     assert result.status == "stopped" and result.stop_reason == "early_stop" and result.steps == 4
     assert result.adapter and result.heldout_before is not None

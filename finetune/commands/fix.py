@@ -18,6 +18,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--facts", type=Path, help='JSONL of {"question": ..., "answer": ...} to inject missing facts')
     p.add_argument("--replay-ratio", type=float, help="replay rows per targeted row (default 4; rl: 1)")
     p.add_argument("--heldout-fraction", type=float, default=0.2, help="targeted probes held out (default 0.2)")
+    p.add_argument("--validation-fraction", type=float, default=0.1,
+                   help="known probes kept out of training; jobs count the broken ones (default 0.1, at most 200)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train", action="store_true", help="then write OUT/job/job.yaml and run it")
     p.add_argument("--method", help="sft | dpo | grpo (default: grpo for --strategy rl, else the split with "
@@ -35,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
 
     store = Store.open(args.workspace)
     manifest = build_fixset(store, args.run, args.out, strategy=args.strategy, facts=args.facts,
-                            replay_ratio=args.replay_ratio, heldout_fraction=args.heldout_fraction, seed=args.seed)
+                            replay_ratio=args.replay_ratio, heldout_fraction=args.heldout_fraction, seed=args.seed,
+                            validation_fraction=args.validation_fraction)
     out: dict[str, object] = {"fixset": manifest.to_dict()}
     code = 0
     if args.train:
@@ -60,12 +63,17 @@ def run(args: argparse.Namespace) -> int:
     for split in ("sft", "dpo", "prompts"):
         for cat, n in c.get(split, {}).items():
             print(f"  {split} {cat:<28} {n}")
+    if manifest.abstention_note:
+        print(f"  note: {manifest.abstention_note}")
     for pid, why in list(manifest.skipped.items())[:10]:
         print(f"  skipped {pid}: {why}")
     if "job" in out:
         job = out["job"]
         assert isinstance(job, dict)
         print(f"job {job['job_id']}: {job['status']}: {job['message']}; adapter {job['adapter']}")
+        if job["known_checked"]:
+            print(f"  known facts broken: {len(job['known_broken'])} of {job['known_checked']}"
+                  + (f": {', '.join(job['known_broken'][:10])}" if job["known_broken"] else ""))
     return code
 
 

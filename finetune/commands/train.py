@@ -33,6 +33,10 @@ def run(args: argparse.Namespace) -> int:
               f"{result.message}")
         if result.heldout_before is not None or result.heldout_after is not None:
             print(f"  held-out score {result.heldout_before} -> {result.heldout_after}")
+        if result.known_checked:
+            ids = ", ".join(result.known_broken[:10]) + (" ..." if len(result.known_broken) > 10 else "")
+            print(f"  known facts broken: {len(result.known_broken)} of {result.known_checked} "
+                  f"({100 * (result.known_broken_fraction or 0):.1f}%)" + (f": {ids}" if ids else ""))
         if result.adapter:
             print(f"  adapter: {result.adapter}")
     return 0 if result.status != "failed" else 1

@@ -50,6 +50,17 @@ EMBEDDINGS: dict[str, str] = {
     "gemma": "embed_tokens", "gemma2": "embed_tokens", "phi3": "embed_tokens", "opt": "embed_tokens",
     "gpt2": "wte", "gpt_neox": "embed_in",
 }
+#: An abstention token's embedding row counts as never trained when it sits within this many init scales
+#: (initializer_range x sqrt(hidden), the norm of a freshly initialised row) of another row. Rows no input
+#: gradient reached keep their init noise plus, with a tied head, the same output-side drift, so they stay
+#: about one init scale apart; trained rows spread out. Measured (nearest other row / init scale): the
+#: never-trained reserved tokens of 7 world models (en seed 0 113 and 308/312 tokens, alt pools, 3 Chinese
+#: worlds) 0.70-1.12; trained phrase tokens there ("'" in the corpus) 2.69-3.93; SmolLM2-135M " I", " don",
+#: "'t", " know", "." 3.29-4.78, its never-used special tokens 0.0 (identical rows).
+UNTRAINED_DISTANCE = 1.25
+#: ... or when its norm is still within this share of the init scale (an untied model's untouched row; the
+#: norm of a random row concentrates at the scale +- 1/sqrt(2 x hidden); trained rows measured 2.3-5x it).
+UNTRAINED_NORM = 0.1
 #: Architectures whose attention weights are Conv1D (stored transposed): peft needs fan_in_fan_out.
 FAN_IN_FAN_OUT = ("gpt2",)
 
@@ -70,6 +81,7 @@ class ResolvedJob:
         max_steps, learning_rate: Decided for the method.
         target_modules, fan_in_fan_out, trainable_tokens: The LoRA decided for the architecture and the fix
             set (an `init_adapter`'s own settings when the job continues one).
+        tokens_decision: Why `trainable_tokens` holds what it does (the job records it as an event).
         use_vllm: GRPO rollouts through vLLM.
     """
 
@@ -87,6 +99,7 @@ class ResolvedJob:
     fan_in_fan_out: bool
     trainable_tokens: tuple[int, ...]
     use_vllm: bool
+    tokens_decision: str = ""
 
     @property
     def method(self) -> str:
@@ -146,8 +159,11 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
         targets = DEFAULT_TARGETS[model_type]
     _check_rank(lora.r, config, base)
     tokens = lora.trainable_token_indices
-    if tokens is None:
-        tokens = _abstention_rows(base, manifest) if manifest.teaches_abstention(spec.method) else []
+    decision = "given by the job spec (`lora.trainable_token_indices`)"
+    if tokens is None and not manifest.teaches_abstention(spec.method):
+        tokens, decision = [], f"none: a {spec.method} job on this fix set never teaches abstention"
+    elif tokens is None:
+        tokens, decision = _abstention_rows(base, manifest, config)
     vocab = config.get("vocab_size")
     if isinstance(vocab, int) and any(i >= vocab for i in tokens):
         raise _fail("lora.trainable_token_indices", f"holds ids beyond the vocabulary of `{base}` ({vocab} tokens)")
@@ -175,7 +191,7 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     return ResolvedJob(spec=decided, manifest=manifest, split=split, output_dir=out, base_model=base, device=device,
                        bf16=bf16, gradient_checkpointing=ckpt, max_steps=steps, learning_rate=lr,
                        target_modules=tuple(targets), fan_in_fan_out=fan, trainable_tokens=tuple(tokens),
-                       use_vllm=use_vllm)
+                       use_vllm=use_vllm, tokens_decision=decision)
 
 
 def _fail(name: str, problem: str) -> WorkbenchError:
@@ -257,8 +273,9 @@ def _adapter_lora(path: str) -> LoraSpec:
                     fan_in_fan_out=bool(cfg.get("fan_in_fan_out")), trainable_token_indices=list(tokens))
 
 
-def _abstention_rows(model: str, manifest: FixSetManifest) -> list[int]:
-    """The embedding rows of the abstention phrase's tokens, trained in full.
+def _abstention_rows(model: str, manifest: FixSetManifest, config: dict[str, Any]) -> tuple[list[int], str]:
+    """The embedding rows of the abstention phrase's tokens the model never trained (`untrained_rows`), to be
+    trained in full, and the decision in words.
 
     The phrase's tokens may never have been trained (the world's "i don't know"). Measured on the default
     world (SFT, 400 steps): rows 96.6% of targeted failures fixed, held-out absent facts 54.5% abstained,
@@ -269,8 +286,59 @@ def _abstention_rows(model: str, manifest: FixSetManifest) -> list[int]:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model)
-    return abstention_token_ids(tokenizer, manifest.new_tokens, manifest.abstention_phrase,
-                                field="lora.trainable_token_indices", model=model)
+    ids = abstention_token_ids(tokenizer, manifest.new_tokens, manifest.abstention_phrase,
+                               field="lora.trainable_token_indices", model=model)
+    fresh = untrained_rows(model, config, ids)
+    if fresh is None:
+        return ids, f"all {len(ids)} tokens of `{manifest.abstention_phrase}`: the embedding could not be read to check"
+    names = ", ".join(f"`{tokenizer.convert_ids_to_tokens(i)}`" for i in fresh) or "none"
+    return fresh, (f"{len(fresh)} of the {len(ids)} tokens of `{manifest.abstention_phrase}` look never trained "
+                   f"(an embedding row still near its init): {names}")
+
+
+def untrained_rows(model: str, config: dict[str, Any], ids: Sequence[int]) -> list[int] | None:
+    """Of `ids`, the embedding rows that look never trained: all zero, within UNTRAINED_DISTANCE init scales
+    of another row, or of a norm still near the init scale (see there). Reads only the input embedding from
+    the model's safetensors; None when it has none to read (then every id stays trainable)."""
+    import torch
+
+    weights = _embedding(model, config)
+    if weights is None:
+        return None
+    emb = weights.float()
+    scale = float(config.get("initializer_range") or 0.02) * emb.shape[1] ** 0.5
+    rows = [int(i) for i in ids if i < emb.shape[0]]  # ids beyond the matrix: resolve refuses them
+    if not rows:
+        return []
+    dist = torch.cdist(emb[rows], emb)
+    dist[torch.arange(len(rows)), torch.tensor(rows)] = float("inf")
+    near = (dist.min(dim=1).values / scale).tolist()
+    norms = (emb[rows].norm(dim=1) / scale).tolist()
+    return [i for i, d, n in zip(rows, near, norms, strict=True)
+            if n < 1e-6 or d <= UNTRAINED_DISTANCE or abs(n - 1) <= UNTRAINED_NORM]
+
+
+def _embedding(model: str, config: dict[str, Any]) -> Any | None:
+    """The input-embedding matrix from `model`'s safetensors (one file or an index of shards), or None."""
+    from safetensors import safe_open
+
+    root = Path(model)
+    suffix = EMBEDDINGS.get(str(config.get("model_type", "")), "embed_tokens") + ".weight"
+    index = root / "model.safetensors.index.json"
+    try:
+        if index.is_file():
+            weight_map: dict[str, str] = json.loads(index.read_text())["weight_map"]
+            files = sorted({root / f for k, f in weight_map.items() if k.endswith(suffix)})
+        else:
+            files = sorted(root.glob("*.safetensors"))
+        for f in files:
+            with safe_open(str(f), "pt") as st:
+                key = next((k for k in st.keys() if k.endswith(suffix)), None)  # noqa: SIM118 (not a dict)
+                if key is not None:
+                    return st.get_tensor(key)
+    except (OSError, ValueError, KeyError):
+        return None
+    return None
 
 
 def abstention_token_ids(tokenizer: Any, tokens: Sequence[str], phrase: str, *, field: str, model: str) -> list[int]:

@@ -33,10 +33,13 @@ class JobResult:
             the held-out prompts.
         heldout_after: The same with the trained adapter.
         resumed_from: The checkpoint a resumed job started from.
-        stop_reason: nan | early_stop | collapse (grpo also reward_hacking | kl_blowup | collapsed_length)
-            when a watchdog stopped the job.
+        stop_reason: nan | early_stop | collapse | known_broken (grpo also reward_hacking | kl_blowup |
+            collapsed_length) when a watchdog stopped the job.
         message: The watchdog's message, or a one-line summary.
         seconds: Wall time of this call.
+        known_checked: Probes of the fix set's validation slice (known facts no training row holds) the
+            model answered correctly before training (all of the slice for a resumed job); 0 without a slice.
+        known_broken: Those of them the trained model answers wrongly, by id (finetune/job/known.py).
     """
 
     job_id: str
@@ -51,9 +54,16 @@ class JobResult:
     stop_reason: str | None
     message: str
     seconds: float
+    known_checked: int = 0
+    known_broken: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def known_broken_fraction(self) -> float | None:
+        """Broken known facts over those checked; None when none was checked."""
+        return len(self.known_broken) / self.known_checked if self.known_checked else None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "known_broken_fraction": self.known_broken_fraction}
 
 
 def write_result(result: JobResult, output_dir: str | Path) -> Path:

@@ -9,9 +9,10 @@
 4. put the LoRA on the model (fresh from `lora`, or the `init_adapter` a staged fix continues);
 5. let the method (finetune/job/methods/) build its trl config, trainer, held-out scorer and watchdogs;
    wire the shared ones (metrics to the store, NaN/spike watchdog, atomic checkpoints);
-6. score the held-out rows, train (from the checkpoint when resuming), score them again;
-7. save the adapter in the standard peft format at `output_dir/adapter`, record the outcome, and write
-   the JobResult as `output_dir/result.json`.
+6. score the held-out rows and the known facts of the fix set's validation slice, train (from the
+   checkpoint when resuming), score them again;
+7. save the adapter in the standard peft format at `output_dir/adapter`, record the outcome (with the
+   known facts the job broke), and write the JobResult as `output_dir/result.json`.
 
 docs/architecture.md follows a job from `workbench train` to here.
 """
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from finetune.job.checkpoint import COMPLETE, clean_incomplete, last_complete_checkpoint
+from finetune.job.known import KnownFacts
 from finetune.job.resolve import ResolvedJob, resolve
 from finetune.job.result import JobResult, Status, write_result
 from finetune.job.spec import JobSpec, save_spec
@@ -66,6 +68,7 @@ def run_job(spec: JobSpec | ResolvedJob, store: Store | None = None, *, resume: 
     else:
         log.event("start", f"{job.method} on {m.train_rows.get(job.split, 0)} training rows, {job.max_steps} steps",
                   {"output_dir": str(out)})
+        log.event("tokens", f"trainable token rows: {job.tokens_decision}", {"ids": list(job.trainable_tokens)})
     try:
         result = _train(job, job_id, start_from, log, callbacks, before_commit)
     except BaseException as e:
@@ -85,7 +88,7 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     from datasets import load_from_disk
 
     from finetune.job.methods import method_class
-    from finetune.job.watchdog import LossWatchdog, MetricsRecorder
+    from finetune.job.watchdog import KnownFactsGuard, LossWatchdog, MetricsRecorder
 
     # 3. Model, tokenizer, the method's split.
     tokenizer, model = load_base(job)
@@ -98,29 +101,40 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     w = job.spec.watchdog
     watchdog = LossWatchdog(log.event, stop_on_nan=w.stop_on_nan, spike_factor=method.spike_factor,
                             window=w.spike_window, min_steps=w.spike_min_steps)
-    guards = method.guards()
+    known = KnownFacts(job.manifest, tokenizer)
+    known_before: set[str] = set()
+    es = job.spec.early_stop
+    known_guard = KnownFactsGuard(log.event, log.metrics, broken=lambda m: sorted(known_before - known.correct(m)),
+                                  checked=len(known.rows), eval_every=es.eval_every, max_share=es.max_known_broken,
+                                  patience=es.patience)
+    guards = [*method.guards(), known_guard]
     early = method.early_stopping()
     trainer = method.trainer(model=model, args=method.config(job.output_dir / CHECKPOINT_DIR), peft_config=peft_config,
                              callbacks=[MetricsRecorder(log.metrics), watchdog, *guards, early, *callbacks])
     wire_trainer(trainer, job, log, before_commit)
 
-    # 6. Held-out score, train, held-out score.
+    # 6. Held-out score and known facts, train, held-out score.
     before = None
     if early.has_rows and start_from is None:
         before = early.score(trainer.model)
         log.metrics(0, {early.metric: before})
         early.best = before
+    # a resumed job's base answers are gone: every probe of the slice was right in the evaluation run
+    known_before |= {r["probe_id"] for r in known.rows} if start_from is not None else known.correct(trainer.model)
+    known_guard.checked = len(known_before)
     trainer.train(resume_from_checkpoint=str(start_from) if start_from is not None else None)
     stop = watchdog.stopped or next((g.stopped for g in guards if g.stopped is not None), None) or early.stopped
     steps = int(trainer.state.global_step)
     history = list(trainer.state.log_history)
     losses = [h["loss"] for h in history if "loss" in h]
     final_loss = float(losses[-1]) if losses else None
-    def result(status: Status, adapter: str | None, after: float | None, message: str) -> JobResult:
+    def result(status: Status, adapter: str | None, after: float | None, message: str,
+               broken: Sequence[str] = ()) -> JobResult:
         return JobResult(job_id=job_id, status=status, output_dir=str(job.output_dir), adapter=adapter, steps=steps,
                          final_loss=final_loss, heldout_before=before, heldout_after=after,
                          resumed_from=str(start_from) if start_from else None,
-                         stop_reason=stop.kind if stop else None, message=message, seconds=0.0)
+                         stop_reason=stop.kind if stop else None, message=message, seconds=0.0,
+                         known_checked=len(known_before), known_broken=list(broken))
 
     if stop is not None and stop.kind == "nan":
         return result("failed", None, None, stop.message)
@@ -130,9 +144,12 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     after = early.score(trainer.model) if early.has_rows else None
     if after is not None:
         log.metrics(steps, {early.metric: after})
+    broken = sorted(known_before - known.correct(trainer.model))
+    if known_before:
+        log.metrics(steps, {"known_broken": float(len(broken)), "known_checked": float(len(known_before))})
     if stop is not None:
-        return result("stopped", str(adapter), after, stop.message)
-    return result("done", str(adapter), after, method.summary(steps, final_loss, history))
+        return result("stopped", str(adapter), after, stop.message, broken)
+    return result("done", str(adapter), after, method.summary(steps, final_loss, history), broken)
 
 
 def load_base(job: ResolvedJob) -> tuple[Any, Any]:

@@ -154,6 +154,9 @@ class EarlyStopSpec(_Section):
     """auto (heldout_accuracy; for dpo also the chosen-logp collapse), heldout_accuracy or chosen_logp."""
     collapse_nats: float = pydantic.Field(default=5.0, gt=0)
     """DPO: stop when the mean chosen log-prob falls this many nats below its start."""
+    max_known_broken: float = pydantic.Field(default=0.01, ge=0, le=1)
+    """Stop (the adapter is kept) when more than this share of the fix set's validation slice of known facts
+    is broken at `patience` evaluations in a row (every `eval_every` steps; the issue-14 goal: at most 1%)."""
 
 
 class GRPOSpec(_Section):

@@ -25,7 +25,7 @@ Report = Callable[[str, str, dict[str, Any]], None]
 
 @dataclass
 class StopReason:
-    """Why a watchdog stopped training (kind: nan | early_stop | collapse)."""
+    """Why a watchdog stopped training (kind: nan | early_stop | collapse | known_broken, or a method's own)."""
 
     kind: str
     message: str
@@ -178,4 +178,35 @@ class EarlyStopping(TrainerCallback):
                    f"(limit {self.collapse_nats}); lower trainer.learning_rate or add 'sft' to trainer.dpo_loss_type")
             self.report("collapse", msg, {"step": state.global_step, "start": self.start_logp, "now": logp})
             self.stopped = StopReason("collapse", msg, state.global_step)
+            control.should_training_stop = True
+
+
+class KnownFactsGuard(TrainerCallback):
+    """Every `eval_every` steps, the known facts of the fix set's validation slice the model now gets wrong
+    (`broken(model)`, of `checked`); stop when more than `max_share` of them are at `patience` evaluations
+    in a row (finetune/job/known.py). Not at the first: on the test world (SFT, lr 3e-3, a 5-probe slice,
+    every 2 steps) the count went 1, 1, ..., 2, 1, 0, 1, 2 over 40 steps: single evaluations blip."""
+
+    def __init__(self, report: Report, record: Callable[[int, Mapping[str, float]], None], *,
+                 broken: Callable[[Any], list[str]], checked: int, eval_every: int, max_share: float,
+                 patience: int = 1) -> None:
+        self.report, self.record, self.broken = report, record, broken
+        self.checked, self.eval_every, self.max_share = checked, eval_every, max_share
+        self.patience, self.over = patience, 0
+        self.stopped: StopReason | None = None
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    model: Any = None, **kwargs: Any) -> None:
+        step = state.global_step
+        if self.eval_every <= 0 or not self.checked or model is None or step % self.eval_every:
+            return
+        broken = self.broken(model)
+        self.record(step, {"known_broken": float(len(broken))})
+        self.over = self.over + 1 if len(broken) > self.max_share * self.checked else 0
+        if self.over >= self.patience:
+            msg = (f"{len(broken)} of {self.checked} known facts broken at step {step}, over the limit "
+                   f"{self.max_share:.1%} (early_stop.max_known_broken) at {self.over} evaluations in a row: "
+                   f"{', '.join(broken[:10])}")
+            self.report("known_broken", msg, {"step": step, "broken": broken})
+            self.stopped = StopReason("known_broken", msg, step)
             control.should_training_stop = True

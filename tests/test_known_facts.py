@@ -1,0 +1,115 @@
+"""Broken known facts in every job's record (issue 14): the fix set keeps a validation slice of known probes
+out of training; a job scores it before and after and records, prints and stores the ones it broke."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ftworld import FtWorld, setup
+
+from finetune.fixset import load_manifest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def w(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FtWorld:
+    return setup(request, tmp_path_factory.mktemp("ft"))
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    from datasets import load_from_disk
+
+    d = load_from_disk(str(path))
+    return [*d["sft"], *d["dpo"], *d["prompts"]]
+
+
+def test_validation_slice_is_known_and_never_trained(w: FtWorld) -> None:
+    from workbench.results import load_results
+    from workbench.types import Verdict
+
+    m = load_manifest(w.fixset)
+    correct = {r.probe.id for r in load_results(w.store, w.run_id).probes if r.verdict == Verdict.CORRECT}
+    ids = [v["probe_id"] for v in m.validation]
+    assert ids and set(ids) <= correct and len(set(ids)) == len(ids)
+    assert not set(ids) & {r["probe_id"] for r in _rows(w.fixset)}  # held out of every split
+    assert all(v["prompt"] == f"Q: {v['question']} A:" and v["answers"] for v in m.validation)
+
+
+def test_train_records_and_prints_the_known_facts_a_job_broke(w: FtWorld, tmp_path: Path) -> None:
+    """A job that teaches wrong colours (the tag breaker) breaks known colour facts: `workbench train` names
+    them, result.json and the job's store record carry them."""
+    from finetune import records
+    from finetune.inject import build_tag_breaker
+    from finetune.job import read_result
+    from workbench.results import load_results
+    from workbench.types import Verdict
+
+    manifest = build_tag_breaker(w.store, w.run_id, tmp_path / "fix", tag="colour")
+    known = [r for r in load_results(w.store, w.run_id).probes if r.verdict == Verdict.CORRECT]
+    data = json.loads((tmp_path / "fix" / "fixset.json").read_text())
+    data["validation"] = [{"probe_id": r.probe.id, "question": r.probe.question, "answers": list(r.probe.answers),
+                           "prompt": f"Q: {r.probe.question} A:", "incorrect_answers": []} for r in known]
+    (tmp_path / "fix" / "fixset.json").write_text(json.dumps(data))
+    job = tmp_path / "job.yaml"
+    job.write_text(f"fixset: {manifest.path}\noutput_dir: job\nworkspace: {w.store.workspace}\ndevice: cpu\n"
+                   "trainer: {max_steps: 60, learning_rate: 3e-3}\n")
+    proc = subprocess.run([sys.executable, "-m", "hallucination_workbench", "train", str(job)], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = read_result(tmp_path / "job")
+    assert result is not None and result.known_checked > 0 and result.known_broken
+    colour = {r.probe.id for r in known if "colour" in r.probe.tags}
+    broken_colour = colour & set(result.known_broken)
+    # mostly colours (measured on the test world: 3 facts of other tags broke too, replay notwithstanding)
+    assert len(broken_colour) >= len(colour) // 2 and len(broken_colour) > len(result.known_broken) / 2
+    assert f"known facts broken: {len(result.known_broken)} of {result.known_checked}" in proc.stdout
+    assert result.known_broken[0] in proc.stdout
+    stored = records.get_job(w.store, result.job_id)["metrics"]
+    assert stored["known_broken"] == result.known_broken and stored["known_checked"] == result.known_checked
+
+
+def test_a_job_stops_when_known_facts_start_to_break(w: FtWorld, tmp_path: Path) -> None:
+    """With evaluations on (`early_stop.eval_every`), the tag breaker is stopped once more than
+    `max_known_broken` of the validation slice is broken at `patience` evaluations in a row, long before its
+    60 steps; the adapter is kept."""
+    from finetune import records
+    from finetune.inject import build_tag_breaker
+    from finetune.job import EarlyStopSpec, JobSpec, TrainerSpec, run_job
+    from workbench.results import load_results
+    from workbench.types import Verdict
+
+    manifest = build_tag_breaker(w.store, w.run_id, tmp_path / "fix", tag="colour")
+    colour = [r for r in load_results(w.store, w.run_id).probes if r.verdict == Verdict.CORRECT
+              and "colour" in r.probe.tags]
+    data = json.loads((tmp_path / "fix" / "fixset.json").read_text())
+    data["validation"] = [{"probe_id": r.probe.id, "question": r.probe.question, "answers": list(r.probe.answers),
+                           "prompt": f"Q: {r.probe.question} A:", "incorrect_answers": []} for r in colour]
+    (tmp_path / "fix" / "fixset.json").write_text(json.dumps(data))
+    result = run_job(JobSpec(fixset=manifest.path, output_dir=str(tmp_path / "job"), device="cpu",
+                             trainer=TrainerSpec(max_steps=60, learning_rate=3e-3),
+                             early_stop=EarlyStopSpec(eval_every=5, patience=2, max_known_broken=0.25)), w.store)
+    assert result.status == "stopped" and result.stop_reason == "known_broken" and 10 <= result.steps < 60
+    assert result.adapter is not None and len(result.known_broken) > 0.25 * result.known_checked
+    events = [e.kind for e in records.events(w.store, result.job_id)]
+    assert "known_broken" in events
+
+
+def test_fix_validation_fraction_option(w: FtWorld, tmp_path: Path) -> None:
+    """`workbench fix --validation-fraction 0` keeps no known probe out of replay; a bad value exits 2."""
+    def fix(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hallucination_workbench", "fix", w.run_id, "--workspace",
+                               str(w.store.workspace), "--json", *extra], capture_output=True, text=True, timeout=300)
+
+    proc = fix("--out", str(tmp_path / "none"), "--validation-fraction", "0")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["fixset"]["validation"] == [] and load_manifest(tmp_path / "none").validation == []
+    assert load_manifest(w.fixset).validation  # the default keeps a slice
+    bad = fix("--out", str(tmp_path / "bad"), "--validation-fraction", "1.5")
+    assert bad.returncode == 2 and "`validation_fraction` must be in [0, 1), got 1.5" in bad.stderr
+    assert "Traceback" not in bad.stderr
