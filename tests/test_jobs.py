@@ -62,7 +62,7 @@ def test_spec_unknown_keys_and_bad_values(tmp_path: Path) -> None:
     assert spec.fixset == str((tmp_path / "fix").resolve()) and spec.output_dir == str(job.parent / "out")
     assert spec.trainer.learning_rate == 1e-3 and spec.trainer.dpo_loss_type == ["sigmoid"]
     job.write_text("fixset: f\noutput_dir: o\nlora:\n  rank: 4\n")
-    with pytest.raises(WorkbenchError, match=r"job.yaml: unknown key `lora.rank`"):
+    with pytest.raises(WorkbenchError, match=r"job.yaml, line 4: unknown key `lora.rank`"):
         load_spec(job)
 
 
