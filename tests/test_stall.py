@@ -133,7 +133,7 @@ def test_sigterm_ends_the_run_like_ctrl_c(server: tuple[str, _Server], probes: P
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--resume", "run-x", "--model", "m"], "leave out --model and --probes"),
+    (["--resume", "run-x", "--model", "m"], "leave out --model, --probes"),
     (["--resume", "run-x"], "no run `run-x`"),
     (["--model", "m"], "--model and --probes are required (or --resume RUN"),
     (["--model", "m", "--probes", "p.jsonl", "--stall-timeout", "0"], "--stall-timeout must be > 0 seconds, got 0.0"),

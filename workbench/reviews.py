@@ -197,7 +197,7 @@ class SignoffCheck:
 def signoff_check(store: Store, run_id: str, gate_id: str = "") -> SignoffCheck:
     """The gate a release decision on `run_id` is about (`gate_id`, else the run's latest gate as a candidate)
     and the grades reviewers changed since it was recorded. Raises WorkbenchError for a gate of another run."""
-    from workbench.regression.gate import recorded_gates
+    from workbench.regression.records import recorded_gates
 
     run = store.get_run(run_id)
     gates = recorded_gates(store, candidate=run.id)

@@ -123,7 +123,7 @@ def finished_runs(store: Store) -> list[str]:
 def default_pair(store: Store) -> tuple[str, str]:
     """(baseline, candidate) the app preselects: the latest recorded gate whose runs are both finished, else
     the two newest finished runs (older as baseline); "" where there is none. Unfinished runs never."""
-    from workbench.regression.gate import recorded_gates
+    from workbench.regression.records import recorded_gates
 
     done = finished_runs(store)
     for g in reversed(recorded_gates(store)):

@@ -99,37 +99,6 @@ def gate_runs(store: Store, baseline_id: str, candidate_id: str, policy: Policy 
     return GateRecord(gate_id, result, reports)
 
 
-@dataclass(frozen=True)
-class GateRow:
-    """One recorded gate (a row of the `regressions` table), without its result.
-
-    Attributes:
-        id: The gate id (`gate-...`).
-        created_at: When it was recorded (UTC ISO 8601, microseconds).
-        baseline_run, candidate_run: The pair it compared.
-        verdict: pass | warn | fail | inconclusive.
-    """
-
-    id: str
-    created_at: str
-    baseline_run: str
-    candidate_run: str
-    verdict: str
-
-
-def recorded_gates(store: Store, candidate: str | None = None, baseline: str | None = None) -> list[GateRow]:
-    """Recorded gates, oldest first, optionally of one candidate run (and one baseline run)."""
-    q = select(regressions.c.id, regressions.c.created_at, regressions.c.baseline_run, regressions.c.candidate_run,
-               regressions.c.verdict)
-    if candidate is not None:
-        q = q.where(regressions.c.candidate_run == candidate)
-    if baseline is not None:
-        q = q.where(regressions.c.baseline_run == baseline)
-    with store.engine.connect() as c:
-        rows = c.execute(q.order_by(regressions.c.created_at)).all()
-    return [GateRow(*r) for r in rows]
-
-
 def history(store: Store) -> list[dict[str, Any]]:
     """Every gate, oldest first, with the candidate's model/adapter and the latest release decision recorded on
     that gate (a decision is about one gate: `reviews.gate_decisions`)."""
