@@ -81,23 +81,25 @@ class TreeError(ValueError):
 def key_lines(path: str | Path) -> dict[str, int]:
     """The 1-based line of each top-level key of a YAML mapping file ({} when it is not one). Composing
     builds nodes without expanding aliases, so this is safe on any file read_yaml_file accepted or refused."""
-    try:
-        node = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
-    except (OSError, ValueError, yaml.YAMLError, RecursionError):
-        return {}
+    node = _compose(path)
     if not isinstance(node, yaml.MappingNode):
         return {}
     return {str(k.value): k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
 
 
+def _compose(path: str | Path) -> yaml.Node | None:
+    """The file's node tree (aliases not expanded), or None when it cannot be read or parsed."""
+    try:
+        return yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    except (OSError, ValueError, yaml.YAMLError, RecursionError):
+        return None
+
+
 def dotted_key_lines(path: str | Path) -> dict[str, int]:
     """Like `key_lines`, for nested mappings too: {"lora": 3, "lora.r": 4, ...} (aliases are not expanded)."""
-    try:
-        node = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
-    except (OSError, ValueError, yaml.YAMLError, RecursionError):
-        return {}
+    node = _compose(path)
     found: dict[str, int] = {}
-    todo: list[tuple[str, yaml.Node]] = [("", node)]
+    todo: list[tuple[str, yaml.Node]] = [("", node)] if node is not None else []
     while todo and len(found) < MAX_NODES:
         prefix, n = todo.pop()
         if isinstance(n, yaml.MappingNode):
