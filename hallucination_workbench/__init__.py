@@ -22,8 +22,8 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
+from workbench import procstat
 from workbench.cli import add_workspace_argument
 from workbench.errors import WorkbenchError
 
@@ -120,30 +120,12 @@ def _end_children_after(seconds: float) -> None:
     that leave without further clean-up (a killed run reads interrupted; finished answers are committed)."""
     time.sleep(seconds)
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in _descendants(os.getpid()):
+        for pid in procstat.descendants(os.getpid()):
             with contextlib.suppress(OSError):
                 os.kill(pid, sig)
         time.sleep(5.0)
     print("interrupted; the command did not unwind in time and stops now", file=sys.stderr, flush=True)
     os._exit(143)
-
-
-def _descendants(root: int) -> list[int]:
-    """Every live process below `root` (Linux /proc; none elsewhere)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        ppid = int(text[text.rindex(")") + 2 :].split()[1])  # after the name: state ppid ...
-        children.setdefault(ppid, []).append(int(stat.parent.name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from workbench import procstat
+
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
 
 
@@ -70,18 +72,7 @@ class Finished:
 
 def session_processes(sid: int) -> list[str]:
     """`pid name` of every live process in session `sid` (Linux /proc)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:  # exited meanwhile
-            continue
-        name = text[text.index("(") + 1 : text.rindex(")")]
-        fields = text[text.rindex(")") + 2 :].split()
-        state, session = fields[0], int(fields[3])  # fields after the name: state ppid pgrp session ...
-        if session == sid and state != "Z":
-            found.append(f"{stat.parent.name} {name}")
-    return found
+    return [f"{p.pid} {p.name}" for p in procstat.every() if p.session == sid and p.state != "Z"]
 
 
 def start(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:

@@ -19,6 +19,8 @@ import socket
 from dataclasses import dataclass
 from functools import cache
 
+from workbench import procstat
+
 #: A `running` run on another host reads as interrupted after this long without a heartbeat. The first
 #: heartbeat after `create_run` comes after the engine has started and the first batch is committed: on this
 #: project's machines a vLLM engine starts in 45-113 s (measured) and a batch of the world model takes
@@ -69,7 +71,7 @@ def judge(status: str, *, pid: int | None, host: str | None, heartbeat_at: str |
 
 def process_alive(pid: int, *, started_by: dt.datetime | None = None) -> bool:
     """Whether `pid` is a live process (not a zombie) that started no later than `started_by`."""
-    stat = _proc_stat(pid)
+    stat = procstat.read(pid)
     if stat is None:  # no such process, or no /proc (macOS), or /proc hides other users' processes
         try:
             os.kill(pid, 0)
@@ -78,35 +80,10 @@ def process_alive(pid: int, *, started_by: dt.datetime | None = None) -> bool:
         except PermissionError:
             return True  # another user's live process
         return True
-    state, start_ticks = stat
-    if state in ("Z", "X"):
+    if stat.state in ("Z", "X"):
         return False
-    if started_by is not None:
-        started = _boot_time() + start_ticks / os.sysconf("SC_CLK_TCK")
-        if started > started_by.timestamp() + _CLOCK_SLACK_S:
-            return False  # the pid was reused by a newer process
-    return True
-
-
-def _proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state, start time in clock ticks after boot) from /proc/PID/stat; None when unreadable."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
-    rest = raw[raw.rfind(")") + 2 :].split()
-    return rest[0], int(rest[19])  # field 3: state; field 22: starttime
-
-
-@cache
-def _boot_time() -> float:
-    with open("/proc/stat") as f:
-        for line in f:
-            if line.startswith("btime "):
-                return float(line.split()[1])
-    return 0.0
+    # A process that started after `started_by` holds a reused pid.
+    return started_by is None or stat.started_at <= started_by.timestamp() + _CLOCK_SLACK_S
 
 
 def _parse(stamp: str) -> dt.datetime:
