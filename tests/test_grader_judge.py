@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -10,6 +12,7 @@ from typing import Any, ClassVar
 import pytest
 
 from workbench.backends import BACKENDS, Backend
+from workbench.backends.watchdog import BackendStalled
 from workbench.errors import WorkbenchError
 from workbench.grading import MatchGrader, make_grader
 from workbench.grading.judge import MAX_EXAMPLES, JudgeGrader, judge_prompt, parse_grade
@@ -79,7 +82,7 @@ def test_prompt_shows_question_gold_and_answer() -> None:
     assert "Predicted answer: Lyon" in p and "A, B or C" in p
 
 
-def test_grades_in_one_batched_call() -> None:
+def test_grades_in_batched_calls() -> None:
     g = judge()
     items = [(PARIS, "Paris"), (PARIS, "Lyon"), (PARIS, "maybe Lyon?"), (PARIS, "the city of light"), (PARIS, "")]
     verdicts = g.grade_many(items)
@@ -89,6 +92,46 @@ def test_grades_in_one_batched_call() -> None:
     assert g.report() == {"judge_model": "fake", "judge_calls": 4, "judge_cached": 0, "unparseable": 0,
                           "unparseable_examples": []}
     assert g.grade(PARIS, "Rome") is Verdict.INCORRECT and FakeJudge.calls == [4, 1]
+    small = judge(batch_size=2)
+    assert small.grade_many(items) == verdicts and FakeJudge.calls == [4, 1, 2, 2]
+
+
+class StallingJudge(FakeJudge):
+    """A judge whose second backend call never returns (a hung server, a wedged engine)."""
+
+    name = "stalling-judge"
+    closed = threading.Event()
+    release = threading.Event()  # set by the test's end: the abandoned call then returns nothing
+    stall = True
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
+        if StallingJudge.stall and len(FakeJudge.calls) == 1:
+            StallingJudge.release.wait(60)
+            raise RuntimeError("abandoned")
+        return super().generate(requests)
+
+    def close(self) -> None:
+        StallingJudge.closed.set()
+
+
+def test_a_stalled_judge_stops_keeps_finished_batches_and_a_rerun_asks_only_for_the_rest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(BACKENDS, "stalling-judge", f"{__name__}:StallingJudge")
+    items = [(PARIS, a) for a in ("Paris", "Lyon", "Rome", "Nice", "Metz")]
+    g = judge(backend="stalling-judge", workspace=str(tmp_path), batch_size=2, stall_timeout=0.5)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(BackendStalled, match=r"2 of 5 judge replies are finished and cached") as e:
+            g.grade_many(items)
+    finally:
+        StallingJudge.release.set()  # the abandoned call ends (raising; nothing reads it)
+    assert time.monotonic() - t0 < 10 and "stall_timeout" in str(e.value)
+    assert StallingJudge.closed.is_set()  # its engine or connections are ended
+    assert FakeJudge.calls == [2]  # the second call never returned
+    StallingJudge.stall = False  # the rerun: the same judge, answering now
+    again = judge(backend="stalling-judge", workspace=str(tmp_path), batch_size=2)
+    assert again.grade_many(items)[:2] == [Verdict.CORRECT, Verdict.INCORRECT]
+    assert FakeJudge.calls == [2, 2, 1] and again.report()["judge_cached"] == 2
 
 
 def test_unparseable_replies_are_counted_and_fall_back_to_match() -> None:
@@ -154,6 +197,10 @@ def test_option_errors() -> None:
         judge(max_token=4)
     with pytest.raises(WorkbenchError, match="`max_tokens`"):
         judge(max_tokens=0)
+    with pytest.raises(WorkbenchError, match="`batch_size`"):
+        judge(batch_size=0)
+    with pytest.raises(WorkbenchError, match="`stall_timeout`"):
+        judge(stall_timeout="soon")
     with pytest.raises(WorkbenchError, match="unknown backend"):
         judge(backend="nope")
 

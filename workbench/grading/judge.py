@@ -1,10 +1,12 @@
 """LLM-judge grader: any backend grades answers with a SimpleQA-style three-letter rubric.
 
 The judge sees the question, the gold target(s) and the predicted answer and must reply A (CORRECT),
-B (INCORRECT) or C (NOT_ATTEMPTED). All judge prompts of a `grade_many` call go to the backend in one
-greedy `generate`; replies are cached in the store's generation cache (keyed like any completion), so a
-rerun makes no judge calls. A reply that names no grade is *unparseable*: the answer then gets the
-MatchGrader's verdict, and the count (with the first examples) is reported, never silently absorbed.
+B (INCORRECT) or C (NOT_ATTEMPTED). The judge prompts of a `grade_many` call go to the backend in greedy
+`generate` calls of `batch_size` prompts, each under the stall watchdog like an eval's batches, and each
+batch's replies are cached in the store's generation cache (keyed like any completion) before the next
+starts: a rerun makes no judge calls, and a judge killed or stalled midway keeps the batches it finished.
+A reply that names no grade is *unparseable*: the answer then gets the MatchGrader's verdict, and the count
+(with the first examples) is reported, never silently absorbed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from workbench.backends import Backend, load_backend
+from workbench.backends.watchdog import STALL_TIMEOUT, BackendStalled, call_within
 from workbench.errors import WorkbenchError, unknown_name
 from workbench.grading.match import DEFAULT_ABSTENTION_PHRASES, MatchGrader
 from workbench.store import Store
@@ -40,7 +43,11 @@ Grade:"""
 _LETTER = {"A": Verdict.CORRECT, "B": Verdict.INCORRECT, "C": Verdict.NOT_ATTEMPTED}
 _LEAD = re.compile(r"^\W*([abc])(?![\w'])(?!\s+[a-z])", re.IGNORECASE)  # "b", "(c)", "a) ..."
 _GRADE = re.compile(r"\b(not[\s_-]+attempted|incorrect|correct)\b|\b([ABC])\b", re.IGNORECASE)
-_OPTIONS = ("model", "backend", "adapter", "backend_options", "max_tokens", "store", "workspace", "chat")
+_OPTIONS = ("model", "backend", "adapter", "backend_options", "max_tokens", "store", "workspace", "chat",
+            "batch_size", "stall_timeout")
+#: Judge prompts per backend call: large enough that a backend batches well (the eval's default batches
+#: are 32-64 prompts), small enough that a stall or a kill loses at most this many judge replies.
+BATCH_SIZE = 256
 MAX_EXAMPLES = 10
 
 
@@ -71,10 +78,15 @@ class JudgeGrader:
     """Grades with a judge backend; see the module docstring. Build from suite options with `from_options`."""
 
     def __init__(self, backend: Backend, *, abstention_phrases: tuple[str, ...] = DEFAULT_ABSTENTION_PHRASES,
-                 max_tokens: int = 8, store: Store | None = None, chat: bool | None = None) -> None:
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise WorkbenchError(f"judge grader option `max_tokens` must be an int >= 1, got {max_tokens!r}")
+                 max_tokens: int = 8, store: Store | None = None, chat: bool | None = None,
+                 batch_size: int = BATCH_SIZE, stall_timeout: float = STALL_TIMEOUT) -> None:
+        for name, value in (("max_tokens", max_tokens), ("batch_size", batch_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise WorkbenchError(f"judge grader option `{name}` must be an int >= 1, got {value!r}")
+        if isinstance(stall_timeout, bool) or not isinstance(stall_timeout, (int, float)) or not stall_timeout > 0:
+            raise WorkbenchError(f"judge grader option `stall_timeout` must be seconds > 0, got {stall_timeout!r}")
         self.backend, self.store, self.chat = backend, store, chat
+        self.batch_size, self.stall_timeout = batch_size, float(stall_timeout)
         self.sampling = SamplingParams(temperature=0.0, max_tokens=max_tokens)
         self._match = MatchGrader(abstention_phrases=abstention_phrases)
         self._fingerprint: str | None = None
@@ -90,7 +102,8 @@ class JudgeGrader:
                      model: str | None = None, backend: str = "hf", store: Store | None = None,
                      workspace: str | None = None, adapter: str | None = None,
                      backend_options: dict[str, Any] | None = None, max_tokens: int = 8,
-                     chat: bool | None = None, **unknown: object) -> JudgeGrader:
+                     chat: bool | None = None, batch_size: int = BATCH_SIZE,
+                     stall_timeout: float = STALL_TIMEOUT, **unknown: object) -> JudgeGrader:
         """Build the judge from suite `grader_options`; `workspace` opens a store for the reply cache."""
         if unknown:
             raise unknown_name("judge grader option", next(iter(unknown)), _OPTIONS)
@@ -101,7 +114,7 @@ class JudgeGrader:
         spec = ModelSpec(model=model, adapter=adapter, backend=backend,
                          options=tuple(sorted((backend_options or {}).items())))
         return cls(load_backend(spec), abstention_phrases=abstention_phrases, max_tokens=max_tokens,
-                   store=store, chat=chat)
+                   store=store, chat=chat, batch_size=batch_size, stall_timeout=stall_timeout)
 
     def is_abstention(self, answer: str) -> bool:
         return self._match.is_abstention(answer)
@@ -160,14 +173,30 @@ class JudgeGrader:
                 [k for k in dict.fromkeys(keys) if k not in found]).items()})
         todo = {k: r for k, r in zip(keys, requests, strict=True) if k not in found}
         self.judge_cached += len(requests) - len(todo)  # calls + cached = answers judged
-        if todo:
-            outputs = self.backend.generate(list(todo.values()))  # one call: the backend batches
-            self.judge_calls += len(todo)
-            fresh = {k: out[0] for k, out in zip(todo, outputs, strict=True)}
-            if self.store is not None:
-                self.store.cache_put_many([{"key": k, "fingerprint": fp, "engine": engine, "text": c.text,
-                                            "finish_reason": c.finish_reason, "logprobs_json": None}
-                                           for k, c in fresh.items()])
-            found.update({k: c.text for k, c in fresh.items()})
+        pending = list(todo.items())
+        for start in range(0, len(pending), self.batch_size):
+            batch = dict(pending[start : start + self.batch_size])
+            found.update(self._judge_batch(batch, fp, engine, done=start, total=len(pending)))
         self._replies.update(found)
         return [found[k] for k in keys]
+
+    def _judge_batch(self, batch: dict[str, GenerationRequest], fp: str, engine: str | None, *,
+                     done: int, total: int) -> dict[str, str]:
+        """One backend call under the stall watchdog; its replies are cached before the next call."""
+        try:
+            outputs = call_within(self.stall_timeout, lambda: self.backend.generate(list(batch.values())),
+                                  what=f"the judge ({self.backend.spec.model}) to grade {len(batch)} answers",
+                                  option="the judge's `stall_timeout` grader option")
+        except BackendStalled as e:
+            self.backend.close()  # ends its engine or connections; the abandoned call cannot be stopped
+            kept = " and cached: a rerun asks only for the rest" if self.store is not None else ""
+            raise BackendStalled(e.what, e.seconds, e.option,
+                                 f"{e}. {done} of {total} judge replies are finished{kept}.") from None
+        self.judge_calls += len(batch)
+        fresh = {k: out[0] for k, out in zip(batch, outputs, strict=True)}
+        if self.store is not None:
+            self.store.cache_put_many([{"key": k, "fingerprint": fp, "engine": engine, "text": c.text,
+                                        "finish_reason": c.finish_reason, "logprobs_json": None}
+                                       for k, c in fresh.items()])
+        self._replies.update({k: c.text for k, c in fresh.items()})
+        return {k: c.text for k, c in fresh.items()}
