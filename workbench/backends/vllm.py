@@ -16,7 +16,9 @@ import atexit
 import importlib.metadata
 import json
 import os
+import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -303,10 +305,14 @@ def _acquire(key: tuple[Any, ...], build: Any, model: str) -> Any:
             # handlers (atexit is last-in first-out): multiprocessing's would wait for the engine forever.
             atexit.register(shutdown_engines)
             _ATEXIT_REGISTERED = True
+    t0 = time.monotonic()
     try:
         built = build()
     except (OSError, ValueError) as e:  # bad path, bad option value, unsupported architecture
         raise WorkbenchError(f"vllm could not load `{model}`: {e}") from e
+    # Our own line, not vLLM's logging (whose INFO lines a user may have turned off): an engine start is
+    # the slow step (20-100 s here), worth saying once; tests count engine starts by it.
+    print(f"vllm: engine for {model} started in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
     with _LOCK:
         llm = _ENGINES.setdefault(key, built)
         _USERS[key] = _USERS.get(key, 0) + 1
