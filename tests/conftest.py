@@ -46,3 +46,13 @@ def _shutdown_vllm_engines() -> object:
     module = sys.modules.get("workbench.backends.vllm")
     if module is not None:
         module.shutdown_engines()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Figures tests record as `record_property("summary", ...)` (the fuzz counts), shown in CI's log."""
+    lines = [f"{rep.nodeid}: {value}" for rep in terminalreporter.stats.get("passed", [])
+             for key, value in rep.user_properties if key == "summary"]
+    if lines:
+        terminalreporter.write_sep("-", "figures recorded by tests")
+        for line in lines:
+            terminalreporter.write_line(line)

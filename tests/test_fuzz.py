@@ -14,6 +14,7 @@ import os
 import resource
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +49,14 @@ def _run_batch(cases: list[dict[str, Any]], cwd: Path) -> list[dict[str, Any]]:
     return got
 
 
-def _check(cases: list[dict[str, Any]], results: list[dict[str, Any]]) -> None:
+def _check(cases: list[dict[str, Any]], results: list[dict[str, Any]], record: Callable[[str, object], None]) -> None:
     argv = {c["id"]: c["argv"] for c in cases}
     bad = [(r["id"], argv[r["id"]], r["rc"], r["stderr"][-1500:]) for r in results
            if r["rc"] not in (0, 2) or "Traceback" in r["stderr"] or (r["rc"] == 2 and not r["stderr"].strip())]
     assert not bad, f"seed {SEED}: {len(bad)} of {len(results)} cases failed; first: {bad[0]}"
     refused = sum(r["rc"] == 2 for r in results)
-    print(f"seed {SEED}: {len(results)} cases, {refused} refused with a message, {len(results) - refused} ok")
+    record("summary", f"seed {SEED}: {len(results)} cases, {refused} refused with a message, "
+                      f"{len(results) - refused} ok")  # printed at the end of the session (conftest)
 
 
 def _one_real_process(case: dict[str, Any], cwd: Path) -> None:
@@ -75,7 +77,7 @@ def base(world: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
     return {"dir": d, "model": str(world.model), "run": json.loads(out.stdout)["run_id"]}
 
 
-def test_fuzz_probe_files(base: dict[str, Any]) -> None:
+def test_fuzz_probe_files(base: dict[str, Any], record_property: Callable[[str, object], None]) -> None:
     g, d = Gen(SEED), base["dir"]
     cases = []
     for i in range(12):
@@ -86,11 +88,11 @@ def test_fuzz_probe_files(base: dict[str, Any]) -> None:
         if i < 4:  # generation with the world model over whatever survived
             cases.append({"id": f"p{i}-eval", "argv": ["eval", "--model", base["model"], "--probes", name,
                                                         "--skip-bad", "--workspace", f"ws-p{i}", "--json"]})
-    _check(cases, _run_batch(cases, d))
+    _check(cases, _run_batch(cases, d), record_property)
     _one_real_process(cases[0], d)
 
 
-def test_fuzz_suites(base: dict[str, Any]) -> None:
+def test_fuzz_suites(base: dict[str, Any], record_property: Callable[[str, object], None]) -> None:
     g, d = Gen(SEED + 1), base["dir"]
     cases = []
     for i in range(16):
@@ -101,11 +103,11 @@ def test_fuzz_suites(base: dict[str, Any]) -> None:
             cases.append({"id": f"s{i}-eval", "argv": ["eval", "--model", base["model"], "--probes", f"suite{i}.yaml",
                                                         "--skip-bad", "--workspace", f"ws-s{i}", "--json"]})
     (d / "probes1.jsonl").write_bytes(g.probes_jsonl(10))
-    _check(cases, _run_batch(cases, d))
+    _check(cases, _run_batch(cases, d), record_property)
     _one_real_process(cases[0], d)
 
 
-def test_fuzz_corpus_rows(base: dict[str, Any]) -> None:
+def test_fuzz_corpus_rows(base: dict[str, Any], record_property: Callable[[str, object], None]) -> None:
     g, d = Gen(SEED + 2), base["dir"]
     cases = []
     for i in range(8):
@@ -113,22 +115,22 @@ def test_fuzz_corpus_rows(base: dict[str, Any]) -> None:
         cases += [{"id": f"c{i}", "argv": ["index", f"corpus{i}.jsonl", "--workspace", f"ws-c{i}"]},
                   {"id": f"c{i}-skip", "argv": ["index", f"corpus{i}.jsonl", "--workspace", f"ws-c{i}-s",
                                                 "--skip-bad", "--json"]}]
-    _check(cases, _run_batch(cases, d))
+    _check(cases, _run_batch(cases, d), record_property)
     _one_real_process(cases[0], d)
 
 
-def test_fuzz_job_specs(base: dict[str, Any]) -> None:
+def test_fuzz_job_specs(base: dict[str, Any], record_property: Callable[[str, object], None]) -> None:
     """`train --force` up to validation: the fix set never exists, so a valid spec stops there (exit 2)."""
     g, d = Gen(SEED + 3), base["dir"]
     cases = []
     for i in range(12):
         (d / f"job{i}.yaml").write_bytes(g.job_yaml(f"no-fixset-{i}"))
         cases.append({"id": f"j{i}", "argv": ["train", f"job{i}.yaml", "--force", "--workspace", "ws-jobs"]})
-    _check(cases, _run_batch(cases, d))
+    _check(cases, _run_batch(cases, d), record_property)
     _one_real_process(cases[0], d)
 
 
-def test_fuzz_policies(base: dict[str, Any]) -> None:
+def test_fuzz_policies(base: dict[str, Any], record_property: Callable[[str, object], None]) -> None:
     g, d = Gen(SEED + 4), base["dir"]
     cases = []
     for i in range(12):
@@ -139,5 +141,5 @@ def test_fuzz_policies(base: dict[str, Any]) -> None:
     for r in results:  # a valid policy gates for real: pass (0) or fail (1) are both answers here
         if r["rc"] == 1 and "Traceback" not in r["stderr"]:
             r["rc"] = 0
-    _check(cases, results)
+    _check(cases, results, record_property)
     _one_real_process(cases[0], d)
