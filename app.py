@@ -317,7 +317,8 @@ def build_app(workspace: str | Path) -> Any:
                 summary = gr.HTML(elem_id="compare-summary")
                 delta_plot = gr.HTML(elem_id="delta-plot")
                 with gr.Row():
-                    metrics_df = gr.Dataframe(views.empty(views.METRIC_COLUMNS), interactive=False,
+                    metrics_df = gr.Dataframe(views.empty(views.METRIC_COLUMNS), interactive=False, wrap=True,
+                                              column_widths=["30%", "14%", "14%", "14%", "14%", "14%"],
                                               label="metric deltas (points, paired bootstrap CI)")
                     trans_df = gr.Dataframe(views.empty(views.TRANSITION_COLUMNS), interactive=False,
                                             label="transition matrix (rows: baseline; red worse, green fixed, "

@@ -140,11 +140,13 @@ def test_evidence_reads_as_sentences_with_spans_and_their_documents(data: AppDat
         "agreement": 0.5, "data": {"available": True, "support": 0, "support_rows": [], "conflict_rows": [],
                                    "spans": [{"text": "<script>", "words": 1, "count": 2,
                                               "rows": [{"doc_id": "d<1>", "snippet": "<i>s</i>"}]}]}})
+    twice = {"text": "which", "words": 1, "count": 4, "rows": []}
+    assert evidence_html.spans_html([twice, {**twice, "text": "Which"}]).count("<mark>") == 1  # once per text
     h = evidence_html.attribution_html(hostile)
     assert "<script>" not in h and "&lt;script&gt;" in h and "d&lt;1&gt;" in h and "<b>x</b>" not in h
     assert "The model gave the right answer in 2 of 10 samples (1 of 5 for the question as asked)" in h
     assert "Its paraphrase 1 was answered correctly" in h and "The corpus has 0 documents" in h
-    assert "Meaning agreement of the samples: 50%" in h
+    assert "Meaning agreement of the samples: 50%" in h and "1 word ·" in h
 
 
 def test_fix_tab_opens_an_existing_job(data: AppData, store: Store) -> None:

@@ -106,13 +106,17 @@ def evidence_sentences(ev: Mapping[str, Any]) -> list[str]:
 def spans_html(spans: Sequence[Any]) -> str:
     """Span tracing: each span found verbatim in the corpus, its word count, how many documents hold it and the
     first of them (id + snippet); "" when the attribution traced none."""
-    items = []
+    items, seen = [], set()
     for s in spans:
-        if not isinstance(s, Mapping):
+        # The tracer keeps each maximal span by position: a word the answer repeats ("which which") comes back
+        # once per place; a reader needs it once.
+        if not isinstance(s, Mapping) or str(s.get("text", "")).lower() in seen:
             continue
+        seen.add(str(s.get("text", "")).lower())
         docs = "".join(f"<li><code>{escape(str(r.get('doc_id', '')))}</code>: {escape(str(r.get('snippet', '')))}"
                        "</li>" for r in s.get("rows") or [] if isinstance(r, Mapping))
-        items.append(f"<li><mark>{escape(str(s.get('text', '')))}</mark> · {_n(s.get('words')) or 0} words · in "
+        w = _n(s.get("words")) or 0
+        items.append(f"<li><mark>{escape(str(s.get('text', '')))}</mark> · {w} word{'s' if w != 1 else ''} · in "
                      f"{_n(s.get('count')) or 0} documents<ul>{docs}</ul></li>")
     if not items:
         return ""
