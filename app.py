@@ -37,7 +37,7 @@ KEYS_JS = """() => { document.addEventListener('keydown', (e) => {
 CSS = """
 .wb-run-pick input { text-overflow: ellipsis; padding-right: 2.2em !important; }
 .wb-run-pick .wrap-inner { overflow: hidden; }
-#runs-table td, #probes-table td { white-space: normal; overflow-wrap: anywhere; }
+#runs-table td, #probes-table td, #review-log td, #gate-history td { white-space: normal; overflow-wrap: anywhere; }
 """
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -420,7 +420,8 @@ def build_app(workspace: str | Path) -> Any:
                 with gr.Row():
                     rl_run = gr.Dropdown(
                         elem_classes=["wb-run-pick"], label="candidate run", choices=initial, allow_custom_value=True)
-                    rl_gate = gr.Dropdown(label="on recorded gate", choices=[], allow_custom_value=True,
+                    rl_gate = gr.Dropdown(elem_classes=["wb-run-pick"], label="on recorded gate", choices=[],
+                                          allow_custom_value=True,
                                           elem_id="release-gate", scale=2)
                     rl_decision = gr.Radio(label="release", choices=list(reviews.DECISIONS), value="signoff",
                                            elem_id="release-decision")
@@ -433,9 +434,11 @@ def build_app(workspace: str | Path) -> Any:
                 rl_msg = gr.Markdown(elem_id="release-msg")
                 rv_refresh = gr.Button("Refresh log")
                 rv_log = gr.Dataframe(views.empty(views.REVIEW_COLUMNS), label="review log (append-only)",
-                                      interactive=False)
+                                      interactive=False, wrap=True, elem_id="review-log",
+                                      column_widths=["4%", "12%", "7%", "7%", "17%", "12%", "9%", "9%", "23%"])
                 rv_gates = gr.Dataframe(views.empty(views.GATE_COLUMNS), label="gate history (a sign-off shows on "
-                                        "its gate)", interactive=False)
+                                        "its gate)", interactive=False, wrap=True, elem_id="gate-history",
+                                        column_widths=["17%", "12%", "17%", "17%", "10%", "7%", "20%"])
                 review_cli = gr.Textbox(label="equivalent CLI", interactive=False, buttons=["copy"])
 
         # -- wiring -------------------------------------------------------------------------------------

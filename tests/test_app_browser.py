@@ -203,6 +203,9 @@ def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData
             page.locator("#release-confirm input").check()
             page.locator("#release-btn").click()
             page.wait_for_selector("#release-msg:has-text('recorded #')")
+            for table in ("#review-log", "#gate-history"):  # key columns readable without horizontal scrolling
+                assert page.locator(table).evaluate("e => { const s = e.querySelector('.table-wrap') || e;"
+                                                    " return s.scrollWidth <= s.clientWidth + 2; }"), table
             _shot(page, "signoff", full_page=False)
 
             page.get_by_role("tab", name="Compare").click()
