@@ -32,6 +32,13 @@ KEYS_JS = """() => { document.addEventListener('keydown', (e) => {
   const id = {j: 'probe-next', ArrowRight: 'probe-next', k: 'probe-prev', ArrowLeft: 'probe-prev'}[e.key];
   if (id) { document.getElementById(id)?.click(); e.preventDefault(); }
 }); }"""
+# Run pickers end their text with an ellipsis before the dropdown's arrow instead of running under it; a
+# table's cells wrap (long answers stay readable without horizontal scrolling at 1400x1000).
+CSS = """
+.wb-run-pick input { text-overflow: ellipsis; padding-right: 2.2em !important; }
+.wb-run-pick .wrap-inner { overflow: hidden; }
+#runs-table td, #probes-table td, #review-log td, #gate-history td { white-space: normal; overflow-wrap: anywhere; }
+"""
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -59,7 +66,7 @@ def build_app(workspace: str | Path) -> Any:
     from finetune.fixset import STRATEGIES
     from finetune.job import METHODS as JOB_METHODS
     from finetune.preflight import METHODS as PREFLIGHT_METHODS
-    from workbench import reviews, signoff_views, views
+    from workbench import glossary, plots, reviews, signoff_views, views
     from workbench.attribution.types import CATEGORIES
     from workbench.errors import WorkbenchError
     from workbench.regression.stats import METRICS
@@ -95,7 +102,8 @@ def build_app(workspace: str | Path) -> Any:
         choices = views.run_choices(store)
         base, cand = views.default_pair(store)
         picks = [gr.Dropdown(choices=choices, value=v or None) for v in (base, cand, cand, cand)]
-        return (*out[:3], *picks, *out[7:], f"## Hallucination Workbench · workspace `{ws}`")
+        return (*out[:3], *picks, *out[7:], f"## Hallucination Workbench · workspace `{ws}`", shares_chart(False),
+                gr.Dropdown(choices=fix.list_jobs(store)))
 
     @_ui_errors
     def runs_table(text: str, status: str, suite: str) -> Any:
@@ -103,20 +111,34 @@ def build_app(workspace: str | Path) -> Any:
 
     @_ui_errors
     def tag_chart(run_ids: list[str] | None, metric: str) -> str:
-        return views.tag_metrics_chart(store, run_ids or [], metric)
+        return plots.tag_metrics_chart(store, run_ids or [], metric)
 
-    def compare(baseline: str, candidate: str, tag: str, transition: str, category: str) -> tuple[Any, ...]:
+    @_ui_errors
+    def shares_chart(unfinished: bool) -> str:
+        return plots.shares_plot_html(plots.run_shares(store, include_unfinished=bool(unfinished)))
+
+    def compare(baseline: str, candidate: str, tag: str, transition: str, category: str, query: str,
+                size: float) -> tuple[Any, ...]:
         # A refusal comes back as the summary (views.compare_or_refusal): every output is replaced, so no
         # earlier pair's verdict or recorded-gate line stays beside it, and no modal covers the page.
         v = views.compare_or_refusal(store, baseline or "", candidate or "", tag=tag or "",
                                      transition=transition or views.ANY_CHANGE, category=category or "")
         f = views.compare_filters(store, baseline, candidate) if v.verdict else {"tag": [], "category": []}
-        return (v.summary_html, v.metrics, views.transition_heatmap(v.transitions), views.styled_probes(v.probes),
+        pg = views.page_probes(v.probes, query=query or "", page=1, size=int(size or 50))
+        return (v.summary_html, v.metrics, views.transition_heatmap(v.transitions), views.styled_probes(pg.table),
                 v.cli,
                 gr.Dropdown(choices=["", *f["tag"]]), gr.Dropdown(choices=["", *f["category"]]),
-                gr.Dropdown(choices=v.probe_ids), "", v.probe_ids)
+                gr.Dropdown(choices=pg.matching_ids), "", pg.matching_ids, v.delta_plot, v.probes, pg.page, pg.label,
+                "")
 
-    def record_gate(baseline: str, candidate: str) -> tuple[str, str]:
+    @_ui_errors
+    def probe_page(table: Any, query: str, page: float, size: float, by: int = 0) -> tuple[Any, ...]:
+        """Search / page through the pair's probe list (views.page_probes) without comparing again."""
+        df = table if table is not None else views.empty(views.PROBE_COLUMNS)
+        pg = views.page_probes(df, query=query or "", page=int(page or 1) + by, size=int(size or 50))
+        return views.styled_probes(pg.table), pg.page, pg.label, pg.matching_ids, gr.Dropdown(choices=pg.matching_ids)
+
+    def record_gate(baseline: str, candidate: str) -> tuple[str, str, str]:
         from workbench.regression.gate import gate_runs
 
         try:
@@ -124,10 +146,10 @@ def build_app(workspace: str | Path) -> Any:
                 raise WorkbenchError("pick a baseline and a candidate run")
             rec = gate_runs(store, baseline, candidate)
         except (WorkbenchError, ValueError, KeyError) as e:
-            return views.refusal(e), ""
+            return views.refusal(e), "", ""
         report = Path(rec.reports["html"]).resolve().relative_to(ws.resolve())
         return (f"recorded gate `{rec.id}`: **{rec.result.verdict}**; report `{report}`",
-                views.cli_regress(ws, baseline, candidate))
+                views.cli_regress(ws, baseline, candidate), Path(rec.reports["markdown"]).read_text())
 
     @_ui_errors
     def detail(probe_id: str, baseline: str, candidate: str) -> str:
@@ -195,8 +217,12 @@ def build_app(workspace: str | Path) -> Any:
         return gr.Dropdown(choices=opts, value=opts[0])
 
     @_ui_errors
-    def workspace_file(path: str) -> str:
-        return read_text_inside(ws, path or "")
+    def workspace_file(path: str) -> tuple[str, str]:
+        """(as code, as Markdown): a Markdown file (a gate's report.md) is rendered, any other text file shown as
+        code."""
+        text = read_text_inside(ws, path or "")
+        md = (path or "").strip().lower().endswith(".md")
+        return ("", text) if md else (text, "")
 
     @_ui_errors
     def build_fixset(run_id: str, out: str, strategy: str) -> tuple[str, str, str]:
@@ -223,6 +249,17 @@ def build_app(workspace: str | Path) -> Any:
         return v.status, v.loss, v.events, gr.Timer(active=v.running)
 
     @_ui_errors
+    def jobs_list() -> Any:
+        return gr.Dropdown(choices=fix.list_jobs(store))
+
+    @_ui_errors
+    def open_job(output_dir: str) -> tuple[Any, ...]:
+        if not (output_dir or "").strip():
+            return "pick a job dir", "", None, None, gr.Timer(active=False)
+        d = fix.open_job(store, output_dir)
+        return d.summary, d.config, d.view.loss, d.view.events, gr.Timer(active=d.view.running)
+
+    @_ui_errors
     def stop(output_dir: str, request: gr.Request) -> str:
         return fix.stop_job(store, output_dir or "", who=who("app", request))
 
@@ -241,8 +278,14 @@ def build_app(workspace: str | Path) -> Any:
                     f_suite = gr.Dropdown(label="suite", choices=[""], value="", allow_custom_value=True, scale=1)
                     refresh_btn = gr.Button("Refresh", variant="primary", scale=1, elem_id="runs-refresh")
                 runs_df = gr.Dataframe(views.empty(views.RUN_COLUMNS), label="runs", interactive=False,
-                                   elem_id="runs-table")
+                                       elem_id="runs-table", wrap=True, max_height=420,
+                                       column_widths=["16%", "11%", "6%", "13%", "12%", "7%", "4%", "6%", "7%",
+                                                      "6%", "4%", "8%"])
                 runs_note = gr.Markdown(elem_id="runs-note")
+                with gr.Row():
+                    shares_unfinished = gr.Checkbox(label="include unfinished runs in the shares plot", value=False,
+                                                    elem_id="shares-unfinished")
+                shares = gr.HTML(elem_id="shares-plot")
                 with gr.Row():
                     plot_runs = gr.Dropdown(label="runs to plot", multiselect=True, choices=initial,
                                             allow_custom_value=True, scale=3)
@@ -253,12 +296,17 @@ def build_app(workspace: str | Path) -> Any:
                     file_path = gr.Textbox(label="path inside the workspace (e.g. reports/GATE/report.md)")
                     file_btn = gr.Button("Open")
                     file_text = gr.Code(label="content", interactive=False)
+                    file_md = gr.Markdown(elem_id="file-md")
+                with gr.Accordion("glossary: categories, transitions, gates, measures", open=False):
+                    gr.Markdown(glossary.glossary_markdown(), elem_id="glossary")
 
             with gr.Tab("Compare", id="compare"):
                 with gr.Row():
-                    baseline = gr.Dropdown(label="baseline run", choices=initial, allow_custom_value=True,
+                    baseline = gr.Dropdown(
+                        elem_classes=["wb-run-pick"], label="baseline run", choices=initial, allow_custom_value=True,
                                            elem_id="baseline")
-                    candidate = gr.Dropdown(label="candidate run", choices=initial, allow_custom_value=True,
+                    candidate = gr.Dropdown(
+                        elem_classes=["wb-run-pick"], label="candidate run", choices=initial, allow_custom_value=True,
                                             elem_id="candidate")
                 with gr.Row():
                     c_tag = gr.Dropdown(label="tag", choices=[""], value="", allow_custom_value=True)
@@ -267,20 +315,34 @@ def build_app(workspace: str | Path) -> Any:
                     c_cat = gr.Dropdown(label="attribution category", choices=[""], value="", allow_custom_value=True)
                     compare_btn = gr.Button("Compare", variant="primary", elem_id="compare-btn")
                 summary = gr.HTML(elem_id="compare-summary")
+                delta_plot = gr.HTML(elem_id="delta-plot")
                 with gr.Row():
-                    metrics_df = gr.Dataframe(views.empty(views.METRIC_COLUMNS), interactive=False,
+                    metrics_df = gr.Dataframe(views.empty(views.METRIC_COLUMNS), interactive=False, wrap=True,
+                                              column_widths=["30%", "14%", "14%", "14%", "14%", "14%"],
                                               label="metric deltas (points, paired bootstrap CI)")
                     trans_df = gr.Dataframe(views.empty(views.TRANSITION_COLUMNS), interactive=False,
                                             label="transition matrix (rows: baseline; red worse, green fixed, "
                                                   "amber now abstains)", elem_id="transitions")
+                with gr.Row(equal_height=True):
+                    p_search = gr.Textbox(label="search the listed probes (any column)", elem_id="probe-search",
+                                          scale=3)
+                    p_size = gr.Dropdown(label="rows per page", choices=list(views.PAGE_SIZES), value=50,
+                                         elem_id="page-size", scale=1)
+                    p_prev = gr.Button("◀ page", elem_id="page-prev", scale=1)
+                    p_page = gr.Number(label="page", value=1, precision=0, minimum=1, elem_id="page-number", scale=1)
+                    p_next = gr.Button("page ▶", elem_id="page-next", scale=1)
+                    p_label = gr.Markdown(elem_id="page-label")
+                all_probes = gr.State(None)  # the pair's filtered probe list; search and paging read it
                 probes_df = gr.Dataframe(views.empty(views.PROBE_COLUMNS), interactive=False, elem_id="probes-table",
                                          label="probes: broken first, then by id (click a row for its detail)",
                                          wrap=True, column_widths=["9%", "15%", "9%", "10%", "7%", "14%", "7%", "14%",
                                                                    "8%", "7%"],
-                                         show_search="search", pinned_columns=1, max_height=900)
+                                         pinned_columns=1, max_height=900)
                 with gr.Row():
                     gate_btn = gr.Button("Record gate verdict")
                     gate_msg = gr.Markdown(elem_id="gate-msg")
+                with gr.Accordion("recorded gate report", open=False):
+                    gate_report = gr.Markdown(elem_id="gate-report")
                 compare_cli = gr.Textbox(label="equivalent CLI", interactive=False, buttons=["copy"])
 
             with gr.Tab("Probe detail", id="detail"):
@@ -295,7 +357,8 @@ def build_app(workspace: str | Path) -> Any:
             with gr.Tab("Fix", id="fix"):
                 gr.Markdown("Build a fix set from a run's attributions, check memory, then train a LoRA.")
                 with gr.Row():
-                    fx_run = gr.Dropdown(label="run", choices=initial, allow_custom_value=True)
+                    fx_run = gr.Dropdown(
+                        elem_classes=["wb-run-pick"], label="run", choices=initial, allow_custom_value=True)
                     fx_out = gr.Textbox(label="fix set dir (in the workspace)", placeholder="fixsets/<run id>")
                     fx_strategy = gr.Dropdown(label="strategy", choices=list(STRATEGIES),
                                               value="auto")
@@ -324,9 +387,16 @@ def build_app(workspace: str | Path) -> Any:
                     jb_name = gr.Textbox(label="job name (optional)")
                     jb_launch = gr.Button("Launch job", variant="primary")
                     jb_stop = gr.Button("Stop job", variant="stop")
-                jb_dir = gr.Textbox(label="job dir", interactive=False)
+                with gr.Row():
+                    jb_pick = gr.Dropdown(label="open an existing job (newest first)", choices=initial,
+                                          allow_custom_value=True, elem_id="job-pick", scale=3)
+                    jb_list = gr.Button("Refresh jobs", scale=1)
+                    jb_dir = gr.Textbox(label="job dir (in the workspace)", elem_id="job-dir", scale=2)
+                    jb_open = gr.Button("Open job", elem_id="job-open", scale=1)
                 jb_msg = gr.Markdown()
-                jb_status = gr.Markdown()
+                jb_status = gr.Markdown(elem_id="job-status")
+                with gr.Accordion("job config (job.yaml)", open=False):
+                    jb_config = gr.Code(language="yaml", interactive=False, elem_id="job-config")
                 jb_loss = gr.LinePlot(x="step", y="value", color="name",
                                       label="training curves (loss; grpo: reward, abstention)")
                 jb_events = gr.Dataframe(label="events", interactive=False)
@@ -336,7 +406,9 @@ def build_app(workspace: str | Path) -> Any:
             with gr.Tab("Review", id="review"):
                 with gr.Row():
                     rv_name = gr.Textbox(label="reviewer", elem_id="reviewer")
-                    rv_run = gr.Dropdown(label="run", choices=initial, allow_custom_value=True, elem_id="review-run")
+                    rv_run = gr.Dropdown(
+                        elem_classes=["wb-run-pick"], label="run", choices=initial, allow_custom_value=True,
+                        elem_id="review-run")
                     rv_probe = gr.Textbox(label="probe id", elem_id="review-probe")
                 with gr.Row():
                     rv_target = gr.Radio(label="override", choices=["verdict", "attribution"], value="verdict")
@@ -346,8 +418,10 @@ def build_app(workspace: str | Path) -> Any:
                     rv_btn = gr.Button("Record override", variant="primary", elem_id="review-btn")
                 rv_msg = gr.Markdown(elem_id="review-msg")
                 with gr.Row():
-                    rl_run = gr.Dropdown(label="candidate run", choices=initial, allow_custom_value=True)
-                    rl_gate = gr.Dropdown(label="on recorded gate", choices=[], allow_custom_value=True,
+                    rl_run = gr.Dropdown(
+                        elem_classes=["wb-run-pick"], label="candidate run", choices=initial, allow_custom_value=True)
+                    rl_gate = gr.Dropdown(elem_classes=["wb-run-pick"], label="on recorded gate", choices=[],
+                                          allow_custom_value=True,
                                           elem_id="release-gate", scale=2)
                     rl_decision = gr.Radio(label="release", choices=list(reviews.DECISIONS), value="signoff",
                                            elem_id="release-decision")
@@ -360,9 +434,11 @@ def build_app(workspace: str | Path) -> Any:
                 rl_msg = gr.Markdown(elem_id="release-msg")
                 rv_refresh = gr.Button("Refresh log")
                 rv_log = gr.Dataframe(views.empty(views.REVIEW_COLUMNS), label="review log (append-only)",
-                                      interactive=False)
+                                      interactive=False, wrap=True, elem_id="review-log",
+                                      column_widths=["4%", "12%", "7%", "7%", "17%", "12%", "9%", "9%", "23%"])
                 rv_gates = gr.Dataframe(views.empty(views.GATE_COLUMNS), label="gate history (a sign-off shows on "
-                                        "its gate)", interactive=False)
+                                        "its gate)", interactive=False, wrap=True, elem_id="gate-history",
+                                        column_widths=["17%", "12%", "17%", "17%", "10%", "7%", "20%"])
                 review_cli = gr.Textbox(label="equivalent CLI", interactive=False, buttons=["copy"])
 
         # -- wiring -------------------------------------------------------------------------------------
@@ -370,23 +446,32 @@ def build_app(workspace: str | Path) -> Any:
         refresh_outputs = [runs_df, f_status, f_suite, baseline, candidate, fx_run, rv_run, plot_runs, runs_cli,
                            runs_note]
         refresh_btn.click(refresh_runs, run_inputs, refresh_outputs, api_name="refresh")
-        demo.load(first_load, run_inputs, [*refresh_outputs, header], api_visibility="private")
+        demo.load(first_load, run_inputs, [*refresh_outputs, header, shares, jb_pick], api_visibility="private")
+        shares_unfinished.change(shares_chart, shares_unfinished, shares, api_name="run_shares")
         demo.load(review_log, None, [rv_log, rv_gates], api_visibility="private")
         f_text.submit(runs_table, run_inputs, runs_df, api_name="runs")
         f_status.change(runs_table, run_inputs, runs_df, api_visibility="private")
         f_suite.change(runs_table, run_inputs, runs_df, api_visibility="private")
         plot_runs.change(tag_chart, [plot_runs, plot_metric], chart, api_name="tag_metrics")
         plot_metric.change(tag_chart, [plot_runs, plot_metric], chart, api_visibility="private")
-        file_btn.click(workspace_file, file_path, file_text, api_name="workspace_file")
+        file_btn.click(workspace_file, file_path, [file_text, file_md], api_name="workspace_file")
         rv_run.change(lambda r: gr.Dropdown(value=r), rv_run, rl_run, api_visibility="private")
         candidate.change(lambda r: (r, r), candidate, [rv_run, rl_run], api_visibility="private")
 
         compare_outputs = [summary, metrics_df, trans_df, probes_df, compare_cli, c_tag, c_cat, probe_pick, gate_msg,
-                           listed]
-        compare_btn.click(compare, [baseline, candidate, c_tag, c_trans, c_cat], compare_outputs, api_name="compare")
+                           listed, delta_plot, all_probes, p_page, p_label, gate_report]
+        compare_inputs = [baseline, candidate, c_tag, c_trans, c_cat, p_search, p_size]
+        compare_btn.click(compare, compare_inputs, compare_outputs, api_name="compare")
         for dd in (c_tag, c_trans, c_cat):
-            dd.input(compare, [baseline, candidate, c_tag, c_trans, c_cat], compare_outputs, api_visibility="private")
-        gate_btn.click(record_gate, [baseline, candidate], [gate_msg, compare_cli], api_name="gate").then(
+            dd.input(compare, compare_inputs, compare_outputs, api_visibility="private")
+        page_outputs = [probes_df, p_page, p_label, listed, probe_pick]
+        p_search.change(probe_page, [all_probes, p_search, p_page, p_size], page_outputs, api_visibility="private")
+        for trig in (p_size.input, p_page.submit):
+            trig(probe_page, [all_probes, p_search, p_page, p_size], page_outputs, api_visibility="private")
+        for btn, by in ((p_prev, -1), (p_next, 1)):
+            btn.click(functools.partial(probe_page, by=by), [all_probes, p_search, p_page, p_size], page_outputs,
+                      api_visibility="private")
+        gate_btn.click(record_gate, [baseline, candidate], [gate_msg, compare_cli, gate_report], api_name="gate").then(
             signoff_form, rl_run, [rl_gate, rl_note], api_visibility="private")
         probes_df.select(pick_probe, [baseline, candidate], [probe_pick, detail_html, tabs, rv_probe, rv_run],
                          api_visibility="private")
@@ -410,10 +495,14 @@ def build_app(workspace: str | Path) -> Any:
                        api_name="build_fixset")
         pf_btn.click(run_preflight, [pf_model, pf_gpu, pf_method, pf_prec, pf_mb, pf_seq, pf_rank, pf_ckpt],
                      [pf_verdict, pf_chart, pf_recs, fix_cli], api_name="preflight")
+        job_outputs = [jb_status, jb_config, jb_loss, jb_events, timer]
         jb_launch.click(launch, [jb_fixset, jb_method, jb_steps, jb_name], [jb_dir, jb_msg, fix_cli, timer],
-                        api_name="launch_job")
+                        api_name="launch_job").then(open_job, jb_dir, job_outputs, api_visibility="private")
         timer.tick(follow, jb_dir, [jb_status, jb_loss, jb_events, timer], api_visibility="private")
-        jb_dir.change(follow, jb_dir, [jb_status, jb_loss, jb_events, timer], api_name="follow_job")
+        jb_list.click(jobs_list, None, jb_pick, api_visibility="private")
+        jb_pick.input(lambda d: (d, *open_job(d)), jb_pick, [jb_dir, *job_outputs], api_visibility="private")
+        jb_dir.submit(open_job, jb_dir, job_outputs, api_visibility="private")
+        jb_open.click(open_job, jb_dir, job_outputs, api_name="open_job")
         jb_stop.click(stop, jb_dir, jb_msg, api_name="stop_job")
     return demo
 
@@ -450,7 +539,8 @@ def launch(workspace: str | Path, *, host: str = "127.0.0.1", port: int | None =
     app_kwargs = {"openapi_url": None, "middleware": [Middleware(NoApiInfoBeforeLogin)]}
     _, url, _ = demo.launch(server_name=host, server_port=port, share=False, auth=auth, allowed_paths=[],
                             prevent_thread_lock=prevent_thread_lock, quiet=quiet, show_error=True,
-                            ssr_mode=False, mcp_server=False, js=KEYS_JS, footer_links=["api"], app_kwargs=app_kwargs,
+                            ssr_mode=False, mcp_server=False, js=KEYS_JS, css=CSS, footer_links=["api"],
+                            app_kwargs=app_kwargs,
                             auth_message="Hallucination Workbench: sign in" if auth else None)
     return demo, str(url)
 

@@ -18,9 +18,9 @@ from typing import Any
 import pandas as pd
 
 from workbench.errors import WorkbenchError, unknown_name
+from workbench.plots import bar_chart_html
 from workbench.safepath import resolve_inside
 from workbench.store import Store, new_id
-from workbench.views import bar_chart_html
 
 _PROCS: dict[str, subprocess.Popen[bytes]] = {}  # output_dir -> the job process this app started
 _LOCK = threading.Lock()
@@ -205,3 +205,77 @@ def stop_job(store: Store, output_dir: str, *, who: str = "app") -> str:
             records.set_status(store, job_id, "stopped", finished=True)
             records.add_event(store, job_id, "stopped", f"stopped from the app by {who}")
     return f"stopped the job in `{output_dir}` (exit code {proc.returncode})"
+
+
+def list_jobs(store: Store) -> list[tuple[str, str]]:
+    """(label, job dir relative to the workspace) of every job dir under `WORKSPACE/jobs` (a `job.yaml` in it),
+    newest first; the label reads `name · method · status` (status from the store, else the job's result file,
+    else "not started")."""
+    from finetune import records
+    from finetune.job.result import read_result
+
+    root = store.workspace / "jobs"
+    found = sorted(root.glob("*/job.yaml"), key=lambda p: p.stat().st_mtime, reverse=True) if root.is_dir() else []
+    out = []
+    for spec in found:
+        rel = str(spec.parent.relative_to(store.workspace))
+        job_id = job_id_of(store, rel)
+        method, status = _spec_method(spec), "not started"
+        if job_id and records.job_exists(store, job_id):
+            job = records.get_job(store, job_id)
+            method, status = str(job["method"]), str(job["status"])
+        elif (res := read_result(spec.parent)) is not None:
+            status = res.status
+        out.append((f"{spec.parent.name} · {method} · {status}", rel))
+    return out
+
+
+def _spec_method(spec: Path) -> str:
+    import yaml
+
+    try:
+        data = yaml.safe_load(spec.read_text())
+    except (OSError, yaml.YAMLError):
+        return "?"
+    return str(data.get("method", "?")) if isinstance(data, dict) else "?"
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    """An existing job opened in the Fix tab: what it was asked (its job.yaml) and what it did."""
+
+    summary: str  # markdown: status, steps, final loss, held-out before/after, known facts broken
+    config: str  # the job.yaml text
+    view: JobView  # status, curves and events, as `follow_job` gives them
+
+
+def open_job(store: Store, output_dir: str) -> JobDetail:
+    """The job in `output_dir` (inside the workspace): its config, its result (known facts broken: how many of the
+    checked known facts the trained model now gets wrong) and its curves."""
+    from finetune.job.result import read_result
+
+    path = resolve_inside(store.workspace, output_dir.strip())
+    spec = path / "job.yaml"
+    if not spec.is_file():
+        raise WorkbenchError(f"`{output_dir}` holds no job.yaml (pick a job dir under jobs/)")
+    view = follow_job(store, output_dir.strip())
+    res = read_result(path)
+    lines = [view.status]
+    if res is None:
+        lines.append("- no result yet (the job is running, or it ended without writing `result.json`)")
+    else:
+        fmt = "-" if res.final_loss is None else f"{res.final_loss:.4f}"
+        lines.append(f"- {res.status} after {res.steps} steps, final loss {fmt}: {res.message}")
+        if res.heldout_before is not None or res.heldout_after is not None:
+            lines.append(f"- held-out: {_num(res.heldout_before)} → {_num(res.heldout_after)}")
+        if res.known_checked:
+            frac = res.known_broken_fraction or 0.0
+            lines.append(f"- **known facts broken: {len(res.known_broken)} of {res.known_checked}** ({frac:.1%})"
+                         + (f": {', '.join(res.known_broken[:10])}" if res.known_broken else ""))
+        else:
+            lines.append("- known facts broken: not measured (the fix set has no validation slice)")
+    return JobDetail("\n".join(lines), spec.read_text(), view)
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"

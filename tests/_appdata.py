@@ -1,6 +1,7 @@
 """A workspace for the app tests, made once per session: the test-size world, a baseline run, a
-candidate run with a random LoRA adapter (which breaks many probes), and attributions of the
-baseline's failures taken from the world's ground truth, with corpus rows as evidence."""
+candidate run with a random LoRA adapter (which breaks many probes), the world's corpus indexed in the
+workspace, and both runs' failures attributed by the real pipeline (`attribute_results`: samples, paraphrases,
+corpus support and conflict rows, and span tracing of each hallucination)."""
 
 from __future__ import annotations
 
@@ -27,12 +28,15 @@ def make_app_workspace(world: Any, root: Path) -> AppData:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from workbench.attribution.types import Attribution, save_attributions
+    from workbench.attribution.attribute import attribute_results
+    from workbench.attribution.build import build_index
+    from workbench.attribution.index import CorpusIndex, default_index_path
+    from workbench.attribution.types import save_attributions
     from workbench.probes import resolve_probes
     from workbench.results import load_results
     from workbench.runner import EvalOptions, run_eval
     from workbench.store import Store
-    from workbench.types import ModelSpec, Verdict
+    from workbench.types import ModelSpec
 
     ws = root / "ws"
     store = Store.open(ws)
@@ -47,24 +51,10 @@ def make_app_workspace(world: Any, root: Path) -> AppData:
     lora.save_pretrained(str(adapter))
     cand = run_eval(store, ModelSpec(model=str(world.model), adapter=str(adapter), dtype="float32"), suite,
                     loaded, opts).run_id
-    truth = {r["probe_id"]: r for r in map(json.loads, Path(world.truth).read_text().splitlines())}
-    corpus = [json.loads(x) for x in Path(world.corpus).read_text().splitlines()]
-    items = []
-    for run_id in (base, cand):
-        items = []
-        for r in load_results(store, run_id).probes:
-            t = truth[r.probe.id]
-            if r.verdict == Verdict.CORRECT:
-                continue
-            cat = t["expected_category"] or "behavior:unstable"
-            rows = [{"doc_id": str(i), "snippet": c["text"]} for i, c in enumerate(corpus)
-                    if t["subject"] in c["text"]][:3]
-            conflict = cat == "data:conflict"
-            data_ev = {"available": True, "support": len(rows), "support_rows": [] if conflict else rows,
-                       "conflict_value": t["conflict_value"], "conflict_rows": rows if conflict else []}
-            items.append(Attribution(r.probe.id, cat, 0.8, "MaybeKnown", "dpo",
-                                     {"why": "test ground truth", "greedy": r.answer, "data": data_ev}))
-        save_attributions(store, run_id, items)
+    build_index(world.corpus, default_index_path(ws))
+    with CorpusIndex.open(default_index_path(ws)) as index:
+        for run_id in (base, cand):
+            save_attributions(store, run_id, attribute_results(load_results(store, run_id), index))
     marker.write_text(json.dumps({"workspace": str(ws), "baseline": base, "candidate": cand,
                                   "model": str(world.model)}))
     return AppData(ws, base, cand, Path(world.model))

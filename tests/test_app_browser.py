@@ -70,11 +70,16 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(30_000)
             page.goto(url)
             page.locator("#runs-table [role=gridcell]").filter(has_text=data.candidate).first.wait_for()
             page.wait_for_selector("#tag-chart .wb-chart")
+            page.wait_for_selector("#shares-plot .wb-shares circle.wb-share")
+            assert page.locator("#shares-plot title").first.text_content().startswith(data.baseline)
+            table = page.locator("#runs-table")  # the key columns fit: no horizontal scrolling at 1400 px
+            assert table.evaluate("e => { const s = e.querySelector('.table-wrap') || e;"
+                                  " return s.scrollWidth <= s.clientWidth + 2; }")
             _shot(page, "runs")
 
             page.get_by_role("tab", name="Compare").click()
@@ -84,6 +89,9 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
             page.locator("#compare-btn").click()
             page.wait_for_selector("#compare-summary #wb-verdict")
             assert "gate: FAIL" in page.locator("#compare-summary").inner_text()
+            page.wait_for_selector("#delta-plot svg.wb-delta-plot")
+            assert "change per tag" in page.locator("#delta-plot").inner_text()
+            page.wait_for_selector("#page-label:has-text('page 1 of ')")
             cell = page.locator("#probes-table [role=gridcell].first-column").first
             probe_id = cell.inner_text().strip()
             assert probe_id and "broken" in page.locator("#probes-table").inner_text()
@@ -93,7 +101,8 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
             cell.click()  # opens the Probe detail tab
             page.wait_for_selector("#probe-detail #wb-probe-detail")
             detail = page.locator("#probe-detail").inner_text()
-            assert probe_id in detail and "agreement" in detail and "attribution:" in detail
+            assert probe_id in detail and "exact-match agreement" in detail and "attribution:" in detail
+            assert "The model gave the right answer in" in detail and "raw evidence" in detail
             _shot(page, "probe-detail")
 
             page.get_by_role("tab", name="Review").click()
@@ -109,7 +118,7 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
             _field(page, "pf-model").fill(str(data.model))
             page.locator("#pf-btn").click()
             page.wait_for_selector("#pf-chart .wb-chart")
-            _shot(page, "fix")
+            _shot(page, "fix", full_page=False)
         finally:
             browser.close()
     rows = reviews.list_reviews(Store.open(data.workspace), data.candidate, target="verdict")
@@ -148,10 +157,16 @@ def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData
             assert "verdicts changed" in summary and ("could detect" in summary or "could not fail" in summary)
             first = page.locator("#probes-table [role=row]").nth(1).inner_text()
             assert "broken_" in first, first
-            search = page.locator("#probes-table input.search-input")
-            search.fill(first.split()[0])  # the search box narrows the table to that probe
-            page.wait_for_function("document.querySelectorAll('#probes-table tbody tr').length <= 2")
+            page.wait_for_selector("#page-label:has-text('page 1 of ')")
+            label = "page" + page.locator("#page-label").inner_text().split("page", 1)[1]  # past a progress note
+            search = _field(page, "probe-search")
+            search.fill(first.split()[0])  # the search box narrows the table to that probe, on page 1 of 1
+            page.wait_for_selector("#page-label:has-text('matching')")
+            assert "page 1 of 1 · rows 1-" in page.locator("#page-label").inner_text()
             search.fill("")
+            page.wait_for_function(f"document.querySelector('#page-label').innerText.includes({label!r})")
+            page.locator("#compare-summary").scroll_into_view_if_needed()
+            page.evaluate("window.scrollTo(0, 0)")  # the verdict and the headline, not the search box
             _shot(page, "compare-headline", full_page=False)
 
             page.get_by_role("button", name="Record gate verdict").click()
@@ -188,6 +203,9 @@ def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData
             page.locator("#release-confirm input").check()
             page.locator("#release-btn").click()
             page.wait_for_selector("#release-msg:has-text('recorded #')")
+            for table in ("#review-log", "#gate-history"):  # key columns readable without horizontal scrolling
+                assert page.locator(table).evaluate("e => { const s = e.querySelector('.table-wrap') || e;"
+                                                    " return s.scrollWidth <= s.clientWidth + 2; }"), table
             _shot(page, "signoff", full_page=False)
 
             page.get_by_role("tab", name="Compare").click()

@@ -43,25 +43,31 @@ def test_api_calls(served: tuple[str, Path], data: AppData) -> None:
     c = Client(url, verbose=False)
     runs = c.predict("", "", "", api_name="/runs")
     assert [r[0] for r in runs["data"]] == [data.candidate, data.baseline]
-    out = c.predict(data.baseline, data.candidate, "", "broken", "", api_name="/compare")
+    out = c.predict(data.baseline, data.candidate, "", "broken", "", "", 25, api_name="/compare")
     summary, _metrics, transitions, probes, cli = out[:5]
     assert "gate: FAIL" in summary and "workbench regress" in cli
+    assert "change per tag" in out[9] and out[11].startswith("page 1 of ")  # delta plot, page label
     assert sum(sum(row[1:]) for row in transitions["data"]) == int(summary.split(" probes ·")[0].split("· ")[-1])
     pid = probes["data"][0][0]
     detail = c.predict(pid, data.baseline, data.candidate, api_name="/probe_detail")
-    assert pid in detail and "agreement" in detail
+    assert pid in detail and "exact-match agreement" in detail
     msg, log, cli = c.predict("ann", data.candidate, pid, "verdict", "correct", "grader missed an alias",
                               api_name="/override")
     assert "recorded" in msg and log["data"][0][2] == "ann" and "workbench review" in cli
     chart = c.predict([data.baseline], "incorrect", api_name="/tag_metrics")
     assert "capital" in chart
-    gate_msg, _ = c.predict(data.baseline, data.candidate, api_name="/gate")
+    gate_msg, _, gate_md = c.predict(data.baseline, data.candidate, api_name="/gate")
+    assert "Regression check" in gate_md  # the report's Markdown, rendered in the Compare tab
     assert "recorded gate" in gate_msg and "fail" in gate_msg
     report = gate_msg.split("report `")[1].rstrip("`")
-    assert "Regression check" in c.predict(report, api_name="/workspace_file")
+    code, md = c.predict(report, api_name="/workspace_file")
+    assert "Regression check" in code and not md  # HTML as text; a .md file renders as Markdown
+    code, md = c.predict(report.replace("report.html", "report.md"), api_name="/workspace_file")
+    assert "Regression check" in md and not code
     # a pair that cannot be compared replaces the previous result and the recorded-gate line
-    bad = c.predict(data.baseline, "no-such-run", "", "any verdict change", "", api_name="/compare")
-    assert "cannot compare" in bad[0] and "gate:" not in bad[0] and not bad[3]["data"] and bad[-1] == ""
+    bad = c.predict(data.baseline, "no-such-run", "", "any verdict change", "", "", 50, api_name="/compare")
+    assert "cannot compare" in bad[0] and "gate:" not in bad[0] and not bad[3]["data"] and bad[8] == ""
+    assert bad[-1] == "" and "change per" not in bad[9]
     gate_id = gate_msg.split("`")[1]
     rel = c.predict("ann", data.candidate, "", "block", "too many broken probes", False, api_name="/release")
     assert gate_id in rel[0] and "block by ann" in rel[2]["data"][0][-1]

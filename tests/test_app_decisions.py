@@ -72,7 +72,7 @@ def test_viewer_never_opens_the_store_files(served: str, workspace: Path) -> Non
     (workspace / "reports" / "symlink.md").symlink_to(workspace / "store.sqlite")
     (workspace / "notes.bin").write_bytes(b"\x00\x01")
     c = Client(served, verbose=False)
-    assert c.predict("reports/ok.md", api_name="/workspace_file") == "# a report"
+    assert c.predict("reports/ok.md", api_name="/workspace_file") == ("", "# a report")  # rendered as Markdown
     for name in ("store.sqlite", "./store.sqlite", "store.sqlite-wal", "store.sqlite-shm", "store.sqlite-journal",
                  "STORE.SQLITE", "index/corpus.sqlite", "reports/hardlink.md", "reports/symlink.md"):
         with pytest.raises(AppError, match="database file"):

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from _appdata import AppData, make_app_workspace
 
-from workbench import reviews, signoff_views, views
+from workbench import evidence_html, glossary, plots, reviews, signoff_views, views
 from workbench.errors import WorkbenchError
 from workbench.grading.normalize import normalize
 from workbench.regression.gate import history
@@ -45,12 +45,13 @@ def test_runs_table_filters_and_tag_metrics(data: AppData, store: Store) -> None
     assert list(views.runs_table(store, text="random-adapter")["run"]) == [data.candidate]
     assert views.runs_table(store, status="failed").empty
     assert views.run_filters(store) == {"status": ["done"], "suite": ["world"]}
-    tm = views.tag_metrics(store, [data.baseline, data.candidate], "incorrect")
-    assert set(tm["tag"]) >= {"overall", "capital", "colour"} and set(tm["run"]) == {data.baseline, data.candidate}
-    html = views.tag_metrics_chart(store, [data.baseline], "correct")
+    tm = plots.tag_metrics(store, [data.baseline, data.candidate], "incorrect")
+    assert set(tm["tag"]) >= {"capital", "colour"} and set(tm["run"]) == {data.baseline, data.candidate}
+    assert "overall" not in set(tm["tag"])  # never a lone "overall" pair: the headline has the overall figures
+    html = plots.tag_metrics_chart(store, [data.baseline], "correct")
     assert "capital" in html and "%" in html
     with pytest.raises(ValueError, match="metric"):
-        views.tag_metrics(store, [data.baseline], "nope")
+        plots.tag_metrics(store, [data.baseline], "nope")
     assert views.cli_runs(store.workspace).startswith("workbench runs --workspace ")
 
 
@@ -157,18 +158,24 @@ def test_probe_detail_shows_both_models_samples_and_evidence(data: AppData, stor
     probe = load_results(store, data.baseline).by_id()[pid].probe
     assert probe.question.split()[0] in html and probe.answers[0] in html
     assert data.baseline in html and data.candidate in html
-    assert "agreement" in html and "entropy" in html and html.count("paraphrase 1") == 2
+    assert "exact-match agreement" in html and "exact-match entropy" in html and html.count("paraphrase 1") >= 2
+    assert ">agreement " not in html  # one name per measure: exact-match here, meaning agreement in the evidence
     cut = [g for r in (data.baseline, data.candidate) for g in load_results(store, r).by_id()[pid].greedy
            if g.finish_reason == "length"]
     assert html.count("cut at max_tokens") == len(cut)  # every greedy answer cut at the token limit is marked
     prompt = load_results(store, data.candidate).by_id()[pid].greedy[0].prompt
     assert prompt and html.count("prompt sent (question)") == 2 and escape(prompt) in html
     assert html.count("<ol class='wb-samples'>") == 4  # question + 1 paraphrase, both runs: one sample a line
-    assert views.format_value(0.005347582224854227) == "0.00535"
-    assert views.format_value({"p_value": 0.005347582224854227, "n": 3}) == '{"p_value": 0.00535, "n": 3}'
-    assert views.format_value("x" * 500).endswith("…") and len(views.format_value("x" * 500)) == 400
-    # the candidate's failure has its attribution, with the corpus rows as evidence
-    assert "attribution:" in html and "support_rows (supports)" in html and "conflict_rows (contradicts)" in html
+    assert evidence_html.format_value(0.005347582224854227) == "0.00535"
+    assert evidence_html.format_value({"p_value": 0.0053475822, "n": 3}) == '{"p_value": 0.00535, "n": 3}'
+    assert evidence_html.format_value("x" * 500).endswith("…") and len(evidence_html.format_value("x" * 500)) == 400
+    # the candidate's failure has its attribution: evidence in sentences, the raw fields one click away
+    att = reviews.effective_attributions(store, data.candidate)[pid]
+    k, n = att.evidence["samples"]["correct"], att.evidence["samples"]["n"]
+    assert "attribution:" in html and f"The model gave the right answer in {k} of {n} samples" in html
+    assert "<details class='wb-raw-evidence'>" in html and "p_value" in html.split("wb-raw-evidence")[1]
+    assert "p_value" not in html.split("wb-raw-evidence")[0]  # no raw field names in the prose
+    assert f"title='{escape(glossary.CATEGORY_HELP[att.category], quote=True)}'" in html  # the category explained
     assert "pick a probe" in views.probe_detail(store, "", [data.baseline])
     assert "no run answered" in views.probe_detail(store, "no-such-probe", [data.baseline])
 

@@ -9,7 +9,6 @@ Each action has its equivalent CLI command (`cli_*`): the app shows it beside th
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import shlex
@@ -23,8 +22,11 @@ from typing import Any
 import pandas as pd
 
 from workbench.errors import WorkbenchError
+from workbench.evidence_html import attribution_html
+from workbench.glossary import term_html
 from workbench.grading.normalize import normalize
-from workbench.regression.stats import METRICS, VERDICT_ORDER
+from workbench.plots import delta_plot_html, group_deltas
+from workbench.regression.stats import VERDICT_ORDER
 from workbench.regression.transitions import Flip, Transition, flip_of, transition_of, verdict_changed
 from workbench.results import ProbeResult
 from workbench.signoff_views import signoff_line
@@ -175,51 +177,6 @@ def run_filters(store: Store) -> dict[str, list[str]]:
     return {"status": sorted({r.status for r in runs}), "suite": sorted({r.suite for r in runs})}
 
 
-def tag_metrics(store: Store, run_ids: Sequence[str], metric: str = "incorrect") -> pd.DataFrame:
-    """Long table (run, tag, value %) of one metric per tag for each run; "overall" first."""
-    if metric not in METRICS:
-        raise ValueError(f"`metric` must be one of {', '.join(METRICS)}, got {metric!r}")
-    rows = []
-    for rid in run_ids:
-        run = store.get_run(rid)
-        m = run.metrics or {}
-        groups = [("overall", m.get("overall")), *sorted((m.get("by_tag") or {}).items())]
-        rows += [[run.id, tag, _pct(g, metric)] for tag, g in groups if g and _pct(g, metric) is not None]
-    return pd.DataFrame(rows, columns=["run", "tag", "value"])
-
-
-def bar_chart_html(rows: Sequence[tuple[str, str, float]], *, unit: str = "%", title: str = "",
-                   scale: float | None = None) -> str:
-    """A dependency-free horizontal bar chart: rows of (group, series, value), bars grouped by group,
-    coloured by series. `scale` is the value of a full-width bar (default: the largest value)."""
-    if not rows:
-        return "<p><i>nothing to plot</i></p>"
-    palette = ("#0969da", "#bf3989", "#1a7f37", "#9a6700", "#8250df", "#cf222e")
-    series = list(dict.fromkeys(s for _, s, _ in rows))
-    color = {s: palette[i % len(palette)] for i, s in enumerate(series)}
-    top = scale or max((abs(v) for _, _, v in rows), default=1.0) or 1.0
-    out = [f"<div class='wb-chart'><b>{escape(title)}</b>" if title else "<div class='wb-chart'>"]
-    out.append("<div>" + " ".join(
-        f"<span style='color:{color[s]}'>■</span> {escape(s)}" for s in series) + "</div>")
-    groups: dict[str, list[tuple[str, float]]] = {}
-    for g, s, v in rows:
-        groups.setdefault(g, []).append((s, v))
-    for g, items in groups.items():
-        out.append(f"<div style='margin-top:4px'><span style='display:inline-block;width:9em'>{escape(g)}</span>")
-        for s, v in items:
-            width = max(0.0, min(100.0, 100 * abs(v) / top))
-            out.append(f"<div style='margin-left:9em'><span style='display:inline-block;height:0.9em;"
-                       f"width:{width:.1f}%;max-width:75%;background:{color[s]}'></span> {v:,.1f}{escape(unit)}</div>")
-        out.append("</div>")
-    return "\n".join(out) + "</div>"
-
-
-def tag_metrics_chart(store: Store, run_ids: Sequence[str], metric: str = "incorrect") -> str:
-    df = tag_metrics(store, run_ids, metric)
-    rows = [(str(t), str(r), float(v)) for r, t, v in df.itertuples(index=False)]
-    return bar_chart_html(rows, title=f"{metric} per tag (%)", scale=100.0)
-
-
 # -- Compare tab -------------------------------------------------------------------------------------
 
 
@@ -234,6 +191,7 @@ class CompareView:
     probe_ids: list[str]  # the probes listed, in order
     cli: str
     verdict: str
+    delta_plot: str = ""  # per tag / category changes with intervals (plots.delta_plot_html)
 
 
 def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", transition: str = ANY_CHANGE,
@@ -275,7 +233,8 @@ def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", 
     summary = verdict_summary_html(result, signoff_html=signoff_line(store, b_out.run_id, c_out.run_id))
     summary += f"\n<p>showing group <b>{escape(group.name)}</b> ({group.n} probes); {len(rows)} probes listed below</p>"
     return CompareView(summary, metrics, transitions, probes, [r[0] for r in rows],
-                       cli_regress(store.workspace, b_out.run_id, c_out.run_id), result.verdict)
+                       cli_regress(store.workspace, b_out.run_id, c_out.run_id), result.verdict,
+                       delta_plot_html(group_deltas(result, b_out, c_out)))
 
 
 def compare_or_refusal(store: Store, baseline: str, candidate: str, *, tag: str = "", transition: str = ANY_CHANGE,
@@ -291,6 +250,42 @@ def compare_or_refusal(store: Store, baseline: str, candidate: str, *, tag: str 
         return CompareView(f"<div id='wb-refused' style='color:#cf222e'><b>cannot compare</b>: {why}</div>",
                            empty(METRIC_COLUMNS), empty(TRANSITION_COLUMNS), empty(PROBE_COLUMNS), [],
                            cli_regress(store.workspace, baseline, candidate) if baseline and candidate else "", "")
+
+
+PAGE_SIZES = (25, 50, 100, 200)
+"""Probe-table page sizes the app offers; 50 rows of wrapped answers fill about two screens at 1400x1000."""
+
+
+@dataclass(frozen=True)
+class ProbePage:
+    """One page of the probe table after the search: the rows shown, every matching id (in order, for the
+    detail's next/previous), the page number (1-based, clamped) and its "page k of n" label."""
+
+    table: pd.DataFrame
+    matching_ids: list[str]
+    page: int
+    pages: int
+    label: str
+
+
+def page_probes(df: pd.DataFrame, *, query: str = "", page: int = 1, size: int = 50) -> ProbePage:
+    """Search then page the probe table: `query` keeps rows where any cell contains it (case-insensitive),
+    `page` is clamped to 1..pages, `size` must be one of PAGE_SIZES."""
+    if size not in PAGE_SIZES:
+        raise ValueError(f"`page size` must be one of {', '.join(map(str, PAGE_SIZES))}, got {size}")
+    needle = query.strip().lower()
+    if needle and not df.empty:
+        hit = df.astype(str).apply(lambda col: col.str.lower().str.contains(needle, regex=False)).any(axis=1)
+        df = df[hit]
+    pages = max(1, -(-len(df) // size))
+    page = max(1, min(int(page), pages))
+    part = df.iloc[(page - 1) * size: page * size].reset_index(drop=True)
+    first = (page - 1) * size + 1 if len(df) else 0
+    label = f"page {page} of {pages} · rows {first}-{first + len(part) - 1 if len(part) else 0} of {len(df)}"
+    if needle:
+        label += f" matching “{query.strip()}”"
+    ids = [str(x) for x in df["probe"]] if "probe" in df.columns else []
+    return ProbePage(part, ids, page, pages, label)
 
 
 def answer_cell(pr: ProbeResult) -> str:
@@ -400,7 +395,7 @@ def probe_detail(store: Store, probe_id: str, run_ids: Sequence[str]) -> str:
             shown_probe = True
         parts.append(_run_answers(res.run, pr, list_reviews(store, res.run.id, probe_id=probe_id)))
         att = effective_attributions(store, res.run.id).get(probe_id)
-        parts.append(_attribution_html(att))
+        parts.append(attribution_html(att))
     if not shown_probe:
         return f"<p>no run answered probe <b>{escape(probe_id)}</b></p>"
     return "<div id='wb-probe-detail'>" + "\n".join(parts) + "</div>"
@@ -444,8 +439,9 @@ def _run_answers(run: RunRecord, pr: Any, reviews: Sequence[Any]) -> str:
     samples0 = [a.text for a in pr.samples if a.variant == 0]
     agreement = f"{pr.agreement:.2f}" if pr.agreement is not None else "-"
     ent = entropy(samples0)
-    out.append(f"<p>agreement {agreement} · entropy {'-' if ent is None else f'{ent:.2f}'} nats · "
-               f"sample accuracy {pr.sample_accuracy:.2f} · mean log-prob "
+    out.append(f"<p class='wb-measures'>{term_html('exact-match agreement')} {agreement} · "
+               f"{term_html('exact-match entropy')} {'-' if ent is None else f'{ent:.2f}'} nats · "
+               f"{term_html('sample accuracy')} {pr.sample_accuracy:.2f} · mean log-prob "
                f"{'-' if pr.mean_logprob is None else f'{pr.mean_logprob:.2f}'}</p>")
     out.append("<table><tr><th>variant</th><th>greedy answer</th><th>grade</th><th>samples (grade)</th></tr>")
     for g in pr.greedy:
@@ -461,58 +457,6 @@ def _run_answers(run: RunRecord, pr: Any, reviews: Sequence[Any]) -> str:
         out.append(f"<details class='wb-prompt'><summary>prompt sent (question)</summary>"
                    f"<pre style='white-space:pre-wrap'>{escape(pr.greedy[0].prompt)}</pre></details>")
     return "\n".join(out)
-
-
-def _attribution_html(att: Any) -> str:
-    if att is None:
-        return "<p><i>no attribution stored for this run (run <code>workbench attribute RUN</code>)</i></p>"
-    out = [f"<p class='wb-attribution'>attribution: <b>{escape(att.category)}</b> · confidence "
-           f"{att.confidence:.2f} · knowledge {escape(att.knowledge or '-')} · fix {escape(att.fix or '-')}</p>"]
-    out.append(_evidence_html(att.evidence))
-    return "\n".join(out)
-
-
-def _evidence_html(evidence: Mapping[str, Any], depth: int = 0) -> str:
-    """Corpus rows (lists of dicts, e.g. `data.support_rows` / `data.conflict_rows` of {doc_id, snippet})
-    as tables labelled supports / contradicts by their key; nested dicts as indented blocks; the rest
-    as key: value."""
-    rows = []
-    for key, value in evidence.items():
-        is_rows = isinstance(value, list) and all(isinstance(v, dict) for v in value) and (
-            bool(value) or key.endswith("_rows"))
-        if is_rows:
-            kind = ("contradicts" if any(w in key.lower() for w in ("conflict", "contradict"))
-                    else "supports" if "support" in key.lower() else "")
-            label = f"{escape(key)} {f'({kind})' if kind else ''}: {len(value)} rows"
-            if not value:
-                rows.append(f"<div>{label}</div>")
-                continue
-            head = "".join(f"<th>{escape(str(k))}</th>" for k in value[0])
-            body = "".join("<tr>" + "".join(f"<td>{escape(format_value(v))}</td>" for v in row.values()) + "</tr>"
-                           for row in value)
-            rows.append(f"<details open><summary>{label}</summary><table><tr>{head}</tr>{body}</table></details>")
-        elif isinstance(value, dict) and value and depth < 3:
-            rows.append(f"<div><b>{escape(key)}</b>:<div style='margin-left:1.5em'>"
-                        f"{_evidence_html(value, depth + 1)}</div></div>")
-        else:
-            rows.append(f"<div><b>{escape(key)}</b>: {escape(format_value(value))}</div>")
-    return "<div class='wb-evidence'>" + "\n".join(rows) + "</div>" if rows else ""
-
-
-def format_value(value: Any, limit: int = 400) -> str:
-    """An evidence value for a reader: floats to 3 significant digits (also inside lists and dicts), long
-    text cut at `limit` characters with an ellipsis."""
-    def rounded(v: Any) -> Any:
-        if isinstance(v, float):
-            return float(f"{v:.3g}")
-        if isinstance(v, list | tuple):
-            return [rounded(x) for x in v]
-        if isinstance(v, dict):
-            return {k: rounded(x) for k, x in v.items()}
-        return v
-
-    text = value if isinstance(value, str) else json.dumps(rounded(value), default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # -- Review tab --------------------------------------------------------------------------------------

@@ -1,0 +1,98 @@
+"""One source of the wording that explains the workbench's jargon: failure categories, verdict transitions,
+gate types and the measures shown beside answers. The app shows these as tooltips and a glossary; every
+other place that explains a term reads it from here.
+
+Transitions keep their wording in `regression.transitions.TRANSITION_HELP` (the gate reports read it there);
+this module re-exports it so a reader finds every explanation in one place.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from workbench.regression.transitions import TRANSITION_HELP
+
+CATEGORY_HELP: dict[str, str] = {
+    "behavior:unstable": "the model can produce the right answer (some samples get it, or the corpus states it "
+                         "often enough to be learnt) but its greedy answer is wrong: a behaviour to fix (DPO)",
+    "behavior:prompt-sensitive": "right under a paraphrase, wrong under the question as asked: the fact is known, "
+                                 "the wording trips it (train over paraphrases)",
+    "behavior:over-abstain": "abstains although its samples or paraphrases show it knows the answer "
+                             "(DPO toward answering)",
+    "data:conflict": "the corpus pairs the subject with the wrong answer the model gave: fix the data rows",
+    "data:underrepresented": "the model does not know it and the corpus states it only rarely: inject the fact "
+                             "(SFT over paraphrases, with replay)",
+    "data:missing": "the model does not know it and the corpus never states it: teach abstention",
+    "knowledge:unknown": "the model does not know it; no corpus was looked at, so nothing is claimed about the "
+                         "data: teach abstention",
+}
+"""What each attribution category means and what fix it calls for (keys: attribution.types.CATEGORIES)."""
+
+TRANSITIONS: dict[str, str] = {str(t): text for t, text in TRANSITION_HELP.items()}
+"""Each named verdict transition (baseline -> candidate); also the Compare filter's `broken` and `fixed`."""
+TRANSITIONS["broken"] = "correct before, wrong or abstained now (McNemar's 'broken' count)"
+TRANSITIONS.setdefault("fixed", "wrong or abstained before, now correct")
+
+GATE_HELP: dict[str, str] = {
+    "max_hallucination_increase": "fails when the hallucination rate rose by more than the limit "
+                                  "(the upper end of its 95% interval, when the policy says so)",
+    "hallucination_rate_must_drop": "fails unless the hallucination rate fell by at least the amount asked",
+    "max_tag_correct_drop": "fails when any tag's correct rate dropped significantly by more than the limit",
+    "max_abstention_on_previously_correct": "fails when too many probes the baseline got right are now "
+                                            "abstained (known facts lost to 'I don't know')",
+    "max_abstention_increase": "fails when the candidate abstains on too many more of all probes: hallucinations "
+                               "traded for abstention count too",
+    "max_broken_fraction": "broken known facts: fails when too large a share of the probes the baseline got "
+                           "right are now wrong or abstained",
+    "max_broken": "fails when more than the allowed number of probes went from correct to wrong or abstained",
+    "mcnemar": "McNemar's exact test on the probes that changed: fails when significantly more were broken than "
+               "fixed (p below alpha)",
+}
+"""What each gate type checks (keys: regression.policy.GATE_TYPES)."""
+
+MEASURES: dict[str, str] = {
+    "exact-match agreement": "share of the question's samples that give the most common answer, compared word for "
+                             "word after normalisation (1 = all samples say the same)",
+    "meaning agreement": "share of the samples in the largest group of answers that mean the same "
+                         "(semantic clusters; 1 = one meaning)",
+    "exact-match entropy": "spread of the normalised sample answers, in nats (0 = all the same)",
+    "semantic entropy": "spread of the samples over groups of answers that mean the same, in nats (0 = one meaning)",
+    "sample accuracy": "share of all samples (question and paraphrases) graded correct",
+    "F": "harmonic mean of the correct rate over all probes and the correct rate over attempted ones: "
+         "abstaining costs less than hallucinating",
+    "McNemar p": "probability of at least this imbalance of broken vs fixed probes if the candidate were no "
+                 "different: small = a real change",
+    "confidence": "how strongly the evidence supports the attribution's category (0 to 1)",
+    "knowledge": "SliCK level from the model's own answers: HighlyKnown, MaybeKnown (paraphrase only), "
+                 "WeaklyKnown (samples beat chance), Unknown",
+}
+"""The measures the app shows, one name each."""
+
+
+def explain(term: str) -> str:
+    """The explanation of a category, transition, gate type or measure; "" for an unknown term."""
+    for table in (CATEGORY_HELP, TRANSITIONS, GATE_HELP, MEASURES):
+        if term in table:
+            return table[term]
+    return ""
+
+
+def term_html(term: str) -> str:
+    """`term` with its explanation as a tooltip (title attribute, dotted underline); plain when unknown."""
+    text = explain(term)
+    if not text:
+        return escape(term)
+    return (f"<abbr class='wb-term' title='{escape(text, quote=True)}' style='text-decoration:underline dotted'>"
+            f"{escape(term)}</abbr>")
+
+
+def glossary_markdown() -> str:
+    """Every term with its explanation, grouped, as Markdown (the app's glossary)."""
+    sections = [("Attribution categories", CATEGORY_HELP), ("Verdict transitions", TRANSITIONS),
+                ("Gates", GATE_HELP), ("Measures", MEASURES)]
+    out = []
+    for title, table in sections:
+        out.append(f"**{title}**\n")
+        out += [f"- `{k}`: {v}" for k, v in table.items()]
+        out.append("")
+    return "\n".join(out)
