@@ -30,7 +30,7 @@ import numpy as np
 
 from workbench.attribution.build import BuildReport
 from workbench.attribution.corpus import BadRow, Doc, Position, open_corpus
-from workbench.attribution.infinigram import SCHEMA_VERSION, TokenSpace, import_engine, read_meta
+from workbench.attribution.infinigram import SCHEMA_VERSION, TokenSpace, import_engine, longest_doc, read_meta
 from workbench.errors import WorkbenchError
 
 FILES = ("tokenized.0", "offset.0", "metadata.0", "metaoff.0")
@@ -91,7 +91,10 @@ def build_infinigram(
         _save(index_dir, meta)
     _suffix_array(index_dir, meta, space.width, binary, cpus or os.cpu_count() or 1,
                   mem_gib or _half_memory_gib())
-    meta.update(complete=True, built_at=datetime.now(UTC).isoformat(timespec="seconds"))
+    offsets = np.memmap(index_dir / "offset.0", dtype=np.int64, mode="r")
+    longest = longest_doc(np.asarray(offsets), (index_dir / "tokenized.0").stat().st_size)
+    del offsets
+    meta.update(complete=True, built_at=datetime.now(UTC).isoformat(timespec="seconds"), longest_doc_bytes=longest)
     _save(index_dir, meta)
     return BuildReport(meta["rows"] - before, meta["rows"], ck["skipped"], resumed_from,
                        time.perf_counter() - t0, source=source, index=index)
