@@ -18,6 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from workbench.attribution import CorpusIndex, build_index
+from workbench.attribution.build import batches
+from workbench.attribution.corpus import Position, open_corpus
 from workbench.attribution.index import fts_phrase
 from workbench.errors import InputError, WorkbenchError
 
@@ -276,6 +278,29 @@ def test_skip_bad_counts_every_kind(tmp_path: Path) -> None:
     rep = build_index(corpus, tmp_path / "ix.sqlite", skip_bad=True, batch_size=2)
     assert (rep.rows_total, rep.skipped) == (2, len(BAD_JSONL) - 1 + 1)
     assert sorted(_ids(tmp_path / "ix.sqlite")) == ["last", "x"]
+
+
+def test_batches_cover_every_row_once_and_resume_at_the_bad_row(tmp_path: Path) -> None:
+    # The row-batching iterator both index builders share: each row once (a document or a skip), and a
+    # resume from any batch's checkpoint reads exactly the rows after it.
+    rows: list[Any] = [{"id": f"d{i}", "text": f"row {i}"} for i in range(7)]
+    rows[2], rows[5] = "{not json", {"id": "bad5"}  # lines 3 and 6
+    src = open_corpus(write_jsonl(tmp_path / "c.jsonl", rows))
+    got = list(batches(src, Position(), 0, 2, skip_bad=True))
+    assert [[d.doc_id for d in b.docs] for b in got] == [["d0", "d1"], ["d3", "d4"], ["d6"]]
+    assert [(b.consumed, b.cursor.line, b.skipped) for b in got] == [(2, 2, 0), (5, 5, 1), (7, 7, 1)]
+    for b, rest in zip(got, [["d3", "d4", "d6"], ["d6"], []], strict=True):
+        again = list(batches(src, b.cursor, b.consumed, 2, skip_bad=True))
+        assert [d.doc_id for r in again for d in r.docs] == rest and again[-1].consumed == 7
+    strict = batches(src, Position(), 0, 10, skip_bad=False)
+    first = next(strict)  # the rows before the bad one come first, so a checkpoint can hold them
+    assert ([d.doc_id for d in first.docs], first.consumed, first.cursor.line) == (["d0", "d1"], 2, 2)
+    with pytest.raises(InputError) as err:
+        next(strict)
+    assert err.value.line == 3
+    with pytest.raises(InputError) as err:  # resumed from that checkpoint: the same row is named again
+        list(batches(src, first.cursor, first.consumed, 10, skip_bad=False))
+    assert err.value.line == 3
 
 
 def test_parquet_columns_and_nulls(tmp_path: Path) -> None:

@@ -67,6 +67,24 @@ def test_cooccurrence_is_per_document_and_exact(tmp_path: Path) -> None:
         assert [r.doc_id for r in ig.cooccur("rome", "1743").rows] == ["a", "b", "d"]
 
 
+def test_counts_map_only_what_can_share_a_document(tmp_path: Path) -> None:
+    # Occurrences farther apart than the longest document are in different documents without a lookup;
+    # closer ones are mapped. A long row repeats "rome" 400 bytes apart (past the 100-byte window: counting
+    # documents is not windowed); short rows hold it once or twice, their neighbours touch.
+    docs = [("a", "rome rome"), ("b", "rome"), ("c", "zz " * 30 + "rome" + " qq" * 130 + " rome 1743"),
+            ("d", "1743"), ("e", "rome")]
+    with ig_index(tmp_path, docs, window=100) as ig:
+        meta = json.loads((tmp_path / "ig" / "meta.json").read_text())
+        assert meta["longest_doc_bytes"] == 1 + len(fold(docs[2][1]).encode())  # separator + padded text
+        assert ig.count("rome") == 4
+        assert ig.count("1743") == 2 and ig.cooccur("1743", "rome").count == 1  # d's neighbours do not count
+        assert [r.doc_id for r in ig.cooccur("rome", "rome").rows] == ["a", "b", "c", "e"]
+    del meta["longest_doc_bytes"]  # an index built before it was recorded: read from offset.0
+    (tmp_path / "ig" / "meta.json").write_text(json.dumps(meta))
+    with InfiniGramIndex.open(tmp_path / "ig") as ig:
+        assert ig.count("rome") == 4 and ig.cooccur("1743", "rome").count == 1
+
+
 def test_limit_caps_rows_not_count(tmp_path: Path) -> None:
     docs = [(f"r{i}", f"alpha {i} beta") for i in range(12)]
     with ig_index(tmp_path, docs) as ig:

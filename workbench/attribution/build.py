@@ -13,7 +13,7 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +45,42 @@ class BuildReport:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Documents to write together, and the checkpoint that is true once they are written."""
+
+    docs: list[Doc]
+    consumed: int  # source rows consumed, good and bad, up to the end of this batch
+    cursor: Position  # where reading resumes after this batch
+    skipped: int  # bad rows skipped since the previous batch (skip_bad)
+
+
+def batches(src: Corpus, cursor: Position, consumed: int, batch_size: int, skip_bad: bool) -> Iterator[Batch]:
+    """The source's rows from `cursor` on (`consumed` rows already read), in batches of `batch_size`
+    documents; both index builders write one batch at a time and checkpoint its `consumed` / `cursor`.
+
+    Contract: every row is in exactly one batch, as a document or in `skipped`, so a build resumed from any
+    batch's cursor reads each row once. A bad row without `skip_bad`: the rows before it come as a batch
+    first (possibly empty), then its InputError is raised, so a resume from that batch starts at the bad row
+    and names it again. The last batch may be empty (it carries the trailing skips)."""
+    docs: list[Doc] = []
+    skipped = 0
+    for item in src.read(cursor):
+        if isinstance(item, BadRow):
+            if not skip_bad:
+                yield Batch(docs, consumed, cursor, skipped)  # earlier rows first
+                raise item.error
+            skipped += 1
+        else:
+            docs.append(item)
+        consumed += 1
+        cursor = item.after
+        if len(docs) >= batch_size:
+            yield Batch(docs, consumed, cursor, skipped)
+            docs, skipped = [], 0
+    yield Batch(docs, consumed, cursor, skipped)
 
 
 def build_index(
@@ -162,40 +198,26 @@ class _Writer:
         self.con, self.src, self.skip_bad, self.ck, self.rows = con, src, skip_bad, ck, rows
         self.chars = chars
         self.progress = progress
-        # The cursor covers good and bad rows alike, so `skipped` and the position stay in step.
-        self.cursor = Position(ck["pos"], ck["line"])
-        self.consumed = ck["rows_done"]
 
     def run(self, batch_size: int) -> int:
-        batch: list[Doc] = []
-        for item in self.src.read(self.cursor):
-            if isinstance(item, BadRow):
-                if not self.skip_bad:
-                    self._flush(batch)  # earlier rows first: a duplicate above this line reports first
-                    raise item.error
-                self.ck["skipped"] += 1
-            else:
-                batch.append(item)
-            self.consumed += 1
-            self.cursor = item.after
-            if len(batch) >= batch_size:
-                self._flush(batch)
-                batch = []
-        self._flush(batch)
+        ck = self.ck
+        for batch in batches(self.src, Position(ck["pos"], ck["line"]), ck["rows_done"], batch_size, self.skip_bad):
+            self._flush(batch)
         return self.rows
 
-    def _flush(self, batch: list[Doc]) -> None:
+    def _flush(self, batch: Batch) -> None:
         con = self.con
         con.execute("BEGIN IMMEDIATE")
         try:
             last = con.execute("SELECT coalesce(max(rid), 0) FROM docs").fetchone()[0]
-            added = self._insert(batch)
+            self.ck["skipped"] += batch.skipped
+            added = self._insert(batch.docs)
             # Index the new rows in one statement: FTS5 builds one segment per batch in C. The `chars`
             # schema indexes them through its view, split as its queries are.
             src = "docs_chars" if self.chars else "docs"
             con.execute(f"INSERT INTO fts(rowid, text) SELECT rid, text FROM {src} WHERE rid > ?", (last,))
             self.rows += added
-            self.ck.update(rows_done=self.consumed, pos=self.cursor.pos, line=self.cursor.line)
+            self.ck.update(rows_done=batch.consumed, pos=batch.cursor.pos, line=batch.cursor.line)
             con.execute("UPDATE meta SET value = ? WHERE key = 'checkpoint'", (json.dumps(self.ck),))
             con.execute("UPDATE meta SET value = ? WHERE key = 'rows'", (json.dumps(self.rows),))
             con.execute("COMMIT")
@@ -203,7 +225,7 @@ class _Writer:
             con.execute("ROLLBACK")
             raise
         if self.progress is not None:
-            self.progress(self.consumed)
+            self.progress(batch.consumed)
 
     def _insert(self, batch: list[Doc]) -> int:
         """Insert a batch; on a duplicate id, redo it row by row to name (or skip) the duplicates."""

@@ -51,6 +51,10 @@ Space = Literal["bytes", "model"]
 #: Pointers read per phrase; a phrase more frequent than this is sampled evenly (counts then estimated).
 POSITIONS_MAX = 2_000_000
 _FIND_THREADS = 8  # concurrent engine finds in a batch (they wait more than they compute)
+#: Up to this many finds run in the calling thread: a thread handoff cost more than a find (one lookup in the
+#: model space makes ~8 finds: 1.5 ms waiting on the pool vs ~0.2 ms inline, 1M-row bench corpus).
+_INLINE_FINDS = 16
+_ENCODE_BATCH_MIN = 64  # fewer texts are encoded one by one: encode_batch's thread pool cost ~0.5 ms a call
 _BATCH_PAIRS = 512  # pairs whose phrases are looked up together
 _SNIPPET_BYTES = 90  # context each side of the match (bytes space; x token width for model tokens)
 _SNIPPET_MAX_CHARS = 200  # as FTS5's snippets
@@ -178,6 +182,8 @@ class TokenSpace:
             return []
         fast = self._fast()
         if fast is not None:
+            if len(texts) < _ENCODE_BATCH_MIN:
+                return [fast.encode(t, add_special_tokens=False).ids for t in texts]
             return [e.ids for e in fast.encode_batch(texts, add_special_tokens=False)]
         return [list(x) for x in self.tok(texts, add_special_tokens=False)["input_ids"]]
 
@@ -212,6 +218,18 @@ def _firsts(sorted_docs: NDArray[np.int64]) -> NDArray[np.bool_]:
     out = np.ones(len(sorted_docs), dtype=bool)
     out[1:] = sorted_docs[1:] != sorted_docs[:-1]
     return out
+
+
+def longest_doc(offsets: NDArray[np.int64], data_bytes: int) -> int:
+    """Bytes of the longest document (separator included), from the document offsets, read in chunks."""
+    if not len(offsets):
+        return 0
+    longest, step = data_bytes - int(offsets[-1]), 1 << 22
+    for lo in range(0, len(offsets) - 1, step):
+        part = offsets[lo : lo + step + 1]
+        if len(part) > 1:
+            longest = max(longest, int(np.diff(part).max()))
+    return longest
 
 
 def read_meta(path: Path) -> dict[str, Any]:
@@ -255,6 +273,7 @@ class InfiniGramIndex:
         self._pool: ThreadPoolExecutor | None = None
         self._window = int(meta["window"]) * w  # in bytes; 0 = anywhere in the document
         self._lock = threading.Lock()
+        self._longest: int | None = None  # bytes of the longest document (see _reach)
 
     @classmethod
     def open(cls, path: str | Path) -> InfiniGramIndex:
@@ -301,7 +320,7 @@ class InfiniGramIndex:
         distinct = list(dict.fromkeys(phrases))
         seqs = self.space.variants_many(distinct)
         flat = [ids for v in seqs for ids in v]
-        if len(flat) <= 1:
+        if len(flat) <= _INLINE_FINDS:
             ranges = [self._find(ids) for ids in flat]
         else:
             if self._pool is None:
@@ -362,7 +381,7 @@ class InfiniGramIndex:
             h = self._hits_many([phrase])[phrase]
         if h is None or not h.total:
             return 0
-        docs = int(_firsts(self._docs(h.ptrs)).sum())
+        docs = self._distinct_docs(h.ptrs)
         return docs if len(h.ptrs) == h.total else round(docs * h.total / len(h.ptrs))
 
     def cooccur(self, subject: str, answer: str, *, limit: int = 5) -> Cooccurrence:
@@ -385,8 +404,11 @@ class InfiniGramIndex:
         if s is None or a is None or not len(s.ptrs) or not len(a.ptrs):
             return Cooccurrence(0, ())
         anchor, other = (s, a) if len(s.ptrs) <= len(a.ptrs) else (a, s)  # walk the rarer phrase
-        docs = self._docs(anchor.ptrs)
-        ok = np.ones(len(docs), dtype=bool) if a is s else self._near(anchor.ptrs, docs, other.ptrs)
+        if a is s:
+            docs = self._docs(anchor.ptrs)
+            ok = np.ones(len(docs), dtype=bool)
+        else:
+            ok, docs = self._near(anchor.ptrs, other.ptrs)
         ptrs, docs = anchor.ptrs[ok], docs[ok]
         first = _firsts(docs)  # the first qualifying occurrence in each document (pointers are sorted)
         count = int(first.sum())
@@ -395,18 +417,46 @@ class InfiniGramIndex:
         shown = np.flatnonzero(first)[: max(limit, 0)]
         return Cooccurrence(count, tuple(self._row(int(docs[k]), int(ptrs[k]), anchor.length) for k in shown))
 
-    def _near(self, sp: NDArray[np.int64], sd: NDArray[np.int64], op: NDArray[np.int64]) -> NDArray[np.bool_]:
+    def _near(self, sp: NDArray[np.int64], op: NDArray[np.int64]) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
         """For each anchor pointer: does the other phrase occur in the same document (and within the window)?
-        Only its nearest occurrence on each side can: farther ones are farther the same way. So only those
-        are mapped to documents (mapping every pointer cost 0.2 us each: 700 us for a city of 645 mentions)."""
+        Returns that mask and the anchors' documents (-1 where not mapped). Only the other phrase's nearest
+        occurrence on each side can qualify (farther ones are farther the same way), and only when it lies
+        within reach (the window, or the longest document): only those anchors are mapped to documents. A
+        mapping is a binary search over offset.0, ~1.2 us of CPU per pointer at 10M rows (cache and TLB misses);
+        mapping every anchor was 3/4 of a lookup's CPU time there (bench/index_engines.py)."""
         i = np.searchsorted(op, sp)
+        has_b, has_a = i > 0, i < len(op)
         before, after = op[np.maximum(i - 1, 0)], op[np.minimum(i, len(op) - 1)]
-        ok: NDArray[np.bool_] = (i > 0) & (self._docs(before) == sd)
-        ok |= (i < len(op)) & (self._docs(after) == sd)
-        if self._window:
-            ok = (((i > 0) & (self._docs(before) == sd) & (sp - before <= self._window))
-                  | ((i < len(op)) & (self._docs(after) == sd) & (after - sp <= self._window)))
-        return ok
+        reach = self._reach()
+        near_b, near_a = has_b & (sp - before <= reach), has_a & (after - sp <= reach)
+        ok, docs = np.zeros(len(sp), dtype=bool), np.full(len(sp), -1, dtype=np.int64)
+        cand = np.flatnonzero(near_b | near_a)
+        if len(cand):
+            d = self._docs(sp[cand])
+            same_b = near_b[cand] & (self._docs(before[cand]) == d)
+            ok[cand] = same_b | (near_a[cand] & (self._docs(after[cand]) == d))
+            docs[cand] = d
+        return ok, docs
+
+    def _reach(self) -> int:
+        """Bytes within which two occurrences can share a document and count: the window, or (window 0) the
+        longest document. Read from meta.json (the build records it), else from offset.0 once."""
+        if self._longest is None:
+            longest = self._meta.get("longest_doc_bytes")
+            self._longest = int(longest) if longest is not None else longest_doc(self._od, len(self._ds))
+        return min(self._window, self._longest) if self._window else self._longest
+
+    def _distinct_docs(self, ptrs: NDArray[np.int64]) -> int:
+        """Documents among sorted pointers: occurrences of one document are adjacent, so only adjacent pairs
+        closer than the longest document are mapped (the others are in different documents)."""
+        if len(ptrs) < 2:
+            return len(ptrs)
+        if self._longest is None:
+            self._reach()
+        close = np.flatnonzero(np.diff(ptrs) < (self._longest or 0))
+        if not len(close):
+            return len(ptrs)
+        return len(ptrs) - int((self._docs(ptrs[close]) == self._docs(ptrs[close + 1])).sum())
 
     def _row(self, doc: int, ptr: int, needle: int) -> EvidenceRow:
         start = int(self._od[doc]) + self.space.width  # past the separator

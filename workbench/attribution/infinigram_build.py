@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from workbench.attribution.build import BuildReport
-from workbench.attribution.corpus import BadRow, Doc, Position, open_corpus
-from workbench.attribution.infinigram import SCHEMA_VERSION, TokenSpace, import_engine, read_meta
+from workbench.attribution.build import Batch, BuildReport, batches
+from workbench.attribution.corpus import Position, open_corpus
+from workbench.attribution.infinigram import SCHEMA_VERSION, TokenSpace, import_engine, longest_doc, read_meta
 from workbench.errors import WorkbenchError
 
 FILES = ("tokenized.0", "offset.0", "metadata.0", "metaoff.0")
@@ -91,7 +91,10 @@ def build_infinigram(
         _save(index_dir, meta)
     _suffix_array(index_dir, meta, space.width, binary, cpus or os.cpu_count() or 1,
                   mem_gib or _half_memory_gib())
-    meta.update(complete=True, built_at=datetime.now(UTC).isoformat(timespec="seconds"))
+    offsets = np.memmap(index_dir / "offset.0", dtype=np.int64, mode="r")
+    longest = longest_doc(np.asarray(offsets), (index_dir / "tokenized.0").stat().st_size)
+    del offsets
+    meta.update(complete=True, built_at=datetime.now(UTC).isoformat(timespec="seconds"), longest_doc_bytes=longest)
     _save(index_dir, meta)
     return BuildReport(meta["rows"] - before, meta["rows"], ck["skipped"], resumed_from,
                        time.perf_counter() - t0, source=source, index=index)
@@ -177,35 +180,23 @@ class _Writer:
             f.truncate(ck["sizes"][name])
             self.files[name] = f
         self.sizes = dict(ck["sizes"])
-        self.cursor, self.consumed = Position(ck["pos"], ck["line"]), ck["rows_done"]
         self.sep = bytes([0xFF]) * space.width
 
     def run(self, batch_size: int) -> None:
-        batch: list[Doc] = []
+        ck = self.meta["checkpoint"]
         try:
-            for item in self.src.read(self.cursor):
-                if isinstance(item, BadRow):
-                    if not self.skip_bad:
-                        self._flush(batch)  # earlier rows first, so a resume starts at the bad row
-                        raise item.error
-                    self.meta["checkpoint"]["skipped"] += 1
-                else:
-                    batch.append(item)
-                self.consumed += 1
-                self.cursor = item.after
-                if len(batch) >= batch_size:
-                    self._flush(batch)
-                    batch = []
-            self._flush(batch)
+            for batch in batches(self.src, Position(ck["pos"], ck["line"]), ck["rows_done"], batch_size,
+                                 self.skip_bad):
+                self._flush(batch)
         finally:
             for f in self.files.values():
                 f.close()
 
-    def _flush(self, batch: list[Doc]) -> None:
-        encoded = self.space.encode_docs([d.text for d in batch])
+    def _flush(self, batch: Batch) -> None:
+        encoded = self.space.encode_docs([d.text for d in batch.docs])
         offsets, metaoffs, data, lines = [], [], [], []
         pos, mpos = self.sizes["tokenized.0"], self.sizes["metadata.0"]
-        for d, tokens in zip(batch, encoded, strict=True):
+        for d, tokens in zip(batch.docs, encoded, strict=True):
             offsets.append(pos)
             data.append(self.sep + tokens)
             pos += len(self.sep) + len(tokens)
@@ -221,12 +212,13 @@ class _Writer:
             f.flush()
             os.fsync(f.fileno())
             self.sizes[name] += len(chunk)
-        self.meta["rows"] += len(batch)
-        self.meta["checkpoint"].update(rows_done=self.consumed, pos=self.cursor.pos, line=self.cursor.line,
-                                       sizes=dict(self.sizes))
+        self.meta["rows"] += len(batch.docs)
+        ck = self.meta["checkpoint"]
+        ck["skipped"] += batch.skipped
+        ck.update(rows_done=batch.consumed, pos=batch.cursor.pos, line=batch.cursor.line, sizes=dict(self.sizes))
         _save(self.dir, self.meta)
         if self.progress is not None:
-            self.progress(self.consumed)
+            self.progress(batch.consumed)
 
 
 def _suffix_array(index_dir: Path, meta: dict[str, Any], width: int, binary: Path, cpus: int,
