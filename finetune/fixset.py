@@ -34,6 +34,11 @@ Strategy "rl" writes only `prompts`: every phrasing of every targeted probe (the
 row, says what is right: the answer when the model can find it, abstention when it cannot), plus a
 replay slice of phrasings the model answers correctly (`replay_ratio` x the targeted training rows,
 default 1), so that abstaining everywhere does not pay.
+
+A run made with `template: chat` gives the same rows in trl's conversational form (finetune/chatform.py):
+prompts are messages (the run's system prompt as a system turn, then the question), completions / chosen /
+rejected are one assistant turn each ("I don't know."), and replay rows teach the model's own correct answer (a
+chat model answers in sentences: teaching the bare accepted answer would change how it speaks on facts it knows).
 """
 
 from __future__ import annotations
@@ -48,8 +53,8 @@ from pathlib import Path
 from typing import Any
 
 from finetune.abstention import PhraseChoice, choose_phrase, spoken
+from finetune.chatform import TURN_COLUMNS, RowForm
 from finetune.replay import neighbours_first, targets_of
-from workbench import prompting
 from workbench.attribution.types import ABSTAIN_CATEGORIES, CATEGORIES, Attribution
 from workbench.errors import InputError, WorkbenchError, unknown_name
 from workbench.grading.normalize import normalize
@@ -177,8 +182,8 @@ def load_manifest(path: str | Path) -> FixSetManifest:
 class FixRows:
     """A fix set's rows per split, before `write_fixset` (also used by finetune/inject.py's tag breaker)."""
 
-    sft: list[dict[str, str]] = field(default_factory=list)
-    dpo: list[dict[str, str]] = field(default_factory=list)
+    sft: list[dict[str, Any]] = field(default_factory=list)
+    dpo: list[dict[str, Any]] = field(default_factory=list)
     prompts: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -211,8 +216,9 @@ def build_fixset(
     results = load_results(store, run_id)
     run = results.run
     suite = suite or Suite.model_validate(run.suite_config)
-    if suite.template == "chat":
-        raise WorkbenchError("fix sets need a plain prompt template; this run used `chat` (not supported yet)")
+    template = run.options.get("template") or suite.template  # `eval --template` overrides the suite's
+    if template != suite.template:  # rows must be rendered as that run rendered its prompts
+        suite = suite.model_copy(update={"template": template})
     attributions = effective_attributions(store, run.id)  # reviewer overrides replace the method's call
     if not attributions:
         raise WorkbenchError(f"run `{run.id}` has no attributions; run `workbench attribute {run.id}` first")
@@ -223,19 +229,21 @@ def build_fixset(
     user_facts = _read_facts(facts) if facts is not None else {}
     end = next((s for s in suite.stop if s.strip()), "")
     tokenizer = model_tokenizer(run.model)
+    form = RowForm(suite.template, end, suite.system_prompt, tokenizer)
+    if form.chat and (tokenizer is None or not getattr(tokenizer, "chat_template", None)):
+        raise WorkbenchError(f"run `{run.id}` used the chat template, but the tokenizer of `{run.model}` "
+                             f"{'could not be loaded here' if tokenizer is None else 'has no chat template'}: "
+                             "chat-form fix rows need it")
     picked: list[PhraseChoice] = []
 
     def abstain() -> str:
         """The abstention text, chosen when the first row needs it (a set without one builds anyway)."""
         if not picked:
-            picked.append(choose_phrase(tokenizer, suite.abstention_phrases, end, model=run.model))
+            picked.append(choose_phrase(tokenizer, suite.abstention_phrases, "" if form.chat else end,
+                                        model=run.model))
         return picked[0].text
 
-    def render(question: str) -> str:
-        return prompting.render(suite.template, question)
-
-    def completion(text: str) -> str:
-        return " " + text.strip() + end
+    render, completion = form.prompt, form.completion
 
     # Held-out probes: a seeded share of each category's targeted probes, by probe.
     targeted = {pid: a for pid, a in attributions.items() if a.category in CATEGORIES}
@@ -294,11 +302,11 @@ def build_fixset(
     corrected = {g.probe_id for g in grades if g.corrected == Verdict.INCORRECT}
     known = [r for r in results.probes
              if r.probe.id not in attributions and r.probe.id not in corrected and r.verdict == Verdict.CORRECT]
-    known, validation = _validation_slice(known, render, seed, validation_fraction)
+    known, validation = _validation_slice(known, form.prompt_text, seed, validation_fraction)
     rng = random.Random(f"replay-{seed}")
     n_sft = round(replay_ratio * sum(r["split"] == "train" for r in rows.sft))
     n_dpo = round(replay_ratio * ANCHOR_SHARE * sum(r["split"] == "train" for r in rows.dpo))
-    known_answers = _known_answers(known)
+    known_answers = _known_answers(known, own=form.chat)
     replay = [{"prompt": render(a.prompt_question), "completion": completion(a.text), "probe_id": a.probe_id,
                "category": "replay", "source": "replay", "split": "train"} for a in known_answers]
     probe_of = {r.probe.id: r.probe for r in results.probes}
@@ -325,7 +333,7 @@ def build_fixset(
             abstain()
         except WorkbenchError:
             first = (suite.abstention_phrases or ["i don't know"])[0]
-            picked.append(PhraseChoice(first, spoken(first, end)))
+            picked.append(PhraseChoice(first, spoken(first, "" if form.chat else end)))
     return write_fixset(Path(out_dir), rows, run.id, run.model, strategy, picked[0].text, sorted(heldout), skipped,
                         suite, note=picked[0].note, validation=validation)
 
@@ -429,14 +437,16 @@ class _KnownAnswer:
     text: str
 
 
-def _known_answers(known: Sequence[ProbeResult]) -> list[_KnownAnswer]:
-    """Every phrasing a known probe answers correctly, with the accepted answer as completion."""
+def _known_answers(known: Sequence[ProbeResult], *, own: bool = False) -> list[_KnownAnswer]:
+    """Every phrasing a known probe answers correctly, with the accepted answer as completion (`own`: the
+    model's own correct greedy answer, e.g. a chat model's sentence)."""
     out = []
     for r in known:
         variants = r.probe.variants(True)
         for a in r.greedy:
             if a.verdict == Verdict.CORRECT and a.variant < len(variants):
-                out.append(_KnownAnswer(r.probe.id, variants[a.variant], r.probe.answers[0]))
+                text = a.text.strip() if own and a.text.strip() else r.probe.answers[0]
+                out.append(_KnownAnswer(r.probe.id, variants[a.variant], text))
     return out
 
 
@@ -486,9 +496,16 @@ def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: st
     """Write the rows as a `datasets` DatasetDict (sft, dpo, prompts) with `fixset.json` beside it."""
     from datasets import Dataset, DatasetDict, Features, List, Value
 
+    message = {"role": Value("string"), "content": Value("string")}
+    chat = suite.template == "chat"  # turns are message lists (finetune/chatform.py)
+
+    def feature(column: str) -> Any:
+        if column in ("answers", "incorrect_answers"):
+            return List(Value("string"))
+        return List(message) if chat and column in TURN_COLUMNS else Value("string")
+
     def table(items: list[dict[str, Any]], columns: Sequence[str]) -> Dataset:
-        feats = Features({c: List(Value("string")) if c in ("answers", "incorrect_answers") else Value("string")
-                          for c in columns})
+        feats = Features({c: feature(c) for c in columns})
         return Dataset.from_dict({c: [r[c] for r in items] for c in columns}, features=feats)
 
     digest = hashlib.sha256()

@@ -235,3 +235,21 @@ def test_a_lenient_grade_a_reviewer_corrects_becomes_a_dpo_pair(w: FtWorld, tmp_
     assert pair["probe_id"] == pid and pair["category"] == "review:corrected-grade" and pair["split"] == "train"
     assert (pair["chosen"], pair["rejected"]) == (f" {first_name}.", f" {graded.answer}.")
     assert pid not in {r["probe_id"] for r in _rows(tmp_path / "fs", "sft") if r["source"] == "replay"}
+
+
+def test_rows_use_the_template_the_run_was_made_with(w: FtWorld, tmp_path: Path) -> None:
+    """`eval --template T` records T with the run, not in the suite: the fix rows must say what that run asked."""
+    from ftworld import attributions_from_truth
+
+    from workbench.attribution.types import save_attributions
+    from workbench.runner import EvalOptions, run_eval
+    from workbench.types import ModelSpec
+
+    template = "Question: {question} Answer:"
+    s = run_eval(w.store, ModelSpec(model=str(w.paths.model)), w.suite, w.loaded,
+                 EvalOptions(samples=0, template=template, bootstrap=0))
+    save_attributions(w.store, s.run_id, attributions_from_truth(w.store, s.run_id, w.truth))
+    m = build_fixset(w.store, s.run_id, tmp_path / "fx")
+    assert m.template == template
+    rows = _rows(tmp_path / "fx", "sft")
+    assert rows and all(r["prompt"].startswith("Question: ") and r["prompt"].endswith(" Answer:") for r in rows)

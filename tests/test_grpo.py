@@ -91,6 +91,20 @@ def test_grader_reward_each_grade_and_penalty() -> None:
     assert logged[SAMPLED_LENGTH] == 2.0
 
 
+def test_rewards_read_chat_completions_as_their_assistant_turn() -> None:
+    """trl hands a conversational fix set's reward functions message lists: graded on the assistant's text, and a
+    chat answer stops cleanly at its end-of-turn token (EOS), not at a stop string."""
+    grader = MatchGrader(abstention_phrases=("i don't know",))
+    prompts = [[{"role": "user", "content": "What is the capital of Zorazan?"}]] * 4
+    completions = [[{"role": "assistant", "content": c}] for c in
+                   ("The capital is Feneadel.", "I don't know.", "It is Caloista. Q: who", "Feneadel")]
+    reward = GraderReward(grader, STOP)
+    assert reward(prompts, completions, [["Feneadel"]] * 4, [["Caloista"]] * 4) == [1.0, 0.0, -1.0, 1.0]
+    fmt = FormatReward(STOP, EOS)
+    # clean; cut by length (no EOS); text after the stop; no stop string but the end-of-turn EOS: clean in chat
+    assert fmt(prompts, completions, completion_ids=[[7, EOS], [8, 9], [7, 8, EOS], [7, EOS]]) == [1.0, 0.0, 0.0, 1.0]
+
+
 def test_format_reward_pays_for_a_clean_stop() -> None:
     fmt = FormatReward(STOP, EOS)
     completions = [" feneadel.", " feneadel. q: who", " feneadel", " feneadel.", "."]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from finetune.chatform import flat_row
 from finetune.job.checkpoint import atomic
 from finetune.job.resolve import ResolvedJob
 from finetune.job.watchdog import EarlyStopping, heldout_accuracy, heldout_rows
@@ -33,7 +34,8 @@ class Method(abc.ABC):
         self.job, self.tokenizer, self.log = job, tokenizer, log
         train = rows.filter(lambda r: r["split"] == "train")
         self.train = train.select_columns(list(self.columns)) if self.columns is not None else train
-        self.heldout = [dict(r) for r in rows if r["split"] == "heldout"]
+        # chat-form rows: prompts rendered as the evaluation renders them, answers as text (the scores generate)
+        self.heldout = [flat_row(tokenizer, r) for r in rows if r["split"] == "heldout"]
 
     @property
     def spike_factor(self) -> float:

@@ -28,11 +28,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from finetune.chatform import render_text
 from finetune.job.method import Method
 from finetune.job.methods.grpo_watchdog import GRPOWatchdog
 from finetune.job.methods.rewards import build_rewards, guidance_ids, heldout_reward, is_guided
 from finetune.job.resolve import ResolvedJob
 from finetune.records import JobRecorder
+from workbench.prompting import CHAT
 
 #: NLL of the replay answers in the replay anchor term (grpo.replay_anchor).
 ANCHOR_NLL = "anchor/nll"
@@ -134,9 +136,12 @@ class GRPO(Method):
         super().__init__(job, tokenizer, rows, log)
         m, g = job.manifest, job.spec.grpo
         self.rewards = build_rewards(g, m, int(tokenizer.eos_token_id))
-        end = next((s for s in m.stop if s.strip()), "")
-        self.replay = sorted({(r["prompt"], " " + r["answers"][0] + end) for r in self.train
-                              if r["source"] == "replay"})
+        # (prompt text, answer) pairs of the replay anchor and the KL watchdog; chat rows: the rendered template
+        # and the bare answer (the anchor appends the end-of-turn token, EOS, itself)
+        end = "" if m.template == CHAT else next((s for s in m.stop if s.strip()), "")
+        space = "" if m.template == CHAT else " "
+        self.replay = sorted({(render_text(tokenizer, r["prompt"]), space + r["answers"][0] + end)
+                              for r in self.train if r["source"] == "replay"})
 
     @property
     def spike_factor(self) -> float:
@@ -169,7 +174,7 @@ class GRPO(Method):
         trainer.guided = g.abstention_guidance
         if trainer.guided:
             trainer.guide_ids = tuple(guidance_ids(self.tokenizer, m.abstention_phrase, m.stop,
-                                                   model=self.job.base_model))
+                                                   model=self.job.base_model, chat=m.template == CHAT))
         if g.replay_anchor > 0 and self.replay:
             trainer.anchor = ReplayAnchor(self.tokenizer, self.replay, batch=g.replay_anchor_batch)
             trainer.anchor_weight = g.replay_anchor

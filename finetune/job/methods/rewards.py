@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from finetune.chatform import turn_text
 from finetune.fixset import FixSetManifest
 from finetune.job.resolve import cannot_spell
 from finetune.job.spec import GRPOSpec
@@ -47,16 +48,16 @@ class GraderReward:
     def score(self, verdict: Verdict) -> float:
         return {Verdict.CORRECT: 1.0, Verdict.NOT_ATTEMPTED: 0.0}.get(verdict, -self.penalty)
 
-    def __call__(self, prompts: Sequence[str], completions: Sequence[str], answers: Sequence[Sequence[str]],
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], answers: Sequence[Sequence[str]],
                  incorrect_answers: Sequence[Sequence[str]] | None = None, source: Sequence[str] | None = None,
                  probe_id: Sequence[str] | None = None, completion_ids: Sequence[Sequence[int]] | None = None,
                  log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float]:
         n = len(completions)
         wrong = incorrect_answers if incorrect_answers is not None else [()] * n
         ids = probe_id if probe_id is not None else [f"p{i}" for i in range(n)]
-        items = [(Probe(id=str(ids[i]), question=str(prompts[i]), answers=tuple(answers[i]),
-                        incorrect_answers=tuple(wrong[i])), cut_at_stop(completions[i], self.stop)[0].strip())
-                 for i in range(n)]
+        texts = [cut_at_stop(turn_text(c), self.stop)[0].strip() for c in completions]  # chat: the assistant turn
+        items = [(Probe(id=str(ids[i]), question=turn_text(prompts[i]), answers=tuple(answers[i]),
+                        incorrect_answers=tuple(wrong[i])), texts[i]) for i in range(n)]
         verdicts = self.grader.grade_many(items)
         if log_metric is not None:
             self._log(verdicts, source or ["targeted"] * n, completion_ids, log_metric)
@@ -84,16 +85,19 @@ class FormatReward:
     def __init__(self, stop: Sequence[str], eos_token_id: int) -> None:
         self.stop, self.eos = [s for s in stop if s], eos_token_id
 
-    def __call__(self, prompts: Sequence[str], completions: Sequence[str],
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any],
                  completion_ids: Sequence[Sequence[int]], **kwargs: Any) -> list[float]:
-        return [float(self.clean(text, ids)) for text, ids in zip(completions, completion_ids, strict=True)]
+        return [float(self.clean(turn_text(c), ids, chat=not isinstance(c, str)))
+                for c, ids in zip(completions, completion_ids, strict=True)]
 
-    def clean(self, text: str, ids: Sequence[int]) -> bool:
+    def clean(self, text: str, ids: Sequence[int], *, chat: bool = False) -> bool:
+        """`chat`: an assistant turn, whose end-of-turn token (EOS) is a stop of its own: clean without a stop
+        string too, as long as it says something."""
         if not ids or ids[-1] != self.eos:
             return False
         hits = [(k, s) for s in self.stop if (k := text.find(s)) >= 0]
         if not hits:
-            return not self.stop  # no stop strings: EOS alone is a clean stop
+            return bool(text.strip()) if chat else not self.stop  # no stop strings: EOS alone is a clean stop
         k, s = min(hits)
         return bool(text[:k].strip()) and not text[k + len(s):].strip()
 
@@ -109,10 +113,11 @@ def build_rewards(spec: GRPOSpec, manifest: FixSetManifest, eos_token_id: int) -
     return rewards
 
 
-def guidance_ids(tokenizer: Any, phrase: str, stop: Sequence[str], *, model: str = "") -> list[int]:
-    """Token ids of the guidance completion: " phrase" + the first stop string + EOS."""
-    end = next((s for s in stop if s.strip()), "")
-    ids = [int(i) for i in tokenizer(" " + phrase + end, add_special_tokens=False)["input_ids"]]
+def guidance_ids(tokenizer: Any, phrase: str, stop: Sequence[str], *, model: str = "", chat: bool = False) -> list[int]:
+    """Token ids of the guidance completion: " phrase" + the first stop string + EOS (`chat`: the assistant
+    turn's content, "phrase" + EOS, the end-of-turn token)."""
+    end = "" if chat else next((s for s in stop if s.strip()), "")
+    ids = [int(i) for i in tokenizer(("" if chat else " ") + phrase + end, add_special_tokens=False)["input_ids"]]
     unk = tokenizer.unk_token_id
     if unk is not None and unk in ids:
         raise cannot_spell(tokenizer, phrase + end, field="grpo.abstention_guidance", model=model or "the base model")
