@@ -16,7 +16,11 @@ known facts <= 2%; the whole demo <= 3 minutes on 2 cores.
 
     .venv/bin/python bench/fix_efficacy.py [--entities 120] [--seed 0] [--workspace /tmp/fix_efficacy]
         [--threads 1] [--lang en|zh] [--combined] [--rl] [--fresh] [--sft '{trainer: {max_steps: 40}}'] [--dpo '{...}']
-        [--grpo '{trainer: {max_steps: 60}}']
+        [--grpo '{trainer: {max_steps: 60}}'] [--worlds test,alt11,gpt2-3,...|all] [--methods sft,dpo,grpo]
+
+`--worlds` runs the named worlds of WORLDS one after the other (each in WORKSPACE/NAME) and prints one table:
+per world and per method, targeted failures fixed, held-out targeted fixed before -> after, correct-before broken,
+known-fact abstention, and the job's known-facts slice (broken of checked, the step it kept).
 """
 
 from __future__ import annotations
@@ -49,6 +53,17 @@ from workbench.store import Store
 from workbench.types import ModelSpec, Verdict
 
 T = TypeVar("T")
+#: Worlds of `--worlds`: seeds, sizes, both architectures, the other name/phrasing pools and templates ("alt"),
+#: the word-level English and the character-level Chinese tokenizer. None of them is the default world
+#: (120 entities, seed 0) the old defaults were tuned on.
+WORLDS: dict[str, WorldConfig] = {
+    "test": WorldConfig(entities=24, hidden=64, layers=2),  # the test world (TEST_CONFIG)
+    "alt11": WorldConfig(entities=24, hidden=64, layers=2, style="alt", seed=11),
+    "gpt2-3": WorldConfig(entities=24, arch="gpt2", seed=3),
+    "alt-gpt2-5": WorldConfig(entities=40, arch="gpt2", style="alt", seed=5),
+    "zh-2": WorldConfig(entities=24, lang="zh", seed=2),
+    "llama60-7": WorldConfig(entities=60, seed=7),
+}
 GOAL_FIXED, GOAL_BROKEN, GOAL_ABSTAIN_KNOWN, GOAL_DEMO_S = 0.80, 0.01, 0.02, 180.0
 SFT_CATEGORIES = tuple(c for c in CATEGORIES if c not in DPO_CATEGORIES)
 #: Which categories each adapter is responsible for (the combined one: all).
@@ -110,14 +125,12 @@ def job_spec(fixset: Path, out: Path, method: str, extra: Mapping[str, Any]) -> 
     return from_dict({"fixset": str(fixset), "output_dir": str(out), "method": method, **extra})
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    root = Path(args.workspace)
+def run(args: argparse.Namespace, cfg: WorldConfig, root: Path) -> dict[str, Any]:
     if args.fresh and root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(args.threads)
     times: dict[str, float] = {}
-    cfg = WorldConfig(entities=args.entities, seed=args.seed, threads=args.threads, lang=args.lang)
     paths = timed(times, "world", lambda: build_world(root / "world", cfg))
     ws = root / "ws"
     store = Store.open(ws)
@@ -138,7 +151,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out = root / "runs" / tag
     if out.exists():
         shutil.rmtree(out)
-    fix_kw: dict[str, Any] = {"seed": args.seed}
+    fix_kw: dict[str, Any] = {"seed": cfg.seed}
     if args.replay_ratio is not None:
         fix_kw["replay_ratio"] = args.replay_ratio
     manifest = timed(times, "fixset", lambda: build_fixset(store, summary.run_id, out / "fix", **fix_kw))
@@ -147,14 +160,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     extras = {"sft": yaml.safe_load(args.sft or "{}") or {}, "dpo": yaml.safe_load(args.dpo or "{}") or {},
               "grpo": yaml.safe_load(args.grpo or "{}") or {}}
     jobs: dict[str, JobResult] = {}
-    for method in [m for m in args.methods.split(",") if m]:
+    for method in [m for m in args.methods.split(",") if m and m != "grpo"]:
         jobs[method] = timed(times, f"job_{method}", functools.partial(
             run_job, job_spec(out / "fix", out / method, method, extras[method]), store))
     if args.combined:
         cfix = combined_fixset(manifest, out / "fix-combined")
         jobs["combined"] = timed(times, "job_combined", functools.partial(
             run_job, job_spec(cfix, out / "combined", "sft", extras["sft"]), store))
-    if args.rl:
+    if args.rl or "grpo" in args.methods.split(","):
         rl_kw = {k: v for k, v in fix_kw.items() if k != "replay_ratio"}
         if args.rl_replay_ratio is not None:
             rl_kw["replay_ratio"] = args.rl_replay_ratio
@@ -285,13 +298,19 @@ def main() -> int:
     ap.add_argument("--dpo", help="YAML mapping merged into the DPO job spec")
     ap.add_argument("--grpo", help="YAML mapping merged into the GRPO job spec (with --rl)")
     ap.add_argument("--rl-replay-ratio", type=float, help="replay ratio of the rl fix set (default: its own, 1)")
-    ap.add_argument("--methods", default="sft,dpo", help="jobs to run (tuning one job: sft or dpo)")
+    ap.add_argument("--methods", default="sft,dpo", help="jobs to run: sft, dpo, grpo (grpo = --rl)")
+    ap.add_argument("--worlds", help=f"comma-separated names of WORLDS ({', '.join(WORLDS)}) or `all`; "
+                    "default: the one world of --entities/--seed/--lang")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
     # bad arguments fail here, not after minutes of eval and attribution
-    unknown = [m for m in args.methods.split(",") if m and m not in ("sft", "dpo")]
+    unknown = [m for m in args.methods.split(",") if m and m not in ("sft", "dpo", "grpo")]
     if unknown:
-        ap.error(f"--methods: {', '.join(unknown)} unknown (sft, dpo; GRPO runs with --rl)")
+        ap.error(f"--methods: {', '.join(unknown)} unknown (sft, dpo, grpo)")
+    names = list(WORLDS) if args.worlds == "all" else [w for w in (args.worlds or "").split(",") if w]
+    bad = [w for w in names if w not in WORLDS]
+    if bad:
+        ap.error(f"--worlds: {', '.join(bad)} unknown; known: {', '.join(WORLDS)}")
     for name in ("sft", "dpo", "grpo"):
         text = getattr(args, name)
         if text is not None and not isinstance(yaml.safe_load(text), dict):
@@ -303,10 +322,36 @@ def main() -> int:
 
     datasets.disable_progress_bars()
     transformers.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    result = run(args)
+    root = Path(args.workspace)
+    if not names:
+        cfg = WorldConfig(entities=args.entities, seed=args.seed, threads=args.threads, lang=args.lang)
+        results = {"custom": run(args, cfg, root)}
+    else:
+        results = {}
+        for name in names:
+            print(f"\n######## world {name}: {WORLDS[name]}", flush=True)
+            results[name] = run(args, dataclasses.replace(WORLDS[name], threads=args.threads), root / name)
+            if args.json:  # after every world: a killed sweep keeps the worlds it finished
+                Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+    print_table(results)
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2, default=str))
+        Path(args.json).write_text(json.dumps(results, indent=2, default=str))
     return 1 if FAILED else 0
+
+
+def print_table(results: Mapping[str, Mapping[str, Any]]) -> None:
+    """One row per world and adapter (GRPO's is `grpo`): the four goals and the job's known-facts slice."""
+    print(f"\n{'world':<12}{'method':<9}{'steps':>6}{'lr':>8}{'fixed':>8}{'held-out':>16}{'broken':>14}"
+          f"{'abst.known':>11}{'slice broken':>14}  kept")
+    for world, res in results.items():
+        for name, a in res["adapters"].items():
+            g, job = a["goals"], a["job"]
+            broken = f"{pct(g['broken'])} ({round(g['broken'] * g['n_correct_before'])})"
+            kept, lr = job.get("kept_step"), job.get("learning_rate") or 0.0
+            print(f"{world:<12}{'grpo' if name == 'rl' else name:<9}{job['steps']:>6}{lr:>8.0e}"
+                  f"{pct(g['targeted_fixed']):>8}{pct(g['heldout_before']) + '->' + pct(g['heldout_after']):>16}"
+                  f"{broken:>14}{pct(g['abstain_known']):>11}"
+                  f"{len(job['known_broken']):>7} of {job['known_checked']:<4}  {'' if kept is None else kept}")
 
 
 if __name__ == "__main__":

@@ -75,7 +75,7 @@ def test_train_records_and_prints_the_known_facts_a_job_broke(w: FtWorld, tmp_pa
 
 
 def test_a_job_stops_when_known_facts_start_to_break(w: FtWorld, tmp_path: Path) -> None:
-    """With evaluations on (`early_stop.eval_every`), the tag breaker is stopped once more than
+    """With evaluations every 5 steps (`early_stop.known_every`), the tag breaker is stopped once more than
     `max_known_broken` of the validation slice is broken at `patience` evaluations in a row, long before its
     60 steps; the adapter is kept."""
     from finetune import records
@@ -93,11 +93,61 @@ def test_a_job_stops_when_known_facts_start_to_break(w: FtWorld, tmp_path: Path)
     (tmp_path / "fix" / "fixset.json").write_text(json.dumps(data))
     result = run_job(JobSpec(fixset=manifest.path, output_dir=str(tmp_path / "job"), device="cpu",
                              trainer=TrainerSpec(max_steps=60, learning_rate=3e-3),
-                             early_stop=EarlyStopSpec(eval_every=5, patience=2, max_known_broken=0.25)), w.store)
+                             early_stop=EarlyStopSpec(known_every=5, patience=2, max_known_broken=0.25,
+                                                      rollback=False)), w.store)
     assert result.status == "stopped" and result.stop_reason == "known_broken" and 10 <= result.steps < 60
     assert result.adapter is not None and len(result.known_broken) > 0.25 * result.known_checked
     events = [e.kind for e in records.events(w.store, result.job_id)]
     assert "known_broken" in events
+
+
+def _colour_breaker(w: FtWorld, out: Path) -> str:
+    """The tag breaker's fix set, its validation slice replaced by every known colour fact."""
+    from finetune.inject import build_tag_breaker
+    from workbench.results import load_results
+    from workbench.types import Verdict
+
+    manifest = build_tag_breaker(w.store, w.run_id, out, tag="colour")
+    colour = [r for r in load_results(w.store, w.run_id).probes if r.verdict == Verdict.CORRECT
+              and "colour" in r.probe.tags]
+    data = json.loads((out / "fixset.json").read_text())
+    data["validation"] = [{"probe_id": r.probe.id, "question": r.probe.question, "answers": list(r.probe.answers),
+                           "prompt": f"Q: {r.probe.question} A:", "incorrect_answers": []} for r in colour]
+    (out / "fixset.json").write_text(json.dumps(data))
+    return manifest.path
+
+
+def test_a_job_rolls_back_to_the_state_that_broke_fewest_known_facts(w: FtWorld, tmp_path: Path) -> None:
+    """The tag breaker, never stopped (patience above its evaluations), breaks more colour facts the longer it
+    trains; with `rollback` (the default) the adapter holds the evaluated step with the fewest broken, the result
+    and a `rollback` event say which and why, and the saved adapter breaks what that step broke."""
+    from finetune import records
+    from finetune.job import EarlyStopSpec, JobSpec, TrainerSpec, run_job
+    from finetune.job.known import KnownFacts
+
+    fix = _colour_breaker(w, tmp_path / "fix")
+    result = run_job(JobSpec(fixset=fix, output_dir=str(tmp_path / "job"), device="cpu",
+                             trainer=TrainerSpec(max_steps=20, learning_rate=1e-3),
+                             early_stop=EarlyStopSpec(known_every=2, patience=100, max_known_broken=0.0)), w.store)
+    events = [e for e in records.events(w.store, result.job_id) if e.kind == "rollback"]
+    # measured: at 3e-3 every colour fact of the test world was broken by step 5, at 1e-3 none at step 2
+    assert result.steps == 20 and result.kept_step is not None and 2 <= result.kept_step < 20
+    assert len(events) == 1 and result.kept_reason and f"kept step {result.kept_step} of 20" in result.kept_reason
+    data = events[0].data
+    assert len(data["broken"]) < len(data["broken_last"])  # it rolled back to something better
+    assert sorted(data["broken"]) == sorted(result.known_broken)  # the adapter is the kept step's weights
+    stored = records.get_job(w.store, result.job_id)["metrics"]
+    assert stored["kept_step"] == result.kept_step
+    # the saved adapter, loaded afresh, breaks what the kept step broke
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(w.paths.model)
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(w.paths.model, dtype=torch.float32),
+                                      result.adapter)
+    known = KnownFacts(load_manifest(fix), tok)
+    assert sorted({r["probe_id"] for r in known.rows} - known.correct(model)) == sorted(result.known_broken)
 
 
 def test_fix_validation_fraction_option(w: FtWorld, tmp_path: Path) -> None:

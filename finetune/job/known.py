@@ -1,6 +1,8 @@
 """Broken known facts: the fix set's validation slice (known probes no training row holds, `FixSetManifest.
 validation`) answered greedily by the job's model before and after training and graded by the suite's match
-rules; a probe right before and wrong after is a known fact the job broke (the count every job records)."""
+rules; a probe right before and wrong after is a known fact the job broke (the count every job records).
+`Targets`: how many of the job's targeted training rows the model now gets right (the second key when a job
+picks the checkpoint it keeps, finetune/job/watchdog.py `KnownFactsGuard`)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 
 from finetune.fixset import FixSetManifest
 from workbench.grading.match import MatchGrader
+from workbench.grading.normalize import normalize
 from workbench.textgen import cut_at_stop, greedy_generate
 from workbench.types import Probe, Verdict
 
@@ -43,3 +46,43 @@ class KnownFacts:
             if grader.grade(probe, cut_at_stop(text, self.manifest.stop)[0]) == Verdict.CORRECT:
                 out.add(r["probe_id"])
         return out
+
+
+@dataclass(frozen=True)
+class Targets:
+    """The targeted training rows of the method's split (replay and anchor rows left out) and how to tell a
+    fixed one: sft/dpo rows are fixed when the greedy answer is the taught completion / chosen answer; GRPO's
+    prompts when the suite's grader calls it correct, or abstained for a category whose fix is abstention."""
+
+    rows: list[dict[str, Any]]
+    tokenizer: Any
+    stop: tuple[str, ...]
+    abstention_phrases: tuple[str, ...]
+
+    @classmethod
+    def of(cls, split_rows: Any, manifest: FixSetManifest, tokenizer: Any) -> Targets:
+        rows = [dict(r) for r in split_rows if r["split"] == "train" and r["category"] != "replay"]
+        phrases = tuple(manifest.abstention_phrases or [manifest.abstention_phrase])
+        return cls(list({r["probe_id"]: r for r in rows}.values()), tokenizer, tuple(manifest.stop), phrases)
+
+    def fixed(self, model: Any) -> float:
+        """The share of targeted rows fixed (nan without rows)."""
+        from workbench.attribution.types import ABSTAIN_CATEGORIES
+
+        if not self.rows:
+            return float("nan")
+        texts = greedy_generate(model, self.tokenizer, [r["prompt"] for r in self.rows], MAX_NEW_TOKENS)
+        grader = MatchGrader(abstention_phrases=self.abstention_phrases)
+        hits = 0
+        for r, text in zip(self.rows, texts, strict=True):
+            answer = cut_at_stop(text, self.stop)[0]
+            target = r.get("completion", r.get("chosen"))
+            if target is not None:
+                hits += normalize(answer) == normalize(cut_at_stop(str(target).strip(), self.stop)[0])
+                continue
+            probe = Probe(id=r["probe_id"], question=r["prompt"], answers=tuple(r["answers"]),
+                          incorrect_answers=tuple(r.get("incorrect_answers") or ()))
+            verdict = grader.grade(probe, answer)
+            hits += verdict == Verdict.CORRECT or (verdict == Verdict.NOT_ATTEMPTED
+                                                   and r["category"] in ABSTAIN_CATEGORIES)
+        return hits / len(self.rows)

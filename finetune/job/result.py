@@ -40,6 +40,10 @@ class JobResult:
         known_checked: Probes of the fix set's validation slice (known facts no training row holds) the
             model answered correctly before training (all of the slice for a resumed job); 0 without a slice.
         known_broken: Those of them the trained model answers wrongly, by id (finetune/job/known.py).
+        learning_rate: The learning rate the job trained with (decided by resolve when the spec left it out).
+        kept_step: The step whose weights the adapter holds when the job rolled back to a better evaluated
+            state than its last (`early_stop.rollback`); None when it kept the last.
+        kept_reason: Why, in words (known facts broken and targets fixed there and at the end).
     """
 
     job_id: str
@@ -56,6 +60,9 @@ class JobResult:
     seconds: float
     known_checked: int = 0
     known_broken: list[str] = dataclasses.field(default_factory=list)
+    learning_rate: float | None = None
+    kept_step: int | None = None
+    kept_reason: str | None = None
 
     @property
     def known_broken_fraction(self) -> float | None:

@@ -10,7 +10,8 @@
 5. let the method (finetune/job/methods/) build its trl config, trainer, held-out scorer and watchdogs;
    wire the shared ones (metrics to the store, NaN/spike watchdog, atomic checkpoints);
 6. score the held-out rows and the known facts of the fix set's validation slice, train (from the
-   checkpoint when resuming), score them again;
+   checkpoint when resuming; the slice and the targets are scored every `early_stop.known_every` steps and
+   the best state is put back at the end when the last one broke more known facts), score them again;
 7. save the adapter in the standard peft format at `output_dir/adapter`, record the outcome (with the
    known facts the job broke), and write the JobResult as `output_dir/result.json`.
 
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from finetune.job.checkpoint import COMPLETE, clean_incomplete, last_complete_checkpoint
-from finetune.job.known import KnownFacts
+from finetune.job.known import KnownFacts, Targets
 from finetune.job.resolve import ResolvedJob, resolve
 from finetune.job.result import JobResult, Status, write_result
 from finetune.job.spec import JobSpec, save_spec
@@ -92,7 +93,8 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
 
     # 3. Model, tokenizer, the method's split.
     tokenizer, model = load_base(job)
-    method = method_class(job.method)(job, tokenizer, load_from_disk(job.spec.fixset)[job.split], log)
+    split_rows = load_from_disk(job.spec.fixset)[job.split]
+    method = method_class(job.method)(job, tokenizer, split_rows, log)
 
     # 4. LoRA (fresh, or the adapter a staged fix continues).
     model, peft_config = with_adapter(model, job)
@@ -101,12 +103,12 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     w = job.spec.watchdog
     watchdog = LossWatchdog(log.event, stop_on_nan=w.stop_on_nan, spike_factor=method.spike_factor,
                             window=w.spike_window, min_steps=w.spike_min_steps)
-    known = KnownFacts(job.manifest, tokenizer)
+    known, targets = KnownFacts(job.manifest, tokenizer), Targets.of(split_rows, job.manifest, tokenizer)
     known_before: set[str] = set()
     es = job.spec.early_stop
     known_guard = KnownFactsGuard(log.event, log.metrics, broken=lambda m: sorted(known_before - known.correct(m)),
-                                  checked=len(known.rows), eval_every=es.eval_every, max_share=es.max_known_broken,
-                                  patience=es.patience)
+                                  targets=targets.fixed, checked=len(known.rows), eval_every=es.known_every or 0,
+                                  max_share=es.max_known_broken, patience=es.patience, rollback=es.rollback)
     guards = [*method.guards(), known_guard]
     early = method.early_stopping()
     trainer = method.trainer(model=model, args=method.config(job.output_dir / CHECKPOINT_DIR), peft_config=peft_config,
@@ -128,13 +130,15 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     history = list(trainer.state.log_history)
     losses = [h["loss"] for h in history if "loss" in h]
     final_loss = float(losses[-1]) if losses else None
+    kept, kept_reason = known_guard.kept, known_guard.kept_reason
     def result(status: Status, adapter: str | None, after: float | None, message: str,
                broken: Sequence[str] = ()) -> JobResult:
         return JobResult(job_id=job_id, status=status, output_dir=str(job.output_dir), adapter=adapter, steps=steps,
                          final_loss=final_loss, heldout_before=before, heldout_after=after,
                          resumed_from=str(start_from) if start_from else None,
                          stop_reason=stop.kind if stop else None, message=message, seconds=0.0,
-                         known_checked=len(known_before), known_broken=list(broken))
+                         known_checked=len(known_before), known_broken=list(broken), learning_rate=job.learning_rate,
+                         kept_step=kept.step if kept else None, kept_reason=kept_reason)
 
     if stop is not None and stop.kind == "nan":
         return result("failed", None, None, stop.message)
