@@ -43,12 +43,11 @@ DEFAULT_STEPS = {"sft": 400, "dpo": 300, "grpo": 300}
 # grpo 1e-3 (same bench, --rl, anchor 4, temperature 0.5, 150 steps): 3e-3 hit the reward_hacking
 # watchdog at step 117 with 2.1% of correct answers broken; 1e-3 ran all steps and broke 0.9%.
 DEFAULT_LR = {"sft": 3e-3, "dpo": 3e-3, "grpo": 1e-3}
-#: Evaluations of the known-facts slice per job when `early_stop.known_every` is not given: the state a
-#: rollback can return to is at most a tenth of the job away from the best one. bench/fix_efficacy.py
-#: --worlds all (six worlds, SFT + DPO, old step/lr defaults): known facts broken, summed, 27 without
-#: rollback, 15 with it (per world in the README); the stop at `early_stop.patience` 3 also left 4 of 12
-#: runs under 80% of targets fixed. The step and lr defaults below are still the default world's.
-KNOWN_EVALS = 10
+#: Scoring of the known-facts slice during training (early stop + rollback) is opt-in: set
+#: `early_stop.known_every` (a tenth of the steps suits: a rollback then lands at most a tenth of the job away
+#: from the best state). bench/fix_efficacy.py --worlds all (six worlds, SFT + DPO, default steps/lr):
+#: known facts broken, summed, 27 without it, 15 with it (per world in the README), but the stop at
+#: `early_stop.patience` 3 also left 4 of 12 runs under 80% of targets fixed, so it is not the default yet.
 #: The input-embedding module per architecture: LoRA on it also makes never-trained abstention tokens
 #: learnable, in a form vLLM serves (see `_abstention_rows`).
 EMBEDDINGS: dict[str, str] = {
@@ -188,7 +187,7 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     steps = spec.trainer.max_steps or DEFAULT_STEPS[spec.method]
     lr = spec.trainer.learning_rate or DEFAULT_LR[spec.method]
     es = spec.early_stop
-    known_every = es.known_every if es.known_every is not None else max(1, steps // KNOWN_EVALS)
+    known_every = es.known_every or 0
     decided = spec.model_copy(update={
         "base_model": base, "device": device, "bf16": bf16, "gradient_checkpointing": ckpt,
         "lora": lora.model_copy(update={"target_modules": list(targets), "fan_in_fan_out": fan,

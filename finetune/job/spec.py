@@ -160,8 +160,8 @@ class EarlyStopSpec(_Section):
     best evaluated state."""
     known_every: int | None = pydantic.Field(default=None, ge=0, le=MAX_STEPS)
     """Steps between scorings of the validation slice of known facts and of the targets during training (greedy
-    answers, seconds on a tiny model); None: a tenth of the job's steps (at least 1); 0: off (no early stop on
-    known facts, no rollback)."""
+    answers, seconds on a tiny model); None or 0: off (no early stop on known facts, no rollback; opt-in until
+    the stop's cost is settled, see finetune/job/resolve.py); a tenth of the job's steps is a good value."""
     rollback: bool = True
     """At the end, put back the evaluated state (every `known_every` steps) with the fewest known facts broken
     beyond `max_known_broken`, then the most targets fixed, when the last one is worse; the job records the step
