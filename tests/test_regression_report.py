@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from workbench.glossary import GATE_HELP
 from workbench.regression import (
     ComparisonResult,
     ProbeOutcome,
@@ -144,6 +145,8 @@ def test_markdown_and_terminal_render_the_key_facts(result: ComparisonResult) ->
     assert "## Other verdict changes (2)" in md and "| p33 | question 33? |" in md and "now_abstains |" in md
     assert "could detect: &gt;= 6 broken probes" in md  # Markdown escapes data and text alike
     assert "\\| &amp; " in md  # a pipe in an answer does not break the table
+    # each gate type of the report explained once, in the glossary's (the app's) words
+    assert f"- `max_broken`: {GATE_HELP['max_broken']}" in md and md.count("- `max_broken`:") == 1
     # Data is text in Markdown too: no raw HTML from an answer or a model name survives into the report.
     assert "<script" not in md and "&lt;script&gt;" in md and "base &lt;v1&gt;" in md
     text = render_terminal(result)

@@ -180,6 +180,7 @@ def render_markdown(result: ComparisonResult) -> str:
             for g in result.gates
         ),
         "",
+        *_md_gate_help(result),
         "## Metrics",
         "",
         "Δ in points (candidate − baseline); paired bootstrap CI "
@@ -222,6 +223,16 @@ def render_markdown(result: ComparisonResult) -> str:
     lines += ["", f"## Other verdict changes ({len(others)})", ""]
     lines += _md_changes(others) if others else ["None."]
     return "\n".join(lines) + "\n"
+
+
+def _md_gate_help(result: ComparisonResult) -> list[str]:
+    """What each gate type of this report checks, in the glossary's words (the app shows the same)."""
+    from workbench.glossary import GATE_HELP  # here: the glossary imports regression.transitions (package init)
+
+    types = dict.fromkeys(g.type for g in result.gates if g.type in GATE_HELP)
+    if not types:
+        return []
+    return ["What the gates check:", "", *(f"- `{t}`: {_md(GATE_HELP[t])}" for t in types), ""]
 
 
 def _md_changes(changes: Sequence[ProbeChange]) -> list[str]:
