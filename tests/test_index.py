@@ -350,3 +350,15 @@ def test_cli_json_and_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "up to date" in capsys.readouterr().out
     assert _cli([str(corpus), "--workspace", str(ws), "--rebuild", "--skip-bad"]) == 0
     assert "indexed 2 rows" in capsys.readouterr().out
+
+
+def test_span_tracing_lists_a_repeated_span_once(tmp_path: Path) -> None:
+    """A hallucinated answer that repeats a phrase found in the corpus shows that span once, at its first place."""
+    from workbench.attribution.spans import trace_spans
+
+    ix = small_index(tmp_path)
+    text = "Verona in 1743, zzz Verona in 1743, qqq Verona in 1743"
+    spans = trace_spans(ix, text)
+    assert [s.text for s in spans] == ["Verona in 1743"] and spans[0].start == 0 and spans[0].count == 1
+    assert [r.doc_id for r in spans[0].rows] == ["a"]
+    ix.close()

@@ -50,7 +50,8 @@ class TracedSpan:
 
 
 def trace_spans(index: CorpusEngine, text: str, *, max_spans: int = MAX_SPANS, rows: int = ROWS) -> list[TracedSpan]:
-    """The longest spans of `text` found in the corpus, longest first (ties: earlier first)."""
+    """The longest spans of `text` found in the corpus, longest first (ties: earlier first); a span the text
+    repeats is listed once (at its first place)."""
     ws = words(text)[:MAX_WORDS]
     found: list[tuple[int, int, int]] = []  # (first word, end word, documents)
     reach = 0  # the furthest end of a span found so far: a span ending there or before is inside it
@@ -65,9 +66,13 @@ def trace_spans(index: CorpusEngine, text: str, *, max_spans: int = MAX_SPANS, r
             found.append((i, j, count))
             reach = j
     found.sort(key=lambda f: (f[0] - f[1], f[0]))
-    out = []
-    for i, j, count in found[:max_spans]:
+    out: list[TracedSpan] = []
+    for i, j, count in found:
         start, end = ws[i][0], ws[j - 1][1]
         span = text[start:end]
+        if len(out) == max_spans:
+            break
+        if any(t.text == span for t in out):
+            continue
         out.append(TracedSpan(span, start, end, j - i, count, index.cooccur(span, span, limit=rows).rows))
     return out
