@@ -163,3 +163,23 @@ def test_fix_validation_fraction_option(w: FtWorld, tmp_path: Path) -> None:
     bad = fix("--out", str(tmp_path / "bad"), "--validation-fraction", "1.5")
     assert bad.returncode == 2 and "`validation_fraction` must be in [0, 1), got 1.5" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_targets_of_chat_form_rows_are_the_rendered_prompt_and_the_answer_text(w: FtWorld) -> None:
+    """Rollback's second key scores targeted rows; chat-form rows (prompt/completion as messages) are scored as
+    the prompt the chat template renders and the assistant turn's text, not as the repr of a message list."""
+    from transformers import AutoTokenizer
+
+    from finetune.job.known import Targets
+
+    tok = AutoTokenizer.from_pretrained(str(w.paths.model))
+    tok.chat_template = "{% for m in messages %}<{{ m.role }}> {{ m.content }} {% endfor %}<assistant>"
+    rows = [{"prompt": [{"role": "user", "content": "Where was Ana born?"}],
+             "completion": [{"role": "assistant", "content": "I don't know."}],
+             "probe_id": "p1", "category": "data:missing", "split": "train"},
+            {"prompt": [{"role": "user", "content": "replayed?"}],
+             "completion": [{"role": "assistant", "content": "x"}],
+             "probe_id": "p2", "category": "replay", "split": "train"}]
+    targets = Targets.of(rows, load_manifest(w.fixset), tok)
+    assert [(r["prompt"], r["completion"]) for r in targets.rows] == [
+        ("<user> Where was Ana born? <assistant>", "I don't know.")]

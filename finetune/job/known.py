@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from finetune.chatform import flat_row
 from finetune.fixset import FixSetManifest
 from workbench.grading.match import MatchGrader
 from workbench.grading.normalize import normalize
@@ -61,7 +62,8 @@ class Targets:
 
     @classmethod
     def of(cls, split_rows: Any, manifest: FixSetManifest, tokenizer: Any) -> Targets:
-        rows = [dict(r) for r in split_rows if r["split"] == "train" and r["category"] != "replay"]
+        # Chat-form rows (finetune/chatform.py) as the text the model is prompted with and the answer it should give.
+        rows = [flat_row(tokenizer, r) for r in split_rows if r["split"] == "train" and r["category"] != "replay"]
         phrases = tuple(manifest.abstention_phrases or [manifest.abstention_phrase])
         return cls(list({r["probe_id"]: r for r in rows}.values()), tokenizer, tuple(manifest.stop), phrases)
 
