@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from clirun import workbench
 
 from workbench.backends import BACKENDS, Backend
 from workbench.backends.watchdog import BackendStalled
@@ -226,3 +228,35 @@ def test_real_hf_judge_replies_are_unparseable_and_fall_back(world_model: str) -
     match = MatchGrader(("i don't know",))
     assert verdicts == [match.grade(p, a) for p, a in items]
     assert verdicts == [Verdict.CORRECT, Verdict.INCORRECT, Verdict.NOT_ATTEMPTED, Verdict.CORRECT]
+
+
+@pytest.mark.slow
+def test_workbench_eval_with_a_judge_batches_its_calls_and_a_rerun_is_answered_from_the_cache(
+        world: Any, tmp_path: Path) -> None:
+    """As a user runs it: `workbench eval` on a suite whose grader is a judge (the world model: a real hf
+    backend, no instruction follower, so its replies fall back to match), batch_size 2 over 5 probes. The
+    run's metrics count every answer judged once; a second run of the same suite asks the judge nothing."""
+    probes = tmp_path / "probes.jsonl"
+    probes.write_text("\n".join(Path(world.probes).read_text().splitlines()[:5]) + "\n")
+    suite = tmp_path / "judged.yaml"
+    suite.write_text(f"name: judged\ndata: {probes.name}\nstop: ['.']\nmax_tokens: 6\ngrader: judge\n"
+                     f"grader_options: {{model: {world.model}, backend: hf, batch_size: 2}}\n")
+    ws = str(tmp_path / "ws")
+
+    def judged() -> dict[str, Any]:
+        out = workbench("eval", "--model", str(world.model), "--probes", str(suite), "--workspace", ws, "--json",
+                        timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        run: dict[str, Any] = json.loads(out.stdout)
+        return run
+
+    first, second = judged(), judged()
+    one, two = first["grader"], second["grader"]
+    answered = one["judge_calls"] + one["judge_cached"]
+    assert one["name"] == "judge" and one["judge_calls"] >= 3, one  # 5 answers, none empty on the world
+    assert one["unparseable"] == one["judge_calls"], one  # every reply fell back to the match grader
+    assert two["judge_calls"] == 0 and two["judge_cached"] == answered, two
+    shown = workbench("show", first["run_id"], "--workspace", ws)  # the terminal view says what the judge did
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert (f"{one['judge_calls']} answers judged, {one['judge_cached']} from its cache, {one['unparseable']} "
+            "replies unparseable") in " ".join(shown.stdout.split()), shown.stdout

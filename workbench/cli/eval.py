@@ -104,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
                                                "accuracy_given_attempted", "f_score")},
                     "ci": overall["ci"], "generated": summary.generated, "cached": summary.cached,
                     "kept": summary.kept, "engine": summary.engine,
-                    "truncated": summary.metrics["truncated"], "warnings": truncation_warnings(summary.metrics)})
+                    "truncated": summary.metrics["truncated"], "grader": summary.metrics.get("grader"),
+                    "warnings": truncation_warnings(summary.metrics)})
         return 0
     from workbench.cli.show import print_run
 

@@ -41,6 +41,15 @@ def _pct(m: dict[str, Any], key: str) -> str:
     return f"{100 * v:5.1f}" + (f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "")
 
 
+def _judge_line(grader: dict[str, Any]) -> str | None:
+    """What a judge grader did: the answers it judged, those answered from its cache, and its unparseable
+    replies (graded by the match grader instead), so a judge that never names a grade is not silent."""
+    if grader.get("name") != "judge":
+        return None
+    return (f"judge {grader['judge_model']}: {grader['judge_calls']} answers judged, {grader['judge_cached']} from "
+            f"its cache, {grader['unparseable']} replies unparseable (graded by match instead)")
+
+
 def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -71,6 +80,8 @@ def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
         console.print(f"cut by the token budget (finish_reason length): {t['n']} of {t['of']} answers"
                       + (f", {metrics['truncated_samples']['n']} of {metrics['truncated_samples']['of']} samples"
                          if "truncated_samples" in metrics else ""), markup=False)
+    if line := _judge_line(metrics.get("grader") or {}):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     for line in truncation_warnings(metrics):
         console.print(line, style="bold yellow", markup=False, highlight=False, soft_wrap=True)
     if rec.note:

@@ -127,7 +127,8 @@ class JudgeGrader:
         return self.grade_many([(probe, answer)])[0]
 
     def grade_many(self, items: Sequence[tuple[Probe, str]]) -> list[Verdict]:
-        """One judge call for all non-empty answers (empty ones are NOT_ATTEMPTED without asking)."""
+        """Judge calls in batches of `batch_size` for the non-empty answers not cached yet (empty ones are
+        NOT_ATTEMPTED without asking)."""
         asked = [(p, a) for p, a in items if a.strip()]
         requests = [GenerationRequest(self._prompt(judge_prompt(p, a)), self.sampling) for p, a in asked]
         replies = iter(self._replies_for(requests) if requests else [])
@@ -171,13 +172,13 @@ class JudgeGrader:
         if self.store is not None:
             found.update({k: str(r["text"]) for k, r in self.store.cache_get_many(
                 [k for k in dict.fromkeys(keys) if k not in found]).items()})
+        self._replies.update(found)  # store hits stay in memory; fresh replies are kept batch by batch
         todo = {k: r for k, r in zip(keys, requests, strict=True) if k not in found}
         self.judge_cached += len(requests) - len(todo)  # calls + cached = answers judged
         pending = list(todo.items())
         for start in range(0, len(pending), self.batch_size):
             batch = dict(pending[start : start + self.batch_size])
             found.update(self._judge_batch(batch, fp, engine, done=start, total=len(pending)))
-        self._replies.update(found)
         return [found[k] for k in keys]
 
     def _judge_batch(self, batch: dict[str, GenerationRequest], fp: str, engine: str | None, *,
