@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.test_index import DOCS, HOSTILE, small_index, write_jsonl
+from workbench.attribution import infinigram
 from workbench.attribution.engine import CorpusEngine, open_engine
 from workbench.attribution.infinigram import InfiniGramIndex, fold
 from workbench.attribution.infinigram_build import build_infinigram
@@ -271,3 +272,31 @@ def test_both_engines_attribute_the_world_alike(world: Any, tmp_path: Path, caps
     assert len(outs[0]["categories"]) >= 4, outs[0]["categories"]  # data and behavior categories both
     traced = [p for p in outs[1]["probes"] if p["evidence"]["data"]["spans"]]
     assert traced and all(s["rows"] for p in traced for s in p["evidence"]["data"]["spans"])
+
+
+def test_repeated_phrases_come_from_the_cache_with_the_same_answers(tmp_path: Path) -> None:
+    # The data axis asks for a subject three times (support, conflict pairs, count): one engine find.
+    with ig_index(tmp_path) as ig, InfiniGramIndex.open(tmp_path / "ig") as fresh:
+        first = ig.cooccur("Rome", "1743")
+        made = ig.finds
+        assert made == 2
+        again = ig.cooccur_many([("Rome", "1743"), ("Rome", "Verona")])
+        assert ig.count("Rome") == fresh.count("Rome") and ig.count("Verona") == fresh.count("Verona")
+        assert ig.finds == made + 1  # only "Verona" was new
+        assert again[0] == first == fresh.cooccur("Rome", "1743")
+        assert again[1] == fresh.cooccur("Rome", "Verona")
+        assert ig.count("nowhere") == 0 and ig.count("nowhere") == 0 and ig.finds == made + 2
+
+
+def test_the_cache_keeps_the_most_recent_phrases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(infinigram, "CACHE_PHRASES", 2)
+    with ig_index(tmp_path) as ig:
+        counts = [ig.count(p) for p in ("Rome", "Verona", "Rome", "1743")]  # "Verona" is the oldest now
+        assert ig.finds == 3
+        assert ig.count("Rome") == counts[0] and ig.finds == 3
+        assert ig.count("Verona") == counts[1] and ig.finds == 4
+    monkeypatch.setattr(infinigram, "CACHE_POINTERS", 0)  # a phrase with any hit is never kept
+    with InfiniGramIndex.open(tmp_path / "ig") as ig:
+        ig.count("Rome")
+        ig.count("Rome")
+        assert ig.finds == 2

@@ -32,6 +32,7 @@ import json
 import re
 import threading
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -56,6 +57,11 @@ _FIND_THREADS = 8  # concurrent engine finds in a batch (they wait more than the
 _INLINE_FINDS = 16
 _ENCODE_BATCH_MIN = 64  # fewer texts are encoded one by one: encode_batch's thread pool cost ~0.5 ms a call
 _BATCH_PAIRS = 512  # pairs whose phrases are looked up together
+#: Phrases whose hits are kept for the next lookups (least recently used dropped first), and the pointers
+#: they may hold in all (8 bytes each: 32 MiB). The data axis asks for a probe's subject three times
+#: (support, conflict pairs, its count) and for each wrong answer twice; measured in bench/index_lookups.py.
+CACHE_PHRASES = 4096
+CACHE_POINTERS = 4_000_000
 _SNIPPET_BYTES = 90  # context each side of the match (bytes space; x token width for model tokens)
 _SNIPPET_MAX_CHARS = 200  # as FTS5's snippets
 # Scripts written without spaces between words: each character is a word (as grading does).
@@ -274,6 +280,9 @@ class InfiniGramIndex:
         self._window = int(meta["window"]) * w  # in bytes; 0 = anywhere in the document
         self._lock = threading.Lock()
         self._longest: int | None = None  # bytes of the longest document (see _reach)
+        self._cache: OrderedDict[str, _Hits | None] = OrderedDict()
+        self._cached_pointers = 0
+        self.finds = 0  # engine finds made so far (the bench reads it; a cached phrase makes none)
 
     @classmethod
     def open(cls, path: str | Path) -> InfiniGramIndex:
@@ -293,6 +302,8 @@ class InfiniGramIndex:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+        self._cache.clear()
+        self._cached_pointers = 0
         self._ds = self._sa = self._md = self._tk = np.zeros(0, np.uint8)
         self._od = self._mo = np.zeros(0, np.int64)
 
@@ -315,11 +326,18 @@ class InfiniGramIndex:
         return int(lo), int(hi)
 
     def _hits_many(self, phrases: Sequence[str]) -> dict[str, _Hits | None]:
-        """Hits of each distinct phrase. The engine's `find` costs ~60 us of CPU and waits on a thread of
-        its own; run side by side (it releases the GIL), those waits overlap."""
-        distinct = list(dict.fromkeys(phrases))
+        """Hits of each distinct phrase: from the cache of recent phrases, else found. The engine's `find`
+        costs ~60 us of CPU and waits on a thread of its own; run side by side (it releases the GIL), those
+        waits overlap."""
+        out: dict[str, _Hits | None] = {}
+        for phrase in dict.fromkeys(phrases):
+            if phrase in self._cache:
+                self._cache.move_to_end(phrase)
+                out[phrase] = self._cache[phrase]
+        distinct = [p for p in dict.fromkeys(phrases) if p not in out]
         seqs = self.space.variants_many(distinct)
         flat = [ids for v in seqs for ids in v]
+        self.finds += len(flat)
         if len(flat) <= _INLINE_FINDS:
             ranges = [self._find(ids) for ids in flat]
         else:
@@ -327,10 +345,20 @@ class InfiniGramIndex:
                 self._pool = ThreadPoolExecutor(max_workers=_FIND_THREADS, thread_name_prefix="infini-gram")
             ranges = list(self._pool.map(self._find, flat))
         found = iter(ranges)
-        out: dict[str, _Hits | None] = {}
         for phrase, v in zip(distinct, seqs, strict=True):
             out[phrase] = self._hits([(ids, *next(found)) for ids in v]) if v else None
+            self._remember(phrase, out[phrase])
         return out
+
+    def _remember(self, phrase: str, hits: _Hits | None) -> None:
+        size = len(hits.ptrs) if hits is not None else 0
+        if size > CACHE_POINTERS:
+            return
+        self._cache[phrase] = hits
+        self._cached_pointers += size
+        while len(self._cache) > CACHE_PHRASES or self._cached_pointers > CACHE_POINTERS:
+            _, old = self._cache.popitem(last=False)
+            self._cached_pointers -= len(old.ptrs) if old is not None else 0
 
     def _hits(self, segments: list[tuple[list[int], int, int]]) -> _Hits:
         parts, total = [], 0

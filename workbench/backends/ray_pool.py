@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ PIP_LINE = "pip install 'hallucination-workbench[ray]'   # or: pip install 'ray=
 #: Inner backends a pool can hold: engines that run in the actor's process. An OpenAI-compatible server
 #: already serves many requests at once (its `concurrency` option), so it gains nothing from actors.
 POOLABLE = ("hf", "vllm")
+#: Seconds a closed pool waits for its actors' CPUs to be free again (ray.kill is asynchronous).
+_RELEASE_WAIT_S = 30.0
 #: Environment the actors need beside the driver's (a remote cluster does not inherit the driver's).
 _PASS_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY",
              "TOKENIZERS_PARALLELISM", "VLLM_CPU_KVCACHE_SPACE", "HF_HOME")
@@ -107,24 +110,27 @@ def _host_port(address: str) -> tuple[str, int] | None:
 
 class RayCluster:
     """A driver's connection to a Ray cluster, started here for `local`. Pools borrow it; `close()`
-    disconnects (and stops a cluster started here). Use it as a context manager."""
+    disconnects (and stops a cluster started here). Use it as a context manager.
 
-    def __init__(self, config: RayConfig, *, started_here: bool) -> None:
-        self.config, self.started_here = config, started_here
+    `log(line)`, when given, hears what the user should see: each pool's actors started (how many, where,
+    how long) and, when a pool closes, how many chunks each actor returned (the run spread, or did not)."""
+
+    def __init__(self, config: RayConfig, *, started_here: bool, log: Callable[[str], None] | None = None) -> None:
+        self.config, self.started_here, self.log = config, started_here, log
         self._pools: list[RayPoolBackend] = []
 
     @classmethod
-    def connect(cls, config: RayConfig = RayConfig()) -> RayCluster:
+    def connect(cls, config: RayConfig = RayConfig(), *, log: Callable[[str], None] | None = None) -> RayCluster:
         ray = import_ray()
         if ray.is_initialized():  # e.g. a test or notebook already called ray.init: use that one
-            return cls(config, started_here=False)
+            return cls(config, started_here=False, log=log)
         env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
         kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                               "runtime_env": {"env_vars": env} if env else None}
         if config.address == "local":
             want = (config.actors or 0) * config.cpus_per_actor
             ray.init(num_cpus=max(want, os.cpu_count() or 1), **kw)
-            return cls(config, started_here=True)
+            return cls(config, started_here=True, log=log)
         where = _host_port(config.address)
         if where is not None:  # ray.init retries an unreachable GCS for minutes: fail fast instead
             try:
@@ -136,7 +142,7 @@ class RayCluster:
             ray.init(address=config.address, **kw)
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise WorkbenchError(f"cannot connect to the Ray cluster at `{config.address}`: {e}") from e
-        return cls(config, started_here=False)
+        return cls(config, started_here=False, log=log)
 
     def pool(self, spec: ModelSpec, *, on_dispatch: Callable[[int, int], None] | None = None) -> RayPoolBackend:
         """A pool of actors serving `spec`; closed with the cluster if not before."""
@@ -169,10 +175,15 @@ class RayCluster:
                                  f"{per_gpu:g} GPUs each (set --ray-actors)")
         return n, per_gpu, self.config.cpus_per_actor
 
-    def close(self) -> None:
+    def close_pools(self) -> None:
+        """Close every pool made so far: their actors and the CPUs/GPUs they hold are given back (a command
+        that evaluates several models one after another frees the cluster for the next one this way)."""
         for pool in self._pools:
             pool.close()
         self._pools.clear()
+
+    def close(self) -> None:
+        self.close_pools()
         ray = import_ray()
         if ray.is_initialized() and (self.started_here or self.config.address != "local"):
             ray.shutdown()  # stops a local instance; only disconnects from a remote one
@@ -275,6 +286,7 @@ class RayPoolBackend(Backend):
             env.update(RAY_worker_niceness="0", OMP_NUM_THREADS=str(cpus))
             cls = ray.remote(_Worker).options(num_cpus=cpus, num_gpus=gpus, max_restarts=cfg.max_restarts,
                                               max_task_retries=cfg.max_task_retries, runtime_env={"env_vars": env})
+            t0 = time.monotonic()
             actors = [cls.remote(self.spec, cpus) for _ in range(n)]
             try:
                 ready = ray.get([a.ready.remote() for a in actors], timeout=cfg.start_timeout_s)
@@ -291,6 +303,9 @@ class RayPoolBackend(Backend):
                 raise WorkbenchError(errors[0])
             self._actors, self._alive, self._n_actors = actors, [True] * n, n
             self.chunks_done = [0] * n
+            if self._cluster.log is not None:
+                self._cluster.log(f"ray: {n} actors for {self._label()} started in {time.monotonic() - t0:.0f}s "
+                                  f"({cpus} CPU, {gpus:g} GPU each; pids {', '.join(str(p) for p, _ in ready)})")
             return actors
 
     def actor_pids(self) -> list[int | None]:
@@ -379,13 +394,27 @@ class RayPoolBackend(Backend):
             raise PartialGenerationError(completed, failures)
         return [out for c in range(len(chunks)) for out in done[c]]
 
+    def _label(self) -> str:
+        return self.spec.model + (f" + adapter {self.spec.adapter}" if self.spec.adapter else "")
+
     def close(self) -> None:
         """Kill the actors (their engines and memory go with them). The cluster stays for other pools."""
         with self._lock:
             actors, self._actors = self._actors, []
         if not actors:
             return
+        if self._cluster.log is not None:
+            self._cluster.log(f"ray: {self._label()}: chunks done per actor "
+                              f"{', '.join(map(str, self.chunks_done))}")
         ray = import_ray()
-        if ray.is_initialized():
-            for a in actors:
-                ray.kill(a, no_restart=True)
+        if not ray.is_initialized():
+            return
+        free = ray.available_resources().get("CPU", 0.0)
+        for a in actors:
+            ray.kill(a, no_restart=True)
+        # ray.kill returns before the actors' resources are free again; the next pool's plan counts what
+        # is free, so wait (briefly) until this pool's CPUs are back.
+        held = sum(self._alive) * self._cluster.config.cpus_per_actor  # a dead actor holds nothing
+        deadline = time.monotonic() + _RELEASE_WAIT_S
+        while ray.available_resources().get("CPU", 0.0) < free + held and time.monotonic() < deadline:
+            time.sleep(0.1)

@@ -10,6 +10,7 @@ options).
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -29,7 +30,10 @@ def add_ray_arguments(p: argparse.ArgumentParser) -> None:
 @contextmanager
 def ray_backends(args: argparse.Namespace) -> Iterator[BackendFor]:
     """Yields `backend_for(spec)`; connects (or starts) the cluster on first use, closes every pool and
-    the connection on exit, error or not."""
+    the connection on exit, error or not. Each call closes the pools of earlier calls first: the commands
+    evaluate one model at a time (the demo: the base model, then each adapter), and a finished model's
+    actors would otherwise hold the CPUs/GPUs the next model's actors wait for (on a 2-CPU machine the
+    demo's first adapter waited for ever). Pool starts and each pool's chunks per actor go to stderr."""
     address = getattr(args, "ray", None)
     if not address:
         if getattr(args, "ray_actors", None) is not None:
@@ -46,7 +50,8 @@ def ray_backends(args: argparse.Namespace) -> Iterator[BackendFor]:
     def backend_for(spec: Any) -> Any:
         nonlocal cluster
         if cluster is None:  # lazily: a regress of two stored runs evaluates nothing and needs no cluster
-            cluster = RayCluster.connect(config)
+            cluster = RayCluster.connect(config, log=lambda line: print(line, file=sys.stderr, flush=True))
+        cluster.close_pools()
         return cluster.pool(spec)
 
     try:
