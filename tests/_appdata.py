@@ -1,14 +1,23 @@
 """A workspace for the app tests, made once per session: the test-size world, a baseline run, a
 candidate run with a random LoRA adapter (which breaks many probes), the world's corpus indexed in the
 workspace, and both runs' failures attributed by the real pipeline (`attribute_results`: samples, paraphrases,
-corpus support and conflict rows, and span tracing of each hallucination)."""
+corpus support and conflict rows, and span tracing of each hallucination).
+
+The app test modules share it through `app_data` (their module fixture) and take a private copy with
+`private_copy` / `private_store` where they write (reviews, gates, jobs), so no test sees another's rows."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pytest
+
+    from workbench.store import Store
 
 
 @dataclass(frozen=True)
@@ -58,3 +67,24 @@ def make_app_workspace(world: Any, root: Path) -> AppData:
     marker.write_text(json.dumps({"workspace": str(ws), "baseline": base, "candidate": cand,
                                   "model": str(world.model)}))
     return AppData(ws, base, cand, Path(world.model))
+
+
+def app_data(world: Any, tmp_path_factory: pytest.TempPathFactory) -> AppData:
+    """The session's shared app workspace (made by the first module that asks; read-only for the others)."""
+    return make_app_workspace(world, tmp_path_factory.getbasetemp() / "app-data")
+
+
+def private_copy(workspace: Path, dest: Path) -> Path:
+    """Copy a workspace to `dest` (its store closed first; the app's .gradio cache left behind); returns dest."""
+    from workbench.store import Store
+
+    Store.open(workspace).engine.dispose()
+    shutil.copytree(workspace, dest, ignore=shutil.ignore_patterns(".gradio"))
+    return dest
+
+
+def private_store(data: AppData, tmp_path: Path) -> Store:
+    """A private copy of the shared workspace, opened: review rows of one test never leak into another."""
+    from workbench.store import Store
+
+    return Store.open(private_copy(data.workspace, tmp_path / "ws"))

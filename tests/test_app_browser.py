@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _appdata import AppData, make_app_workspace
+from _appdata import AppData, app_data, private_copy
 from procs import free_port
 
 CHROMIUM = "/usr/bin/chromium"
@@ -30,9 +30,8 @@ pytestmark = [
 def served(world: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, AppData]]:
     import app
 
-    data = make_app_workspace(world, tmp_path_factory.getbasetemp() / "app-data")
-    ws = tmp_path_factory.mktemp("browser") / "ws"
-    shutil.copytree(data.workspace, ws, ignore=shutil.ignore_patterns(".gradio"))
+    data = app_data(world, tmp_path_factory)
+    ws = private_copy(data.workspace, tmp_path_factory.mktemp("browser") / "ws")
     demo, url = app.launch(ws, port=free_port(), prevent_thread_lock=True, quiet=True)
     try:
         yield url, AppData(ws, data.baseline, data.candidate, data.model)
