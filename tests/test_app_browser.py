@@ -83,6 +83,8 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
             shot(page, "review")
 
             page.get_by_role("tab", name="Fix").click()
+            for table, header in (("pf-recs", "peak GiB"), ("job-events", "message")):  # not gradio's 1 2 3
+                page.wait_for_selector(f"#{table} th:has-text('{header}')")
             field(page, "pf-model").fill(str(data.model))
             page.locator("#pf-btn").click()
             page.wait_for_selector("#pf-chart .wb-chart")
