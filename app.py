@@ -37,7 +37,8 @@ KEYS_JS = """() => { document.addEventListener('keydown', (e) => {
 CSS = """
 .wb-run-pick input { text-overflow: ellipsis; padding-right: 2.2em !important; }
 .wb-run-pick .wrap-inner { overflow: hidden; }
-#runs-table td, #probes-table td, #review-log td, #gate-history td { white-space: normal; overflow-wrap: anywhere; }
+#runs-table td, #probes-table td, #review-log td, #gate-history td, #job-events td {
+  white-space: normal; overflow-wrap: anywhere; }
 """
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -335,8 +336,8 @@ def build_app(workspace: str | Path) -> Any:
                 all_probes = gr.State(None)  # the pair's filtered probe list; search and paging read it
                 probes_df = gr.Dataframe(views.empty(views.PROBE_COLUMNS), interactive=False, elem_id="probes-table",
                                          label="probes: broken first, then by id (click a row for its detail)",
-                                         wrap=True, column_widths=["9%", "15%", "9%", "10%", "7%", "14%", "7%", "14%",
-                                                                   "8%", "7%"],
+                                         wrap=True, column_widths=["7%", "13%", "8%", "11%", "9%", "14%", "9%", "14%",
+                                                                   "7%", "8%"],
                                          pinned_columns=1, max_height=900)
                 with gr.Row():
                     gate_btn = gr.Button("Record gate verdict")
@@ -379,7 +380,8 @@ def build_app(workspace: str | Path) -> Any:
                         pf_btn = gr.Button("Pre-flight", elem_id="pf-btn")
                     pf_verdict = gr.Markdown()
                     pf_chart = gr.HTML(elem_id="pf-chart")
-                    pf_recs = gr.Dataframe(label="what to change", interactive=False)
+                    pf_recs = gr.Dataframe(views.empty(fix.RECOMMENDATION_COLUMNS), label="what to change",
+                                           interactive=False, elem_id="pf-recs")
                 with gr.Row():
                     jb_fixset = gr.Textbox(label="fix set dir")
                     jb_method = gr.Dropdown(label="method", choices=list(JOB_METHODS), value="sft")
@@ -397,9 +399,10 @@ def build_app(workspace: str | Path) -> Any:
                 jb_status = gr.Markdown(elem_id="job-status")
                 with gr.Accordion("job config (job.yaml)", open=False):
                     jb_config = gr.Code(language="yaml", interactive=False, elem_id="job-config")
-                jb_loss = gr.LinePlot(x="step", y="value", color="name",
+                jb_loss = gr.LinePlot(x="step", y="value", color="name", elem_id="job-loss",
                                       label="training curves (loss; grpo: reward, abstention)")
-                jb_events = gr.Dataframe(label="events", interactive=False)
+                jb_events = gr.Dataframe(views.empty(fix.EVENT_COLUMNS), label="events", interactive=False, wrap=True,
+                                         elem_id="job-events")
                 fix_cli = gr.Textbox(label="equivalent CLI", interactive=False, buttons=["copy"])
                 timer = gr.Timer(2.0, active=False)
 

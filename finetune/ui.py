@@ -65,6 +65,12 @@ class PreflightView:
     cli: str
 
 
+RECOMMENDATION_COLUMNS = ("change", "peak GiB", "fits")
+"""The pre-flight's "what to change" table (one row per change that makes a job fit)."""
+EVENT_COLUMNS = ("at", "kind", "message")
+"""A job's events table."""
+
+
 def preflight(model: str, gpu_memory_gib: float, *, method: str = "lora", precision: str = "bf16",
               micro_batch: int = 1, seq_len: int = 2048, lora_rank: int = 16,
               gradient_checkpointing: bool = False, workspace: str | Path = ".") -> PreflightView:
@@ -91,7 +97,7 @@ def preflight(model: str, gpu_memory_gib: float, *, method: str = "lora", precis
     return PreflightView(
         verdict, chart, pd.DataFrame([(k, round(v, 3)) for k, v in parts], columns=["component", "GiB"]),
         pd.DataFrame([(r.change, round(r.estimate.peak_bytes / GiB, 2), str(r.estimate.fits)) for r in recs],
-                     columns=["change", "peak GiB", "fits"]),
+                     columns=list(RECOMMENDATION_COLUMNS)),
         _cli(workspace, *args))
 
 
@@ -165,7 +171,7 @@ def follow_job(store: Store, output_dir: str) -> JobView:
     alive = proc is not None and proc.poll() is None
     job_id = job_id_of(store, output_dir)
     empty_loss = pd.DataFrame(columns=["step", "value", "name"])
-    empty_events = pd.DataFrame(columns=["at", "kind", "message"])
+    empty_events = pd.DataFrame(columns=list(EVENT_COLUMNS))
     if job_id is None or not records.job_exists(store, job_id):
         code = "" if proc is None or alive else f" (exited with {proc.returncode}; see {output_dir}/job.log)"
         return JobView(f"job in `{output_dir}`: {'starting' if alive else 'not started'}{code}", alive,
@@ -178,7 +184,7 @@ def follow_job(store: Store, output_dir: str) -> JobView:
         f", adapter `{job['adapter_path']}`" if job.get("adapter_path") else "")
     return JobView(status, running,
                    pd.DataFrame(rows, columns=["step", "value", "name"]) if rows else empty_loss,
-                   pd.DataFrame([(e.at, e.kind, e.message) for e in ev], columns=["at", "kind", "message"]))
+                   pd.DataFrame([(e.at, e.kind, e.message) for e in ev], columns=list(EVENT_COLUMNS)))
 
 
 def stop_job(store: Store, output_dir: str, *, who: str = "app") -> str:

@@ -4,60 +4,28 @@ WORKBENCH_UPDATE_SCREENSHOTS=1, to docs/screenshots/ for the README)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from _appdata import AppData, make_app_workspace
+from _appbrowser import ARGS, CHROMIUM, NEEDS_CHROMIUM, field, pick, shot
+from _appdata import AppData, app_data, private_copy
 from procs import free_port
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run", "--disable-quic"]
-REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "test-artifacts" / "app"
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (make setup-browser)"),
-]
+pytestmark = [pytest.mark.browser, NEEDS_CHROMIUM]
 
 
 @pytest.fixture(scope="module")
 def served(world: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, AppData]]:
     import app
 
-    data = make_app_workspace(world, tmp_path_factory.getbasetemp() / "app-data")
-    ws = tmp_path_factory.mktemp("browser") / "ws"
-    shutil.copytree(data.workspace, ws, ignore=shutil.ignore_patterns(".gradio"))
+    data = app_data(world, tmp_path_factory)
+    ws = private_copy(data.workspace, tmp_path_factory.mktemp("browser") / "ws")
     demo, url = app.launch(ws, port=free_port(), prevent_thread_lock=True, quiet=True)
     try:
         yield url, AppData(ws, data.baseline, data.candidate, data.model)
     finally:
         demo.close()
-
-
-def _shot(page: Any, name: str, *, full_page: bool = True) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=full_page)
-    assert path.stat().st_size < 300_000, f"{path} is too large for the docs"
-    if os.environ.get("WORKBENCH_UPDATE_SCREENSHOTS") == "1":
-        docs = REPO / "docs" / "screenshots"
-        docs.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, docs / path.name)
-
-
-def _pick(page: Any, elem_id: str, text: str) -> None:
-    page.locator(f"#{elem_id} input").click()
-    page.get_by_role("option").filter(has_text=text).first.click()
-
-
-def _field(page: Any, elem_id: str) -> Any:
-    return page.locator(f"#{elem_id} textarea, #{elem_id} input").first
 
 
 def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None:
@@ -80,12 +48,12 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
             table = page.locator("#runs-table")  # the key columns fit: no horizontal scrolling at 1400 px
             assert table.evaluate("e => { const s = e.querySelector('.table-wrap') || e;"
                                   " return s.scrollWidth <= s.clientWidth + 2; }")
-            _shot(page, "runs")
+            shot(page, "runs")
 
             page.get_by_role("tab", name="Compare").click()
-            _pick(page, "baseline", data.baseline)
-            _pick(page, "candidate", data.candidate)
-            _pick(page, "transition", "broken")
+            pick(page, "baseline", data.baseline)
+            pick(page, "candidate", data.candidate)
+            pick(page, "transition", "broken")
             page.locator("#compare-btn").click()
             page.wait_for_selector("#compare-summary #wb-verdict")
             assert "gate: FAIL" in page.locator("#compare-summary").inner_text()
@@ -96,29 +64,31 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
             probe_id = cell.inner_text().strip()
             assert probe_id and "broken" in page.locator("#probes-table").inner_text()
             page.locator("#transitions").scroll_into_view_if_needed()  # the heatmap and the probe table
-            _shot(page, "compare", full_page=False)
+            shot(page, "compare", full_page=False)
 
             cell.click()  # opens the Probe detail tab
             page.wait_for_selector("#probe-detail #wb-probe-detail")
             detail = page.locator("#probe-detail").inner_text()
             assert probe_id in detail and "exact-match agreement" in detail and "attribution:" in detail
             assert "The model gave the right answer in" in detail and "raw evidence" in detail
-            _shot(page, "probe-detail")
+            shot(page, "probe-detail")
 
             page.get_by_role("tab", name="Review").click()
-            assert _field(page, "review-probe").input_value() == probe_id  # carried over from Compare
-            _field(page, "reviewer").fill("ann")
-            _pick(page, "review-value", "correct")
-            _field(page, "review-reason").fill("the adapter's answer is an accepted alias")
+            assert field(page, "review-probe").input_value() == probe_id  # carried over from Compare
+            field(page, "reviewer").fill("ann")
+            pick(page, "review-value", "correct")
+            field(page, "review-reason").fill("the adapter's answer is an accepted alias")
             page.locator("#review-btn").click()
             page.wait_for_selector("#review-msg:has-text('recorded')")
-            _shot(page, "review")
+            shot(page, "review")
 
             page.get_by_role("tab", name="Fix").click()
-            _field(page, "pf-model").fill(str(data.model))
+            for table, header in (("pf-recs", "peak GiB"), ("job-events", "message")):  # not gradio's 1 2 3
+                page.wait_for_selector(f"#{table} th:has-text('{header}')")
+            field(page, "pf-model").fill(str(data.model))
             page.locator("#pf-btn").click()
             page.wait_for_selector("#pf-chart .wb-chart")
-            _shot(page, "fix", full_page=False)
+            shot(page, "fix", full_page=False)
         finally:
             browser.close()
     rows = reviews.list_reviews(Store.open(data.workspace), data.candidate, target="verdict")
@@ -159,7 +129,7 @@ def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData
             assert "broken_" in first, first
             page.wait_for_selector("#page-label:has-text('page 1 of ')")
             label = "page" + page.locator("#page-label").inner_text().split("page", 1)[1]  # past a progress note
-            search = _field(page, "probe-search")
+            search = field(page, "probe-search")
             search.fill(first.split()[0])  # the search box narrows the table to that probe, on page 1 of 1
             page.wait_for_selector("#page-label:has-text('matching')")
             assert "page 1 of 1 · rows 1-" in page.locator("#page-label").inner_text()
@@ -167,7 +137,7 @@ def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData
             page.wait_for_function(f"document.querySelector('#page-label').innerText.includes({label!r})")
             page.locator("#compare-summary").scroll_into_view_if_needed()
             page.evaluate("window.scrollTo(0, 0)")  # the verdict and the headline, not the search box
-            _shot(page, "compare-headline", full_page=False)
+            shot(page, "compare-headline", full_page=False)
 
             page.get_by_role("button", name="Record gate verdict").click()
             page.wait_for_selector("#gate-msg:has-text('recorded gate')")
@@ -183,17 +153,17 @@ def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData
             page.wait_for_selector(f"#probe-detail h3:has-text('{probe_id}:')")
             page.get_by_role("tab", name="Review").click()
             page.wait_for_selector("#release-note:has-text('decision on gate')")
-            assert _field(page, "release-gate").input_value().startswith("gate-")
-            _field(page, "release-reason").fill("checked the broken probes")
+            assert field(page, "release-gate").input_value().startswith("gate-")
+            field(page, "release-reason").fill("checked the broken probes")
             page.locator("#release-btn").click()  # no reviewer name
             page.wait_for_selector("#release-msg:has-text('reviewer')")
             assert "not recorded" in page.locator("#release-msg").inner_text()
             assert page.locator(".error").count() == 0  # no "Error" badge over the log
 
-            _field(page, "reviewer").fill("ann")
-            assert _field(page, "review-probe").input_value() == probe_id
-            _pick(page, "review-value", "correct")
-            _field(page, "review-reason").fill("an accepted alias")
+            field(page, "reviewer").fill("ann")
+            assert field(page, "review-probe").input_value() == probe_id
+            pick(page, "review-value", "correct")
+            field(page, "review-reason").fill("an accepted alias")
             page.locator("#review-btn").click()
             page.wait_for_selector("#review-msg:has-text('recorded')")
             page.wait_for_selector("#release-note:has-text('changed 1 grade it saw')")
@@ -206,10 +176,10 @@ def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData
             for table in ("#review-log", "#gate-history"):  # key columns readable without horizontal scrolling
                 assert page.locator(table).evaluate("e => { const s = e.querySelector('.table-wrap') || e;"
                                                     " return s.scrollWidth <= s.clientWidth + 2; }"), table
-            _shot(page, "signoff", full_page=False)
+            shot(page, "signoff", full_page=False)
 
             page.get_by_role("tab", name="Compare").click()
-            _pick(page, "candidate", running)
+            pick(page, "candidate", running)
             assert "RUNNING" in page.locator("#candidate input").input_value()
             page.locator("#compare-btn").click()
             page.wait_for_selector("#compare-summary:has-text('cannot compare')")

@@ -9,24 +9,21 @@ from typing import Any
 
 import httpx
 import pytest
-from _appdata import AppData, make_app_workspace
+from _appdata import AppData, app_data, private_copy
 from procs import free_port
 
 
 @pytest.fixture(scope="module")
 def data(world: Any, tmp_path_factory: pytest.TempPathFactory) -> AppData:
-    return make_app_workspace(world, tmp_path_factory.getbasetemp() / "app-data")
+    return app_data(world, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def served(data: AppData, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """The app on a private copy of the workspace (this module writes reviews)."""
-    import shutil
-
     import app
 
-    ws = tmp_path_factory.mktemp("client") / "ws"
-    shutil.copytree(data.workspace, ws, ignore=shutil.ignore_patterns(".gradio"))
+    ws = private_copy(data.workspace, tmp_path_factory.mktemp("client") / "ws")
     (ws.parent / "secret.txt").write_text("top secret")
     demo, url = app.launch(ws, port=free_port(), prevent_thread_lock=True, quiet=True)
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _appdata import AppData, make_app_workspace
+from _appdata import AppData, app_data, private_store
 
 from workbench import evidence_html, glossary, plots, reviews, signoff_views, views
 from workbench.errors import WorkbenchError
@@ -23,19 +23,12 @@ from workbench.types import Verdict
 
 @pytest.fixture(scope="module")
 def data(world: Any, tmp_path_factory: pytest.TempPathFactory) -> AppData:
-    return make_app_workspace(world, tmp_path_factory.getbasetemp() / "app-data")
+    return app_data(world, tmp_path_factory)
 
 
 @pytest.fixture()
 def store(data: AppData, tmp_path: Path) -> Store:
-    """A private copy of the shared workspace, so review rows of one test never leak into another."""
-    import shutil
-
-    ws = tmp_path / "ws"
-    src = Store.open(data.workspace)
-    src.engine.dispose()
-    shutil.copytree(data.workspace, ws, ignore=shutil.ignore_patterns(".gradio"))
-    return Store.open(ws)
+    return private_store(data, tmp_path)
 
 
 def test_runs_table_filters_and_tag_metrics(data: AppData, store: Store) -> None:
@@ -72,7 +65,17 @@ def test_compare_lists_broken_probes_with_filters(data: AppData, store: Store) -
     filters = views.compare_filters(store, data.baseline, data.candidate)
     cat = filters["category"][0]
     by_cat = views.compare_runs(store, data.baseline, data.candidate, transition="all", category=cat)
-    assert by_cat.probe_ids and set(by_cat.probes["category"]) == {cat}
+    assert by_cat.probe_ids and all(cat in c for c in by_cat.probes["category"])
+    # the category cell says whose attribution it is: a broken probe was attributed in the candidate only
+    b_atts = reviews.effective_attributions(store, data.baseline)
+    c_atts = reviews.effective_attributions(store, data.candidate)
+    for row in views.compare_runs(store, data.baseline, data.candidate, transition="all").probes.to_dict("records"):
+        b_cat, c_cat = (a[row["probe"]].category if row["probe"] in a else None for a in (b_atts, c_atts))
+        assert row["category"] == views.category_cell(b_cat, c_cat)
+    assert all(c.endswith("(candidate's)") for c in broken.probes["category"])
+    assert views.category_cell("data:missing", None) == "data:missing (baseline's)"
+    assert views.category_cell("data:missing", "data:missing") == "data:missing (both)"
+    assert views.category_cell("a", "b") == "a (baseline's) · b (candidate's)" and views.category_cell(None, None) == ""
     assert v.cli == views.cli_regress(store.workspace, data.baseline, data.candidate)
     assert "regress --baseline" in v.cli
     with pytest.raises(ValueError, match="transition"):
@@ -272,7 +275,7 @@ def test_the_gate_reads_reviewed_attributions_as_the_app_does(data: AppData, sto
     assert (n(after, new), n(after, old)) == (n(before, new) + 1, n(before, old) - 1)
     assert [c.category for c in after.changes if c.probe_id == pid] == [new] * len(changed & {pid})
     shown = views.compare_runs(store, data.baseline, data.candidate, transition="all").probes
-    assert shown.set_index("probe").loc[pid, "category"] == new
+    assert shown.set_index("probe").loc[pid, "category"].startswith(f"{new} (")
 
 
 def test_a_signoff_is_tied_to_one_recorded_gate(data: AppData, store: Store) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _appdata import AppData, make_app_workspace
+from _appdata import AppData, app_data, private_store
 
 from workbench import evidence_html, glossary, plots, reviews, views
 from workbench.attribution.types import CATEGORIES, Attribution
@@ -24,17 +24,12 @@ from workbench.store import Store
 
 @pytest.fixture(scope="module")
 def data(world: Any, tmp_path_factory: pytest.TempPathFactory) -> AppData:
-    return make_app_workspace(world, tmp_path_factory.getbasetemp() / "app-data")
+    return app_data(world, tmp_path_factory)
 
 
 @pytest.fixture()
 def store(data: AppData, tmp_path: Path) -> Store:
-    import shutil
-
-    ws = tmp_path / "ws"
-    Store.open(data.workspace).engine.dispose()
-    shutil.copytree(data.workspace, ws, ignore=shutil.ignore_patterns(".gradio"))
-    return Store.open(ws)
+    return private_store(data, tmp_path)
 
 
 def test_deltas_per_tag_with_their_intervals(data: AppData, store: Store) -> None:

@@ -149,8 +149,13 @@ def test_markdown_and_terminal_render_the_key_facts(result: ComparisonResult) ->
     assert f"- `max_broken`: {GATE_HELP['max_broken']}" in md and md.count("- `max_broken`:") == 1
     # Data is text in Markdown too: no raw HTML from an answer or a model name survives into the report.
     assert "<script" not in md and "&lt;script&gt;" in md and "base &lt;v1&gt;" in md
-    text = render_terminal(result)
+    text = render_terminal(result, width=400)
     assert "FAIL" in text and "max_broken" in text and "p31" in text
+    # the terminal explains the same gate types in the same words, once each, after the gates table
+    explained = [line.strip() for line in text.split("What the gates check:")[1].splitlines()[1:]]
+    types = list(dict.fromkeys(g.type for g in result.gates))
+    assert explained[:len(types)] == [f"{t}: {GATE_HELP[t]}" for t in types]
+    assert text.count(f"max_broken: {GATE_HELP['max_broken']}") == 1
     assert _order(text, "hallucinated", "broken probes (2)", "p31 'question 31?'", "Gates") == sorted(
         _order(text, "hallucinated", "broken probes (2)", "p31 'question 31?'", "Gates"))  # fmt: skip
 

@@ -198,7 +198,8 @@ def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", 
                  category: str = "") -> CompareView:
     """Paired comparison of two stored runs, as `workbench regress` computes it (reviewers' verdicts and
     categories applied: `regression.gate.compare_stored`), without recording a gate. Filters apply to the
-    probe list, and `tag` also selects the group whose metrics and transitions are shown. The list shows
+    probe list (`category` keeps probes either run's attribution puts there), and `tag` also selects the group
+    whose metrics and transitions are shown. The list shows
     broken probes first, then the rest in natural id order (nq2 before nq10)."""
     from workbench.regression.gate import compare_stored
     from workbench.results import load_results
@@ -218,23 +219,33 @@ def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", 
     for pid in sorted(b_out.outcomes, key=lambda p: (flip_of(b_out.outcomes[p].verdict, c_out.outcomes[p].verdict)
                                                     != Flip.BROKEN, natural_key(p))):
         b, c = b_out.outcomes[pid], c_out.outcomes[pid]
-        cat = b.category or c.category or ""  # reviewed categories, as the gate reads them
         if tag and tag not in b.tags:
             continue
-        if category and cat != category:
+        if category and category not in (b.category, c.category):  # reviewed categories, as the gate reads them
             continue
         if not _transition_matches(transition, b.verdict, c.verdict):
             continue
         probe = b_res[pid].probe
         rows.append([pid, probe.question, " | ".join(probe.answers), str(transition_of(b.verdict, c.verdict)),
                      str(b.verdict), answer_cell(b_res[pid]), str(c.verdict), answer_cell(c_res[pid]),
-                     ", ".join(b.tags), cat])
+                     ", ".join(b.tags), category_cell(b.category, c.category)])
     probes = pd.DataFrame(rows, columns=list(PROBE_COLUMNS))
     summary = verdict_summary_html(result, signoff_html=signoff_line(store, b_out.run_id, c_out.run_id))
     summary += f"\n<p>showing group <b>{escape(group.name)}</b> ({group.n} probes); {len(rows)} probes listed below</p>"
     return CompareView(summary, metrics, transitions, probes, [r[0] for r in rows],
                        cli_regress(store.workspace, b_out.run_id, c_out.run_id), result.verdict,
                        delta_plot_html(group_deltas(result, b_out, c_out)))
+
+
+def category_cell(baseline: str | None, candidate: str | None) -> str:
+    """The probe table's category cell, saying whose attribution it is: a run is attributed only where it
+    failed, so a broken probe carries the candidate's, a fixed one the baseline's, a still-wrong one both
+    ("data:missing (both)", or each run's when they differ). The gate's per-category counts use the baseline's."""
+    if baseline and candidate:
+        return f"{baseline} (both)" if baseline == candidate else f"{baseline} (baseline's) · {candidate} (candidate's)"
+    if baseline:
+        return f"{baseline} (baseline's)"
+    return f"{candidate} (candidate's)" if candidate else ""
 
 
 def compare_or_refusal(store: Store, baseline: str, candidate: str, *, tag: str = "", transition: str = ANY_CHANGE,

@@ -61,6 +61,11 @@ def print_terminal(result: ComparisonResult, console: Console | None = None) -> 
         gates.add_row(f"[{_STYLE[g.status]}]{g.status}[/]", escape(g.name), g.severity, escape(g.message),
                       escape(could))
     out.print(gates)
+    explained = gate_help(result)
+    if explained:
+        out.print("What the gates check:")
+        for t, text in explained:
+            out.print(f"  [bold]{escape(t)}[/]: {escape(text)}")
     if result.inconclusive_gates:
         out.print(f"[{_STYLE['inconclusive']}]{escape(INCONCLUSIVE_NOTE)}[/]")
     metrics = Table(title="Metrics (Δ in points, paired bootstrap CI)")
@@ -225,14 +230,19 @@ def render_markdown(result: ComparisonResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _md_gate_help(result: ComparisonResult) -> list[str]:
-    """What each gate type of this report checks, in the glossary's words (the app shows the same)."""
+def gate_help(result: ComparisonResult) -> list[tuple[str, str]]:
+    """Each gate type the result holds (once, in gate order) with what it checks, in the glossary's words: the
+    terminal and Markdown reports and the app's tooltips share one wording (`workbench.glossary.GATE_HELP`)."""
     from workbench.glossary import GATE_HELP  # here: the glossary imports regression.transitions (package init)
 
-    types = dict.fromkeys(g.type for g in result.gates if g.type in GATE_HELP)
-    if not types:
+    return [(t, GATE_HELP[t]) for t in dict.fromkeys(g.type for g in result.gates if g.type in GATE_HELP)]
+
+
+def _md_gate_help(result: ComparisonResult) -> list[str]:
+    explained = gate_help(result)
+    if not explained:
         return []
-    return ["What the gates check:", "", *(f"- `{t}`: {_md(GATE_HELP[t])}" for t in types), ""]
+    return ["What the gates check:", "", *(f"- `{t}`: {_md(text)}" for t, text in explained), ""]
 
 
 def _md_changes(changes: Sequence[ProbeChange]) -> list[str]:
