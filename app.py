@@ -256,9 +256,9 @@ def build_app(workspace: str | Path) -> Any:
     @_ui_errors
     def open_job(output_dir: str) -> tuple[Any, ...]:
         if not (output_dir or "").strip():
-            return "pick a job dir", "", None, None, gr.Timer(active=False)
+            return "pick a job dir", "", None, None, gr.Timer(active=False), ""
         d = fix.open_job(store, output_dir)
-        return d.summary, d.config, d.view.loss, d.view.events, gr.Timer(active=d.view.running)
+        return d.summary, d.config, d.view.loss, d.view.events, gr.Timer(active=d.view.running), d.cli
 
     @_ui_errors
     def stop(output_dir: str, request: gr.Request) -> str:
@@ -498,7 +498,7 @@ def build_app(workspace: str | Path) -> Any:
                        api_name="build_fixset")
         pf_btn.click(run_preflight, [pf_model, pf_gpu, pf_method, pf_prec, pf_mb, pf_seq, pf_rank, pf_ckpt],
                      [pf_verdict, pf_chart, pf_recs, fix_cli], api_name="preflight")
-        job_outputs = [jb_status, jb_config, jb_loss, jb_events, timer]
+        job_outputs = [jb_status, jb_config, jb_loss, jb_events, timer, fix_cli]
         jb_launch.click(launch, [jb_fixset, jb_method, jb_steps, jb_name], [jb_dir, jb_msg, fix_cli, timer],
                         api_name="launch_job").then(open_job, jb_dir, job_outputs, api_visibility="private")
         timer.tick(follow, jb_dir, [jb_status, jb_loss, jb_events, timer], api_visibility="private")

@@ -253,6 +253,7 @@ class JobDetail:
     summary: str  # markdown: status, steps, final loss, held-out before/after, known facts broken
     config: str  # the job.yaml text
     view: JobView  # status, curves and events, as `follow_job` gives them
+    cli: str  # the command that made this job (with --resume when it was cut short)
 
 
 def open_job(store: Store, output_dir: str) -> JobDetail:
@@ -280,7 +281,12 @@ def open_job(store: Store, output_dir: str) -> JobDetail:
                          + (f": {', '.join(res.known_broken[:10])}" if res.known_broken else ""))
         else:
             lines.append("- known facts broken: not measured (the fix set has no validation slice)")
-    return JobDetail("\n".join(lines), spec.read_text(), view)
+    rel = spec.relative_to(Path(store.workspace).resolve()).as_posix()
+    # The command that made the job; one that started but has no result (killed, stopped) continues with
+    # --resume (from its last complete checkpoint, else from the start under the same job id).
+    cut_short = res is None and not view.running and job_id_of(store, output_dir) is not None
+    args = ("train", rel, "--resume") if cut_short else ("train", rel)
+    return JobDetail("\n".join(lines), spec.read_text(), view, _cli(store.workspace, *args))
 
 
 def _num(v: float | None) -> str:

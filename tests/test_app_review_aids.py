@@ -162,6 +162,13 @@ def test_fix_tab_opens_an_existing_job(data: AppData, store: Store) -> None:
     d = ui.open_job(store, "jobs/done-job")
     assert "method: sft" in d.config and "**done**" in d.summary and "after 2 steps" in d.summary
     assert "known facts broken" in d.summary and not d.view.loss.empty
+    assert d.cli.startswith("workbench train jobs/done-job/job.yaml --workspace") and "--resume" not in d.cli
+    assert ui.open_job(store, "jobs/later").cli.startswith("workbench train jobs/later/job.yaml --workspace")
+    from finetune import records  # the same job stopped after its checkpoints, before its result
+
+    (store.workspace / "jobs/done-job/result.json").unlink()
+    records.set_status(store, str(ui.job_id_of(store, "jobs/done-job")), "stopped", finished=True)
+    assert ui.open_job(store, "jobs/done-job").cli.startswith("workbench train jobs/done-job/job.yaml --resume")
     with pytest.raises(ui.WorkbenchError, match=r"holds no job\.yaml"):
         ui.open_job(store, "fixsets")
     with pytest.raises(UnsafePathError):
