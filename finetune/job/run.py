@@ -67,8 +67,10 @@ def run_job(spec: JobSpec | ResolvedJob, store: Store | None = None, *, resume: 
     if start_from is not None:
         log.event("resume", f"resuming from {start_from.name}", {"checkpoint": str(start_from)})
     else:
-        log.event("start", f"{job.method} on {m.train_rows.get(job.split, 0)} training rows, {job.max_steps} steps",
-                  {"output_dir": str(out)})
+        log.event("start", f"{job.method} on {m.train_rows.get(job.split, 0)} training rows; max_steps: "
+                  f"{job.steps_rule}; learning_rate: {job.lr_rule}",
+                  {"output_dir": str(out), "max_steps": job.max_steps, "max_steps_rule": job.steps_rule,
+                   "learning_rate": job.learning_rate, "learning_rate_rule": job.lr_rule})
         log.event("tokens", f"trainable token rows: {job.tokens_decision}", {"ids": list(job.trainable_tokens)})
     try:
         result = _train(job, job_id, start_from, log, callbacks, before_commit)
@@ -138,6 +140,7 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
                          resumed_from=str(start_from) if start_from else None,
                          stop_reason=stop.kind if stop else None, message=message, seconds=0.0,
                          known_checked=len(known_before), known_broken=list(broken), learning_rate=job.learning_rate,
+                         max_steps_rule=job.steps_rule, learning_rate_rule=job.lr_rule,
                          kept_step=kept.step if kept else None, kept_reason=kept_reason)
 
     if stop is not None and stop.kind == "nan":

@@ -97,13 +97,14 @@ class TrainerSpec(_Section):
     """Optimisation settings (passed to trl's SFTConfig / DPOConfig / GRPOConfig)."""
 
     learning_rate: float | None = pydantic.Field(default=None, gt=0, lt=1)
-    """None: 3e-3 for sft and dpo, 1e-3 for grpo (trl's default 1e-6 barely moves a LoRA)."""
-    # None: per method (DEFAULT_STEPS in resolve.py). bench/fix_efficacy.py on the default world (870 SFT / 666 DPO
-    # rows, batch 32, lr 3e-3): 60 x 16 fixed 2% (SFT) / 10% (DPO) of the targeted failures; 150 steps 60% / 76%
-    # with 7.7% / 1.3% of correct answers broken; SFT 400 steps 96.6% fixed, 0.4% broken; DPO 300 steps
-    # 92.8% fixed, 0% broken.
+    """None: by the model's width (`default_lr` in finetune/job/resolve.py: 3e-3 for sft and dpo, 1e-3 for grpo
+    up to width 128, scaled by 128 / width above it); trl's default 1e-6 barely moves a LoRA."""
     max_steps: int | None = pydantic.Field(default=None, ge=1, le=MAX_STEPS)
-    """Optimizer steps; None: 400 for sft, 300 for dpo, 300 for grpo."""
+    """Optimizer steps; None: `epochs` passes over the fix set's training rows (`default_steps` in
+    finetune/job/resolve.py, clamped); the job records which rule gave the value."""
+    epochs: float | None = pydantic.Field(default=None, gt=0, le=10_000)
+    """Passes over the method's training rows that decide `max_steps` when it is not given; None: per method
+    (DEFAULT_EPOCHS in finetune/job/resolve.py, chosen by bench/fix_efficacy.py across six worlds)."""
     per_device_batch_size: int = pydantic.Field(default=32, ge=1, le=MAX_BATCH)
     """Micro batch per device (grpo: completions, i.e. prompts x num_generations)."""
     gradient_accumulation: int = pydantic.Field(default=1, ge=1, le=MAX_BATCH)
