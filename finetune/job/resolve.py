@@ -41,10 +41,14 @@ DEFAULT_TARGETS: dict[str, list[str]] = {
 #: (`default_steps`). The old fixed defaults (400 sft / 300 dpo / 300 grpo steps at batch 32) were ~15 epochs on
 #: the default world (870 SFT / 666 DPO rows) but ~75 on the small worlds (120-170 rows), where they broke 1-5
 #: known facts on every world. Sweep and figures: README "Fix efficacy across worlds".
-DEFAULT_EPOCHS: dict[str, float] = {"sft": 20.0, "dpo": 20.0, "grpo": 20.0}
-#: `default_steps` stays within these: below ~20 steps a LoRA (B starts at zero) barely moves at a constant lr;
-#: above 1000 a fix job is no longer a targeted fix (the old defaults were 300-400).
-MIN_DEFAULT_STEPS, MAX_DEFAULT_STEPS = 20, 1000
+DEFAULT_EPOCHS: dict[str, float] = {"sft": 15.0, "dpo": 15.0}
+#: GRPO keeps a fixed step count unless `trainer.epochs` is given: its rule is not measured across worlds yet (on
+#: the default world 300 steps are 1.5 passes over its 788 prompts at 4 prompts a step; on the small worlds ~8).
+FIXED_STEPS: dict[str, int] = {"grpo": 300}
+#: `default_steps` stays within these. At least 100: a small fix set gets few updates per epoch (alt-gpt2-5, DPO,
+#: 132 rows: 62 steps fixed 68% of its targets, 300 steps 95.5%; test world DPO 62 steps 81.8%, 83 steps 90.9%);
+#: at most 1000: beyond that a fix job is no longer a targeted fix (the old defaults were 300-400).
+MIN_DEFAULT_STEPS, MAX_DEFAULT_STEPS = 100, 1000
 #: Learning rate per method at model width <= LR_REFERENCE_WIDTH (`default_lr`). sft/dpo 3e-3 (default world):
 #: 1e-3/5e-4 at 60 x 16 fixed 2%/10% of the targeted failures; DPO 120 x 32 fixed 75% at 2e-3, 78% at 3e-3;
 #: SFT (r 8) at 5e-3 broke 1.6% of correct probes. grpo 1e-3 (--rl, anchor 4, temperature 0.5, 150 steps):
@@ -55,11 +59,11 @@ BASE_LR: dict[str, float] = {"sft": 3e-3, "dpo": 3e-3, "grpo": 1e-3}
 #: at SmolLM2-135M's 576 (3e-3 was the world's value the issue reports as too high) and 9.4e-5 at a 7B
 #: model's 4096, where LoRA recipes use 1e-4 to 2e-4.
 LR_REFERENCE_WIDTH = 128
-#: Scoring of the known-facts slice during training (early stop + rollback) is opt-in: set
-#: `early_stop.known_every` (a tenth of the steps suits: a rollback then lands at most a tenth of the job away
-#: from the best state). bench/fix_efficacy.py --worlds all (six worlds, SFT + DPO, default steps/lr):
-#: known facts broken, summed, 27 without it, 15 with it (per world in the README), but the stop at
-#: `early_stop.patience` 3 also left 4 of 12 runs under 80% of targets fixed, so it is not the default yet.
+#: Scoring of the known-facts slice during training (rollback, optional stop) stays opt-in (`early_stop.known_every`,
+#: a tenth of the steps suits). With the rules above, rollback at a tenth of the steps (bench/fix_efficacy.py, five
+#: worlds, README "Fix efficacy across worlds") left targets fixed below 80% on 3 of 10 runs (2 of them >= 80%
+#: without it): the job's own count of fixed targets (the taught answer under a training phrasing) reads higher
+#: than the probes' questions do.
 #: The input-embedding module per architecture: LoRA on it also makes never-trained abstention tokens
 #: learnable, in a form vLLM serves (see `_abstention_rows`).
 EMBEDDINGS: dict[str, str] = {
@@ -201,14 +205,19 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
                     "by default for abstention): trl's weight sync into vLLM fails on them; set `grpo.use_vllm: "
                     "false`, or `lora.trainable_token_indices: []` when the tokenizer already knows the phrase")
     t = spec.trainer
-    epochs = t.epochs or DEFAULT_EPOCHS[spec.method]
+    epochs = t.epochs or DEFAULT_EPOCHS.get(spec.method)
     per_step = t.per_device_batch_size * t.gradient_accumulation * spec.launcher.num_processes
     if spec.method == "grpo":  # the batch counts completions: num_generations of them per prompt
         per_step = max(1, per_step // spec.grpo.num_generations)
-    rule_steps, steps_rule = default_steps(epochs, manifest.train_rows.get(split, 0), per_step)
-    steps, steps_rule = _given_or_rule(t.max_steps, rule_steps, steps_rule, "trainer.max_steps", t.epochs)
+    if epochs is None:
+        rule_steps = FIXED_STEPS[spec.method]
+        steps_rule = f"{rule_steps} ({spec.method}'s fixed default; `trainer.epochs` scales it to the fix set)"
+    else:
+        rule_steps, steps_rule = default_steps(epochs, manifest.train_rows.get(split, 0), per_step)
+    decided_before = t.epochs is not None or spec.method in FIXED_STEPS  # a saved job.yaml names its epochs
+    steps, steps_rule = _given_or_rule(t.max_steps, rule_steps, steps_rule, "trainer.max_steps", decided_before)
     rule_lr, lr_rule = default_lr(spec.method, _width(config))
-    lr, lr_rule = _given_or_rule(t.learning_rate, rule_lr, lr_rule, "trainer.learning_rate", t.epochs)
+    lr, lr_rule = _given_or_rule(t.learning_rate, rule_lr, lr_rule, "trainer.learning_rate", decided_before)
     es = spec.early_stop
     known_every = es.known_every or 0
     decided = spec.model_copy(update={
@@ -246,12 +255,12 @@ def default_lr(method: str, width: int | None) -> tuple[float, str]:
     return lr, f"{lr:g} ({method} {base:g} x {LR_REFERENCE_WIDTH} / width {width})"
 
 
-def _given_or_rule(given: Any, rule_value: Any, rule: str, field: str, epochs: float | None) -> tuple[Any, str]:
-    """The spec's value when it gives one (the rule's words when it equals the rule's value in a spec that
-    also names the epochs: a job's own saved job.yaml, re-read by a launcher's child or --resume)."""
+def _given_or_rule(given: Any, rule_value: Any, rule: str, field: str, resolved: bool) -> tuple[Any, str]:
+    """The spec's value when it gives one (the rule's words when it equals the rule's value in a spec that may
+    have been resolved before: a job's own saved job.yaml, re-read by a launcher's child or --resume)."""
     if given is None:
         return rule_value, rule
-    if epochs is not None and given == rule_value:
+    if resolved and given == rule_value:
         return given, rule
     return given, f"{given:g} (given by the job spec: `{field}`)"
 
