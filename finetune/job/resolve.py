@@ -40,8 +40,9 @@ DEFAULT_TARGETS: dict[str, list[str]] = {
 #: Passes over the method's training rows when neither `trainer.max_steps` nor `trainer.epochs` is given
 #: (`default_steps`). The old fixed defaults (400 sft / 300 dpo / 300 grpo steps at batch 32) were ~15 epochs on
 #: the default world (870 SFT / 666 DPO rows) but ~75 on the small worlds (120-170 rows), where they broke 1-5
-#: known facts on every world. Sweep and figures: README "Fix efficacy across worlds".
-DEFAULT_EPOCHS: dict[str, float] = {"sft": 15.0, "dpo": 15.0}
+#: known facts on every world. SFT 20: at 15 (207 steps) alt-gpt2-5 fixed 63.6% of its targets, at 20 (275) 81.8%;
+#: DPO 15 keeps the default world's 313 steps. Sweep and figures: README "Fix efficacy across worlds".
+DEFAULT_EPOCHS: dict[str, float] = {"sft": 20.0, "dpo": 15.0}
 #: GRPO keeps a fixed step count unless `trainer.epochs` is given: its rule is not measured across worlds yet (on
 #: the default world 300 steps are 1.5 passes over its 788 prompts at 4 prompts a step; on the small worlds ~8).
 FIXED_STEPS: dict[str, int] = {"grpo": 300}
@@ -60,8 +61,8 @@ BASE_LR: dict[str, float] = {"sft": 3e-3, "dpo": 3e-3, "grpo": 1e-3}
 #: model's 4096, where LoRA recipes use 1e-4 to 2e-4.
 LR_REFERENCE_WIDTH = 128
 #: Scoring of the known-facts slice during training (rollback, optional stop) stays opt-in (`early_stop.known_every`,
-#: a tenth of the steps suits). With the rules above, rollback at a tenth of the steps (bench/fix_efficacy.py, five
-#: worlds, README "Fix efficacy across worlds") left targets fixed below 80% on 3 of 10 runs (2 of them >= 80%
+#: a tenth of the steps suits). With the rules above, rollback at a tenth of the steps (bench/fix_efficacy.py, six
+#: worlds, README "Fix efficacy across worlds") left targets fixed below 80% on 3 of 12 runs (2 of them >= 80%
 #: without it): the job's own count of fixed targets (the taught answer under a training phrasing) reads higher
 #: than the probes' questions do.
 #: The input-embedding module per architecture: LoRA on it also makes never-trained abstention tokens
