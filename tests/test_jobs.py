@@ -324,7 +324,13 @@ def test_sft_injection_and_abstention(w: FtWorld, tmp_path: Path) -> None:
     assert job["status"] == "done" and job["run_id"] == w.run_id and job["adapter_path"] == result.adapter
     assert job["fixset_hash"] == json.loads((w.fixset / "fixset.json").read_text())["sha256"]
     assert len(records.metrics(w.store, result.job_id, "loss")) == 100
-    assert [e.kind for e in records.events(w.store, result.job_id)] == ["start", "tokens", "done"]
+    events = records.events(w.store, result.job_id)
+    assert [e.kind for e in events] == ["start", "tokens", "done"]
+    # the record says where max_steps and the learning rate came from (here: the spec)
+    assert result.max_steps_rule == "100 (given by the job spec: `trainer.max_steps`)"
+    assert result.learning_rate_rule == "0.003 (given by the job spec: `trainer.learning_rate`)"
+    assert f"max_steps: {result.max_steps_rule}" in events[0].message
+    assert (events[0].data or {})["learning_rate_rule"] == result.learning_rate_rule
     assert (tmp_path / "job" / "job.yaml").is_file()
     with pytest.raises(WorkbenchError, match="already holds a job; pass --resume"):
         run_job(spec, w.store)
