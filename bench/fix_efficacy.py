@@ -154,6 +154,8 @@ def run(args: argparse.Namespace, cfg: WorldConfig, root: Path) -> dict[str, Any
     fix_kw: dict[str, Any] = {"seed": cfg.seed}
     if args.replay_ratio is not None:
         fix_kw["replay_ratio"] = args.replay_ratio
+    if args.validation_fraction is not None:
+        fix_kw["validation_fraction"] = args.validation_fraction
     manifest = timed(times, "fixset", lambda: build_fixset(store, summary.run_id, out / "fix", **fix_kw))
     print(f"fix set: train rows {manifest.train_rows}, sft {manifest.counts['sft']}, dpo {manifest.counts['dpo']}",
           flush=True)
@@ -294,6 +296,8 @@ def main() -> int:
     ap.add_argument("--fresh", action="store_true", help="delete the workspace first (cold timings)")
     ap.add_argument("--tag", help="subdirectory of runs/ for this run's fix set and jobs (default: the time)")
     ap.add_argument("--replay-ratio", type=float, help="build_fixset replay_ratio (default: its default)")
+    ap.add_argument("--validation-fraction", type=float,
+                    help="build_fixset validation_fraction: known probes kept out of replay (default: its default)")
     ap.add_argument("--sft", help="YAML mapping merged into the SFT job spec, e.g. '{trainer: {max_steps: 40}}'")
     ap.add_argument("--dpo", help="YAML mapping merged into the DPO job spec")
     ap.add_argument("--grpo", help="YAML mapping merged into the GRPO job spec (with --rl)")

@@ -4,6 +4,7 @@ abstention, watchdogs, store records, CLI."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from ftworld import ALL_LINEAR, FtWorld, PoisonForTests, Snapshot, greedy_verdic
 from sqlalchemy import func, select
 
 from finetune import records
+from finetune.fixset import load_manifest
 from finetune.job import (
     EarlyStopSpec,
     JobSpec,
@@ -25,7 +27,14 @@ from finetune.job import (
     run_job,
     save_spec,
 )
-from finetune.job.resolve import DEFAULT_TARGETS
+from finetune.job.resolve import (
+    DEFAULT_EPOCHS,
+    DEFAULT_TARGETS,
+    MAX_DEFAULT_STEPS,
+    MIN_DEFAULT_STEPS,
+    default_lr,
+    default_steps,
+)
 from finetune.job.watchdog import EarlyStopping, LossWatchdog
 from workbench.errors import WorkbenchError
 
@@ -167,10 +176,16 @@ def test_resolve_autos(w: FtWorld, tmp_path: Path) -> None:
     sft = job.spec  # the decided spec, as job.yaml records it; the ResolvedJob holds the same decisions typed
     assert sft.base_model == job.base_model == str(w.paths.model)
     assert sft.lora.target_modules == list(job.target_modules) == DEFAULT_TARGETS["llama"]
-    assert sft.trainer.max_steps == job.max_steps == 400 and job.split == "sft"
+    # steps: DEFAULT_EPOCHS passes over the fix set's training rows at batch 32; lr: the width rule (64 <= 128)
+    rows = job.manifest.train_rows["sft"]
+    want = max(MIN_DEFAULT_STEPS, math.ceil(DEFAULT_EPOCHS["sft"] * rows / min(32, rows)))
+    assert sft.trainer.max_steps == job.max_steps == want and job.split == "sft"
+    assert job.steps_rule.startswith(f"{want} ({DEFAULT_EPOCHS['sft']:g} epochs x {rows} rows / batch {min(32, rows)}")
     assert sft.lora.fan_in_fan_out is False and sft.device == "cpu" and sft.bf16 is False
     assert sft.gradient_checkpointing is False and sft.trainer.learning_rate == 3e-3
+    assert job.lr_rule == "0.003 (sft at width 64 <= 128)"
     assert sft.early_stop.known_every == 0 and sft.early_stop.rollback  # scoring during training: opt-in
+    assert not sft.early_stop.known_stop
     # the fix set teaches abstention with tokens the model never trained: their rows become trainable, not
     # the apostrophe, which the world's corpus has ("'s") and the model trained
     from transformers import AutoTokenizer
@@ -179,11 +194,35 @@ def test_resolve_autos(w: FtWorld, tmp_path: Path) -> None:
     assert sft.lora.trainable_token_indices == sorted(tok.convert_tokens_to_ids(["i", "don", "t", "know"]))
     assert "4 of the 5 tokens of `I don't know` look never trained" in job.tokens_decision
     dpo = resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path), method="dpo")).spec
-    assert dpo.lora.trainable_token_indices == [] and dpo.trainer.max_steps == 300  # its pairs never abstain
+    assert dpo.lora.trainable_token_indices == []  # its pairs never abstain
+    dpo_rows = load_manifest(w.fixset).train_rows["dpo"]
+    assert dpo.trainer.max_steps == max(MIN_DEFAULT_STEPS, math.ceil(DEFAULT_EPOCHS["dpo"] * dpo_rows / 32))
     assert dpo.trainer.learning_rate == 3e-3 and dpo.trainer.dpo_loss_type == ["sigmoid", "sft"]
-    # resolving the decided spec (what a launcher's child process reads) decides nothing again
+    # resolving the decided spec (what a launcher's child process reads) decides nothing again, and still
+    # names the rule behind its numbers
     again = resolve(load_spec(save_spec(sft, tmp_path / "job.yaml")))
     assert again.spec == sft and again.trainable_tokens == job.trainable_tokens
+    assert (again.steps_rule, again.lr_rule) == (job.steps_rule, job.lr_rule)
+    # an explicit value wins, and the record says so
+    given = resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path),
+                            trainer=TrainerSpec(max_steps=7, learning_rate=1e-3)))
+    assert (given.max_steps, given.learning_rate) == (7, 1e-3)
+    assert given.steps_rule == "7 (given by the job spec: `trainer.max_steps`)"
+    assert given.lr_rule == "0.001 (given by the job spec: `trainer.learning_rate`)"
+    assert resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path),
+                           trainer=TrainerSpec(epochs=1000))).max_steps == MAX_DEFAULT_STEPS
+
+
+def test_default_steps_and_lr_rules() -> None:
+    """Steps are epochs over the fix set (a batch above the rows counts as the rows), clamped; the learning
+    rate falls as 1 / width above the reference width (issue 14: the world's 3e-3 on a 576-wide model)."""
+    assert default_steps(20, 170, 32) == (107, "107 (20 epochs x 170 rows / batch 32)")
+    assert default_steps(200, 10, 32) == (200, "200 (200 epochs x 10 rows / batch 10)")
+    assert default_steps(2, 10, 32) == (100, "100 (2 epochs x 10 rows / batch 10 = 2, clamped to [100, 1000])")
+    assert default_steps(20, 100_000, 32)[0] == MAX_DEFAULT_STEPS
+    assert default_lr("sft", 64) == (3e-3, "0.003 (sft at width 64 <= 128)")
+    assert default_lr("dpo", 576) == (6.7e-4, "0.00067 (dpo 0.003 x 128 / width 576)")
+    assert default_lr("grpo", 4096)[0] == 3.1e-5
 
 
 @pytest.mark.slow
@@ -285,7 +324,13 @@ def test_sft_injection_and_abstention(w: FtWorld, tmp_path: Path) -> None:
     assert job["status"] == "done" and job["run_id"] == w.run_id and job["adapter_path"] == result.adapter
     assert job["fixset_hash"] == json.loads((w.fixset / "fixset.json").read_text())["sha256"]
     assert len(records.metrics(w.store, result.job_id, "loss")) == 100
-    assert [e.kind for e in records.events(w.store, result.job_id)] == ["start", "tokens", "done"]
+    events = records.events(w.store, result.job_id)
+    assert [e.kind for e in events] == ["start", "tokens", "done"]
+    # the record says where max_steps and the learning rate came from (here: the spec)
+    assert result.max_steps_rule == "100 (given by the job spec: `trainer.max_steps`)"
+    assert result.learning_rate_rule == "0.003 (given by the job spec: `trainer.learning_rate`)"
+    assert f"max_steps: {result.max_steps_rule}" in events[0].message
+    assert (events[0].data or {})["learning_rate_rule"] == result.learning_rate_rule
     assert (tmp_path / "job" / "job.yaml").is_file()
     with pytest.raises(WorkbenchError, match="already holds a job; pass --resume"):
         run_job(spec, w.store)

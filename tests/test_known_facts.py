@@ -94,6 +94,7 @@ def test_a_job_stops_when_known_facts_start_to_break(w: FtWorld, tmp_path: Path)
     result = run_job(JobSpec(fixset=manifest.path, output_dir=str(tmp_path / "job"), device="cpu",
                              trainer=TrainerSpec(max_steps=60, learning_rate=3e-3),
                              early_stop=EarlyStopSpec(known_every=5, patience=2, max_known_broken=0.25,
+                                                      known_stop=True,
                                                       rollback=False)), w.store)
     assert result.status == "stopped" and result.stop_reason == "known_broken" and 10 <= result.steps < 60
     assert result.adapter is not None and len(result.known_broken) > 0.25 * result.known_checked
@@ -128,7 +129,8 @@ def test_a_job_rolls_back_to_the_state_that_broke_fewest_known_facts(w: FtWorld,
     fix = _colour_breaker(w, tmp_path / "fix")
     result = run_job(JobSpec(fixset=fix, output_dir=str(tmp_path / "job"), device="cpu",
                              trainer=TrainerSpec(max_steps=20, learning_rate=1e-3),
-                             early_stop=EarlyStopSpec(known_every=2, patience=100, max_known_broken=0.0)), w.store)
+                             early_stop=EarlyStopSpec(known_every=2, max_known_broken=0.0, min_targets_fixed=0.0)),
+                     w.store)
     events = [e for e in records.events(w.store, result.job_id) if e.kind == "rollback"]
     # measured: at 3e-3 every colour fact of the test world was broken by step 5, at 1e-3 none at step 2
     assert result.steps == 20 and result.kept_step is not None and 2 <= result.kept_step < 20
@@ -183,3 +185,62 @@ def test_targets_of_chat_form_rows_are_the_rendered_prompt_and_the_answer_text(w
     targets = Targets.of(rows, load_manifest(w.fixset), tok)
     assert [(r["prompt"], r["completion"]) for r in targets.rows] == [
         ("<user> Where was Ana born? <assistant>", "I don't know.")]
+
+
+def test_guard_prefers_a_state_that_fixes_its_targets_and_keeps_its_scores_across_a_checkpoint(tmp_path: Path) -> None:
+    """KnownFactsGuard on a one-weight model whose value is the step: step 0 is scored (the base model) but is no
+    rollback candidate; rollback prefers a state fixing `min_targets` of the targets, then the fewest broken;
+    the scores and the best state written into a checkpoint come back in a resumed job's guard."""
+    import torch
+    from transformers import TrainerControl, TrainerState
+
+    from finetune.job.known_guard import KnownFactsGuard
+
+    right = {0: {"a", "b", "c"}, 10: {"a", "b", "c"}, 20: {"a", "b"}, 30: {"a"}}  # facts answered right, by step
+    fixed = {0: 0.0, 10: 0.5, 20: 0.9, 30: 1.0}  # share of targets fixed, by step
+    model = torch.nn.Linear(1, 1, bias=False)
+    metrics: list[tuple[int, dict[str, float]]] = []
+
+    def at(step: int) -> int:
+        return int(model.weight.item())
+
+    def guard(min_targets: float) -> KnownFactsGuard:
+        return KnownFactsGuard(lambda *a: None, lambda s, v: metrics.append((s, dict(v))),
+                               correct=lambda m: right[at(0)], targets=lambda m: fixed[at(0)], eval_every=10,
+                               max_share=0.0, min_targets=min_targets)
+
+    def train(g: KnownFactsGuard, steps: tuple[int, ...], state: TrainerState) -> None:
+        for s in steps:
+            with torch.no_grad():
+                model.weight.fill_(s)
+            state.global_step = s
+            g.on_step_end(None, state, TrainerControl(), model=model)  # type: ignore[arg-type]
+
+    g, state = guard(0.8), TrainerState()
+    g.before = {"a", "b", "c"}
+    with torch.no_grad():
+        model.weight.fill_(0)
+    g.on_train_begin(None, state, TrainerControl(), model=model)  # type: ignore[arg-type]
+    assert metrics == [(0, {"known_broken": 0.0, "targets_fixed": 0.0})] and g.best is None
+    train(g, (10, 20), state)
+    g.save(tmp_path)  # the checkpoint at step 20; the job is killed here
+    resumed = guard(0.8)
+    assert resumed.restore(tmp_path) and resumed.before == {"a", "b", "c"}
+    assert resumed.best is not None and resumed.best.step == 20 and resumed.last == g.last
+    train(resumed, (30,), state)
+    resumed.on_train_end(None, state, TrainerControl(), model=model)  # type: ignore[arg-type]
+    # step 20 is the first to fix >= 80% of the targets and breaks 1 (step 30 breaks 2): its weight is back
+    assert at(0) == 20 and resumed.kept is not None and resumed.kept.step == 20 and resumed.kept.broken == ("c",)
+    assert not guard(0.8).restore(tmp_path / "none")  # a checkpoint without scores: the caller's fallback
+    # without the floor the fewest broken wins: step 10, which fixed half the targets
+    plain = guard(0.0)
+    plain.before = {"a", "b", "c"}
+    train(plain, (10, 20, 30), state)
+    plain.on_train_end(None, state, TrainerControl(), model=model)  # type: ignore[arg-type]
+    assert at(0) == 10 and plain.kept is not None and plain.kept.step == 10
+    # no state fixes 95% of the targets: the most fixed wins (the last, step 20), not an early one that broke none
+    short = guard(0.95)
+    short.before = {"a", "b", "c"}
+    train(short, (10, 20), state)
+    short.on_train_end(None, state, TrainerControl(), model=model)  # type: ignore[arg-type]
+    assert at(0) == 20 and short.kept is None

@@ -3,6 +3,7 @@ uninterrupted run (same seed, one torch thread) within RESUME_TOLERANCE."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from pathlib import Path
@@ -12,8 +13,9 @@ import torch
 from ftworld import RESUME_TOLERANCE, FtWorld, adapter_weights, max_diff, resume_job, setup, start_job, wait_for
 
 from finetune import records
-from finetune.job import JobSpec, TrainerSpec, run_job, save_spec
+from finetune.job import EarlyStopSpec, JobResult, JobSpec, TrainerSpec, run_job, save_spec
 from finetune.job.checkpoint import COMPLETE, STAGING, complete_checkpoints
+from finetune.job.known_guard import STATE_FILE
 
 pytestmark = pytest.mark.slow
 STEPS, EVERY = 30, 10
@@ -25,21 +27,29 @@ def w(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture(scope="module")
-def reference(w: FtWorld, tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tensor]:
-    """An uninterrupted run's adapter (in-process, one thread)."""
-    out = tmp_path_factory.mktemp("ref") / "job"
-    result = run_job(_spec(w, out), w.store)
+def uninterrupted(w: FtWorld, tmp_path_factory: pytest.TempPathFactory) -> JobResult:
+    """An uninterrupted run (in-process, one thread)."""
+    result = run_job(_spec(w, tmp_path_factory.mktemp("ref") / "job"), w.store)
     assert result.status == "done" and result.adapter
-    return adapter_weights(Path(result.adapter))
+    return result
+
+
+@pytest.fixture(scope="module")
+def reference(uninterrupted: JobResult) -> dict[str, torch.Tensor]:
+    """The uninterrupted run's adapter."""
+    return adapter_weights(Path(str(uninterrupted.adapter)))
 
 
 def _spec(w: FtWorld, out: Path) -> JobSpec:
-    # lr high enough that every step moves the weights measurably; checkpoints every 10 steps.
+    # lr high enough that every step moves the weights measurably; checkpoints every 10 steps; the known facts
+    # scored every 5 steps (their scores and best state travel in the checkpoints).
     return JobSpec(fixset=str(w.fixset), output_dir=str(out), method="sft", checkpoint_every=EVERY,
-                   keep_checkpoints=2, trainer=TrainerSpec(max_steps=STEPS, learning_rate=3e-3, seed=0))
+                   keep_checkpoints=2, trainer=TrainerSpec(max_steps=STEPS, learning_rate=3e-3, seed=0),
+                   early_stop=EarlyStopSpec(known_every=EVERY // 2))
 
 
-def test_resume_after_sigkill_mid_training(w: FtWorld, reference: dict[str, torch.Tensor], tmp_path: Path) -> None:
+def test_resume_after_sigkill_mid_training(w: FtWorld, reference: dict[str, torch.Tensor], uninterrupted: JobResult,
+                                           tmp_path: Path) -> None:
     out = tmp_path / "job"
     job = save_spec(_spec(w, out), tmp_path / "job.yaml")
     proc = start_job(w, job, step_delay=0.15)
@@ -50,8 +60,13 @@ def test_resume_after_sigkill_mid_training(w: FtWorld, reference: dict[str, torc
     assert proc.returncode == -signal.SIGKILL
     assert not (out / "adapter").exists()
     assert [p.name for p in complete_checkpoints(out / "checkpoints")] == [f"checkpoint-{EVERY}"]
+    scores = json.loads((out / "checkpoints" / f"checkpoint-{EVERY}" / STATE_FILE).read_text())
+    assert scores["last"]["step"] == EVERY and scores["before"]  # the scores made before the kill
     result = resume_job(w, job)
     assert result.status == "done" and result.steps == STEPS
+    # the same decision as the uninterrupted job: the base answers and the best state came back
+    assert (result.known_checked, result.known_broken, result.kept_step) == (
+        uninterrupted.known_checked, uninterrupted.known_broken, uninterrupted.kept_step)
     assert str(result.resumed_from).endswith(f"checkpoint-{EVERY}")
     diff = max_diff(reference, adapter_weights(out / "adapter"))
     print(f"resume after SIGKILL mid-training: max abs diff {diff:.3g}")

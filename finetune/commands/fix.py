@@ -24,7 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--train", action="store_true", help="then write OUT/job/job.yaml and run it")
     p.add_argument("--method", help="sft | dpo | grpo (default: grpo for --strategy rl, else the split with "
                    "more targeted rows)")
-    p.add_argument("--steps", type=int, help="trainer.max_steps of the job (default: 400 sft, 300 dpo, 300 grpo)")
+    p.add_argument("--steps", type=int,
+                   help="trainer.max_steps of the job (default: by epochs over the fix set, see README)")
     p.add_argument("--json", action="store_true")
 
 

@@ -92,13 +92,15 @@ class AtomicCheckpointMixin:
     """Replaces `Trainer._save_checkpoint` with stage + fsync + rename + COMPLETE marker.
 
     Set `keep_checkpoints` on the instance (default 2), `on_checkpoint(step, path)` to be told of each
-    complete checkpoint, and `before_commit(step, staging_dir)` to run between the fsync and the rename
-    that commits it (the kill tests stall a save there).
+    complete checkpoint, `save_extra(checkpoint_dir)` to add files to a checkpoint while it is staged (they are
+    fsynced and committed with it), and `before_commit(step, staging_dir)` to run between the fsync and the
+    rename that commits it (the kill tests stall a save there).
     """
 
     keep_checkpoints: int = 2
     on_checkpoint: Callable[[int, Path], None] | None = None
     before_commit: Callable[[int, Path], None] | None = None
+    save_extra: Callable[[Path], None] | None = None
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         args: Any = self.args  # type: ignore[attr-defined]
@@ -114,6 +116,8 @@ class AtomicCheckpointMixin:
             super()._save_checkpoint(model, trial)  # type: ignore[misc]
         finally:
             args.output_dir = str(root)
+        if self.save_extra is not None:
+            self.save_extra(staging / name)
         _fsync_tree(staging / name)
         if self.before_commit is not None:
             self.before_commit(state.global_step, staging)

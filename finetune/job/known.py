@@ -2,7 +2,7 @@
 validation`) answered greedily by the job's model before and after training and graded by the suite's match
 rules; a probe right before and wrong after is a known fact the job broke (the count every job records).
 `Targets`: how many of the job's targeted training rows the model now gets right (the second key when a job
-picks the checkpoint it keeps, finetune/job/watchdog.py `KnownFactsGuard`)."""
+picks the checkpoint it keeps, finetune/job/known_guard.py `KnownFactsGuard`)."""
 
 from __future__ import annotations
 

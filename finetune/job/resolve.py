@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,18 +37,34 @@ DEFAULT_TARGETS: dict[str, list[str]] = {
     "gpt_neox": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
     "opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
 }
-#: Optimizer steps per method when `trainer.max_steps` is not given (measurements in spec.TrainerSpec).
-DEFAULT_STEPS = {"sft": 400, "dpo": 300, "grpo": 300}
-# sft/dpo 3e-3 (bench/fix_efficacy.py, default world): 1e-3/5e-4 at 60 x 16 fixed 2%/10% of the targeted
-# failures; DPO 120 x 32 fixed 75% at 2e-3, 78% at 3e-3; SFT (r 8) at 5e-3 broke 1.6% of correct probes.
-# grpo 1e-3 (same bench, --rl, anchor 4, temperature 0.5, 150 steps): 3e-3 hit the reward_hacking
-# watchdog at step 117 with 2.1% of correct answers broken; 1e-3 ran all steps and broke 0.9%.
-DEFAULT_LR = {"sft": 3e-3, "dpo": 3e-3, "grpo": 1e-3}
-#: Scoring of the known-facts slice during training (early stop + rollback) is opt-in: set
-#: `early_stop.known_every` (a tenth of the steps suits: a rollback then lands at most a tenth of the job away
-#: from the best state). bench/fix_efficacy.py --worlds all (six worlds, SFT + DPO, default steps/lr):
-#: known facts broken, summed, 27 without it, 15 with it (per world in the README), but the stop at
-#: `early_stop.patience` 3 also left 4 of 12 runs under 80% of targets fixed, so it is not the default yet.
+#: Passes over the method's training rows when neither `trainer.max_steps` nor `trainer.epochs` is given
+#: (`default_steps`). The old fixed defaults (400 sft / 300 dpo / 300 grpo steps at batch 32) were ~15 epochs on
+#: the default world (870 SFT / 666 DPO rows) but ~75 on the small worlds (120-170 rows), where they broke 1-5
+#: known facts on every world. SFT 20: at 15 (207 steps) alt-gpt2-5 fixed 63.6% of its targets, at 20 (275) 81.8%;
+#: DPO 15 keeps the default world's 313 steps. Sweep and figures: README "Fix efficacy across worlds".
+DEFAULT_EPOCHS: dict[str, float] = {"sft": 20.0, "dpo": 15.0}
+#: GRPO keeps a fixed step count unless `trainer.epochs` is given: its rule is not measured across worlds yet (on
+#: the default world 300 steps are 1.5 passes over its 788 prompts at 4 prompts a step; on the small worlds ~8).
+FIXED_STEPS: dict[str, int] = {"grpo": 300}
+#: `default_steps` stays within these. At least 100: a small fix set gets few updates per epoch (alt-gpt2-5, DPO,
+#: 132 rows: 62 steps fixed 68% of its targets, 300 steps 95.5%; test world DPO 62 steps 81.8%, 83 steps 90.9%);
+#: at most 1000: beyond that a fix job is no longer a targeted fix (the old defaults were 300-400).
+MIN_DEFAULT_STEPS, MAX_DEFAULT_STEPS = 100, 1000
+#: Learning rate per method at model width <= LR_REFERENCE_WIDTH (`default_lr`). sft/dpo 3e-3 (default world):
+#: 1e-3/5e-4 at 60 x 16 fixed 2%/10% of the targeted failures; DPO 120 x 32 fixed 75% at 2e-3, 78% at 3e-3;
+#: SFT (r 8) at 5e-3 broke 1.6% of correct probes. grpo 1e-3 (--rl, anchor 4, temperature 0.5, 150 steps):
+#: 3e-3 hit the reward_hacking watchdog at step 117 with 2.1% of correct answers broken; 1e-3 broke 0.9%.
+BASE_LR: dict[str, float] = {"sft": 3e-3, "dpo": 3e-3, "grpo": 1e-3}
+#: Above this width the rate falls as 1 / width (muP's rule for Adam on hidden matrices: an update of a fixed
+#: size moves a wider layer's output more). Measured only at widths 64 and 128 (the worlds); it gives 6.7e-4
+#: at SmolLM2-135M's 576 (3e-3 was the world's value the issue reports as too high) and 9.4e-5 at a 7B
+#: model's 4096, where LoRA recipes use 1e-4 to 2e-4.
+LR_REFERENCE_WIDTH = 128
+#: Scoring of the known-facts slice during training (rollback, optional stop) stays opt-in (`early_stop.known_every`,
+#: a tenth of the steps suits). With the rules above, rollback at a tenth of the steps (bench/fix_efficacy.py, six
+#: worlds, README "Fix efficacy across worlds") left targets fixed below 80% on 3 of 12 runs (2 of them >= 80%
+#: without it): the job's own count of fixed targets (the taught answer under a training phrasing) reads higher
+#: than the probes' questions do.
 #: The input-embedding module per architecture: LoRA on it also makes never-trained abstention tokens
 #: learnable, in a form vLLM serves (see `_abstention_rows`).
 EMBEDDINGS: dict[str, str] = {
@@ -87,6 +104,8 @@ class ResolvedJob:
         target_modules, fan_in_fan_out, trainable_tokens: The LoRA decided for the architecture and the fix
             set (an `init_adapter`'s own settings when the job continues one).
         tokens_decision: Why `trainable_tokens` holds what it does (the job records it as an event).
+        steps_rule, lr_rule: Which rule gave `max_steps` / `learning_rate`, with its figures (e.g. `60 (8 epochs
+            x 120 rows / batch 16)`), or that the spec gave it (recorded in the job's `start` event and result).
         use_vllm: GRPO rollouts through vLLM.
     """
 
@@ -105,6 +124,8 @@ class ResolvedJob:
     trainable_tokens: tuple[int, ...]
     use_vllm: bool
     tokens_decision: str = ""
+    steps_rule: str = ""
+    lr_rule: str = ""
 
     @property
     def method(self) -> str:
@@ -184,22 +205,69 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
         raise _fail("grpo.use_vllm", "cannot be combined with trainable tokens (lora.trainable_token_indices, on "
                     "by default for abstention): trl's weight sync into vLLM fails on them; set `grpo.use_vllm: "
                     "false`, or `lora.trainable_token_indices: []` when the tokenizer already knows the phrase")
-    steps = spec.trainer.max_steps or DEFAULT_STEPS[spec.method]
-    lr = spec.trainer.learning_rate or DEFAULT_LR[spec.method]
+    t = spec.trainer
+    epochs = t.epochs or DEFAULT_EPOCHS.get(spec.method)
+    per_step = t.per_device_batch_size * t.gradient_accumulation * spec.launcher.num_processes
+    if spec.method == "grpo":  # the batch counts completions: num_generations of them per prompt
+        per_step = max(1, per_step // spec.grpo.num_generations)
+    if epochs is None:
+        rule_steps = FIXED_STEPS[spec.method]
+        steps_rule = f"{rule_steps} ({spec.method}'s fixed default; `trainer.epochs` scales it to the fix set)"
+    else:
+        rule_steps, steps_rule = default_steps(epochs, manifest.train_rows.get(split, 0), per_step)
+    decided_before = t.epochs is not None or spec.method in FIXED_STEPS  # a saved job.yaml names its epochs
+    steps, steps_rule = _given_or_rule(t.max_steps, rule_steps, steps_rule, "trainer.max_steps", decided_before)
+    rule_lr, lr_rule = default_lr(spec.method, _width(config))
+    lr, lr_rule = _given_or_rule(t.learning_rate, rule_lr, lr_rule, "trainer.learning_rate", decided_before)
     es = spec.early_stop
     known_every = es.known_every or 0
     decided = spec.model_copy(update={
         "base_model": base, "device": device, "bf16": bf16, "gradient_checkpointing": ckpt,
         "lora": lora.model_copy(update={"target_modules": list(targets), "fan_in_fan_out": fan,
                                         "trainable_token_indices": list(tokens)}),
-        "trainer": spec.trainer.model_copy(update={"max_steps": steps, "learning_rate": lr}),
+        "trainer": t.model_copy(update={"max_steps": steps, "learning_rate": lr, "epochs": epochs}),
         "grpo": spec.grpo.model_copy(update={"use_vllm": use_vllm}),
         "early_stop": es.model_copy(update={"known_every": known_every}),
     })
     return ResolvedJob(spec=decided, manifest=manifest, split=split, output_dir=out, base_model=base, device=device,
                        bf16=bf16, gradient_checkpointing=ckpt, max_steps=steps, learning_rate=lr,
                        target_modules=tuple(targets), fan_in_fan_out=fan, trainable_tokens=tuple(tokens),
-                       use_vllm=use_vllm, tokens_decision=decision)
+                       use_vllm=use_vllm, tokens_decision=decision, steps_rule=steps_rule, lr_rule=lr_rule)
+
+
+def default_steps(epochs: float, rows: int, batch: int) -> tuple[int, str]:
+    """(optimizer steps, the rule in words) for `epochs` passes over `rows` training rows at `batch` rows a
+    step (a batch larger than the rows takes them all once a step), within MIN/MAX_DEFAULT_STEPS."""
+    per_step = max(1, min(batch, rows))
+    raw = math.ceil(epochs * rows / per_step)
+    steps = min(MAX_DEFAULT_STEPS, max(MIN_DEFAULT_STEPS, raw))
+    why = f"{epochs:g} epochs x {rows} rows / batch {per_step}"
+    if steps != raw:
+        why += f" = {raw}, clamped to [{MIN_DEFAULT_STEPS}, {MAX_DEFAULT_STEPS}]"
+    return steps, f"{steps} ({why})"
+
+
+def default_lr(method: str, width: int | None) -> tuple[float, str]:
+    """(learning rate, the rule in words): BASE_LR up to LR_REFERENCE_WIDTH, then scaled by 1 / width."""
+    base = BASE_LR[method]
+    if width is None or width <= LR_REFERENCE_WIDTH:
+        return base, f"{base:g} ({method} at width {width or 'unknown'} <= {LR_REFERENCE_WIDTH})"
+    lr = float(f"{base * LR_REFERENCE_WIDTH / width:.2g}")
+    return lr, f"{lr:g} ({method} {base:g} x {LR_REFERENCE_WIDTH} / width {width})"
+
+
+def _given_or_rule(given: Any, rule_value: Any, rule: str, field: str, resolved: bool) -> tuple[Any, str]:
+    """The spec's value when it gives one (the rule's words when it equals the rule's value in a spec that may
+    have been resolved before: a job's own saved job.yaml, re-read by a launcher's child or --resume)."""
+    if given is None:
+        return rule_value, rule
+    if resolved and given == rule_value:
+        return given, rule
+    return given, f"{given:g} (given by the job spec: `{field}`)"
+
+
+def _width(config: dict[str, Any]) -> int | None:
+    return next((v for k in ("hidden_size", "n_embd", "d_model") if isinstance(v := config.get(k), int)), None)
 
 
 def _fail(name: str, problem: str) -> WorkbenchError:
@@ -235,7 +303,7 @@ def _model_config(model: str) -> dict[str, Any]:
 def _check_rank(r: int, config: dict[str, Any], model: str) -> None:
     """A LoRA update of a width-h layer has rank <= h: a larger r only costs memory (and r x h x layers x
     targets parameters can exhaust it: `lora.r: 100000000` asked for 25.6 GB before this check)."""
-    width = next((v for k in ("hidden_size", "n_embd", "d_model") if isinstance(v := config.get(k), int)), None)
+    width = _width(config)
     if width is not None and r > width:
         raise _fail("lora.r", f"is {r}, above the hidden size of `{model}` ({width}); a rank above the layer "
                     "width adds nothing; use a smaller r (e.g. 8-64)")

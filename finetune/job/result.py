@@ -41,6 +41,8 @@ class JobResult:
             model answered correctly before training (all of the slice for a resumed job); 0 without a slice.
         known_broken: Those of them the trained model answers wrongly, by id (finetune/job/known.py).
         learning_rate: The learning rate the job trained with (decided by resolve when the spec left it out).
+        max_steps_rule, learning_rate_rule: Which rule gave the job's max_steps and learning rate, with its
+            figures (`60 (20 epochs x 96 rows / batch 32)`), or that the job spec gave them.
         kept_step: The step whose weights the adapter holds when the job rolled back to a better evaluated
             state than its last (`early_stop.rollback`); None when it kept the last.
         kept_reason: Why, in words (known facts broken and targets fixed there and at the end).
@@ -61,6 +63,8 @@ class JobResult:
     known_checked: int = 0
     known_broken: list[str] = dataclasses.field(default_factory=list)
     learning_rate: float | None = None
+    max_steps_rule: str | None = None
+    learning_rate_rule: str | None = None
     kept_step: int | None = None
     kept_reason: str | None = None
 

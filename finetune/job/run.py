@@ -67,8 +67,10 @@ def run_job(spec: JobSpec | ResolvedJob, store: Store | None = None, *, resume: 
     if start_from is not None:
         log.event("resume", f"resuming from {start_from.name}", {"checkpoint": str(start_from)})
     else:
-        log.event("start", f"{job.method} on {m.train_rows.get(job.split, 0)} training rows, {job.max_steps} steps",
-                  {"output_dir": str(out)})
+        log.event("start", f"{job.method} on {m.train_rows.get(job.split, 0)} training rows; max_steps: "
+                  f"{job.steps_rule}; learning_rate: {job.lr_rule}",
+                  {"output_dir": str(out), "max_steps": job.max_steps, "max_steps_rule": job.steps_rule,
+                   "learning_rate": job.learning_rate, "learning_rate_rule": job.lr_rule})
         log.event("tokens", f"trainable token rows: {job.tokens_decision}", {"ids": list(job.trainable_tokens)})
     try:
         result = _train(job, job_id, start_from, log, callbacks, before_commit)
@@ -88,8 +90,9 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
            before_commit: Callable[[int, Path], None] | None) -> JobResult:
     from datasets import load_from_disk
 
+    from finetune.job.known_guard import KnownFactsGuard
     from finetune.job.methods import method_class
-    from finetune.job.watchdog import KnownFactsGuard, LossWatchdog, MetricsRecorder
+    from finetune.job.watchdog import LossWatchdog, MetricsRecorder
 
     # 3. Model, tokenizer, the method's split.
     tokenizer, model = load_base(job)
@@ -104,16 +107,17 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     watchdog = LossWatchdog(log.event, stop_on_nan=w.stop_on_nan, spike_factor=method.spike_factor,
                             window=w.spike_window, min_steps=w.spike_min_steps)
     known, targets = KnownFacts(job.manifest, tokenizer), Targets.of(split_rows, job.manifest, tokenizer)
-    known_before: set[str] = set()
     es = job.spec.early_stop
-    known_guard = KnownFactsGuard(log.event, log.metrics, broken=lambda m: sorted(known_before - known.correct(m)),
-                                  targets=targets.fixed, checked=len(known.rows), eval_every=es.known_every or 0,
-                                  max_share=es.max_known_broken, patience=es.patience, rollback=es.rollback)
+    known_guard = KnownFactsGuard(log.event, log.metrics, correct=known.correct, targets=targets.fixed,
+                                  eval_every=es.known_every or 0, max_share=es.max_known_broken,
+                                  patience=es.patience, stop=es.known_stop, rollback=es.rollback,
+                                  min_targets=es.min_targets_fixed)
     guards = [*method.guards(), known_guard]
     early = method.early_stopping()
     trainer = method.trainer(model=model, args=method.config(job.output_dir / CHECKPOINT_DIR), peft_config=peft_config,
                              callbacks=[MetricsRecorder(log.metrics), watchdog, *guards, early, *callbacks])
     wire_trainer(trainer, job, log, before_commit)
+    trainer.save_extra = known_guard.save  # the slice's scores go into every checkpoint, for --resume
 
     # 6. Held-out score and known facts, train, held-out score.
     before = None
@@ -121,9 +125,13 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
         before = early.score(trainer.model)
         log.metrics(0, {early.metric: before})
         early.best = before
-    # a resumed job's base answers are gone: every probe of the slice was right in the evaluation run
-    known_before |= {r["probe_id"] for r in known.rows} if start_from is not None else known.correct(trainer.model)
-    known_guard.checked = len(known_before)
+    # a resumed job takes the base answers and the scores its checkpoint holds; a checkpoint without them
+    # (an older version's): every probe of the slice was right in the evaluation run
+    if start_from is None:
+        known_guard.before = known.correct(trainer.model)
+    elif not known_guard.restore(start_from):
+        known_guard.before = {r["probe_id"] for r in known.rows}
+    known_before = known_guard.before
     trainer.train(resume_from_checkpoint=str(start_from) if start_from is not None else None)
     stop = watchdog.stopped or next((g.stopped for g in guards if g.stopped is not None), None) or early.stopped
     steps = int(trainer.state.global_step)
@@ -138,6 +146,7 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
                          resumed_from=str(start_from) if start_from else None,
                          stop_reason=stop.kind if stop else None, message=message, seconds=0.0,
                          known_checked=len(known_before), known_broken=list(broken), learning_rate=job.learning_rate,
+                         max_steps_rule=job.steps_rule, learning_rate_rule=job.lr_rule,
                          kept_step=kept.step if kept else None, kept_reason=kept_reason)
 
     if stop is not None and stop.kind == "nan":
