@@ -238,8 +238,9 @@ def build_app(workspace: str | Path) -> Any:
         return v.verdict, v.chart_html, v.recommendations, v.cli
 
     @_ui_errors
-    def launch(fixset: str, method: str, steps: float, name: str) -> tuple[Any, ...]:
-        v = fix.launch_job(store, fixset or "", method=method, max_steps=int(steps), name=name or "")
+    def launch(fixset: str, method: str, steps: float | None, name: str) -> tuple[Any, ...]:
+        v = fix.launch_job(store, fixset or "", method=method, max_steps=None if steps is None else int(steps),
+                           name=name or "")
         return v.output_dir, f"started pid {v.pid}: `{v.job_yaml}`", v.cli, gr.Timer(active=True)
 
     @_ui_errors
@@ -385,7 +386,7 @@ def build_app(workspace: str | Path) -> Any:
                 with gr.Row():
                     jb_fixset = gr.Textbox(label="fix set dir")
                     jb_method = gr.Dropdown(label="method", choices=list(JOB_METHODS), value="sft")
-                    jb_steps = gr.Number(label="max steps", value=60, precision=0)
+                    jb_steps = gr.Number(label="max steps (empty: epochs over the fix set)", value=None, precision=0)
                     jb_name = gr.Textbox(label="job name (optional)")
                     jb_launch = gr.Button("Launch job", variant="primary")
                     jb_stop = gr.Button("Stop job", variant="stop")

@@ -109,11 +109,11 @@ class LaunchView:
     cli: str
 
 
-def launch_job(store: Store, fixset: str, *, method: str = "sft", max_steps: float = 60,
+def launch_job(store: Store, fixset: str, *, method: str = "sft", max_steps: float | None = None,
                learning_rate: float | None = None, name: str = "") -> LaunchView:
     """Write `jobs/<name>/job.yaml` (resolved, pre-flighted on a GPU as `workbench train` does) and start
     the job process on it. Values come from widgets: the job spec's validation bounds them (a `max_steps`
-    of 1e30 is refused, not started)."""
+    of 1e30 is refused, not started); `max_steps` None takes the job's own rule (epochs over the fix set)."""
     from finetune.job import METHODS, check_fits, from_dict, resolve, save_spec
     from finetune.job.launcher import job_command
 
@@ -124,7 +124,7 @@ def launch_job(store: Store, fixset: str, *, method: str = "sft", max_steps: flo
     out = resolve_inside(store.workspace, rel)
     if out.exists() and any(out.iterdir()):
         raise WorkbenchError(f"`{rel}` already exists in the workspace; pick another job name")
-    trainer: dict[str, Any] = {"max_steps": max_steps}
+    trainer: dict[str, Any] = {} if max_steps is None else {"max_steps": max_steps}
     if learning_rate:
         trainer["learning_rate"] = learning_rate
     job = resolve(from_dict({"fixset": str(fix_dir), "output_dir": str(out), "method": method,

@@ -415,6 +415,16 @@ def test_fix_tab_launches_follows_and_stops_a_job(data: AppData, store: Store) -
     assert "stopped" in ui.stop_job(store, job.output_dir, who="ann")
     after = ui.follow_job(store, job.output_dir)
     assert "stopped" in after.status and not after.running and "stopped" in set(after.events["kind"])
+    # An empty "max steps" widget leaves the steps to the job's rule (epochs over the fix set), not a UI default.
+    ruled = ui.launch_job(store, "fixsets/base", method="sft", name="t2")
+    ui.stop_job(store, ruled.output_dir)
+    from finetune.job import from_dict, load_spec, resolve
+
+    saved = load_spec(store.workspace / ruled.output_dir / "job.yaml")
+    fresh = resolve(from_dict({"fixset": str(store.workspace / "fixsets/base"), "method": "sft",
+                               "output_dir": str(store.workspace / "jobs/unused"), "workspace": str(store.workspace)},
+                              where="job"))
+    assert saved.trainer.max_steps == fresh.max_steps and "epochs x" in fresh.steps_rule, fresh.steps_rule
 
 
 def test_review_cli_matches_the_app(data: AppData, store: Store, capsys: pytest.CaptureFixture[str]) -> None:
