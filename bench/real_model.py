@@ -1,6 +1,7 @@
 """Measurements on the real chat model (SmolLM2-135M-Instruct, the built-in `smollm2`).
 
-    .venv/bin/python bench/real_model.py budget [--limit 50] [--max 256] [--threads 1] [--out FILE]
+    .venv/bin/python bench/real_model.py budget [--limit 50] [--max 128] [--threads 1] [--out FILE]
+    .venv/bin/python bench/real_model.py fix [--questions 50] [--samples 4] [--steps 30] [--method sft] [--out FILE]
 
 `budget`: how many greedy answers a token budget cuts (finish_reason `length`), per format and template, at
 16/32/64/96/128 new tokens: what the suite's default `max_tokens` rules (workbench/probes/budget.py) rest on.
@@ -10,6 +11,12 @@ when it has not ended (end of turn, or the newline stop of a plain template) wit
 Templates: `chat` (the tokenizer's chat template, as `--template chat`) and a 2-shot plain Q/A template with a
 newline stop. Formats: every shipped real-benchmark file (tests/data/formats/) and ../shared/data/TruthfulQA.csv
 when it is there (its first `--limit` rows).
+
+`fix`: `workbench demo --real` as a user runs it (a subprocess, in a fresh workspace) at the given size: its wall
+time and its report, per group of the baseline's probes: the targeted unknown facts (trained, held out) with how
+many were hallucinated before and after the fix, and the known facts (answered right before) the fix broke (now
+refused or wrong). Not here yet: hf vs vllm and vs lm-eval throughput on the real model (bench/vllm_vs_hf.py
+takes `--model DIR` for the first).
 """
 
 from __future__ import annotations
@@ -91,6 +98,26 @@ def budget(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def fix(args: argparse.Namespace) -> dict[str, Any]:
+    import subprocess
+    import tempfile
+
+    ws = tempfile.mkdtemp(prefix="real-fix-")
+    cmd = [sys.executable, "-m", "hallucination_workbench", "demo", "--real", "--workspace", ws, "--questions",
+           str(args.questions), "--samples", str(args.samples), "--steps", str(args.steps), "--methods", args.method,
+           "--threads", str(args.threads)]
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, stdin=subprocess.DEVNULL)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"demo --real failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    line = next(x for x in proc.stdout.splitlines() if x.startswith('{"real_demo"'))
+    row = {"questions": args.questions, "samples": args.samples, "steps": args.steps, "method": args.method,
+           "wall_s": round(wall, 1), **json.loads(line)}
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="what", required=True)
@@ -99,11 +126,19 @@ def main() -> None:
     b.add_argument("--max", type=int, default=max(BUDGETS))
     b.add_argument("--threads", type=int, default=1)
     b.add_argument("--out", type=Path)
+    f = sub.add_parser("fix", help="demo --real's report: hallucination before/after, known facts broken")
+    f.add_argument("--questions", type=int, default=50)
+    f.add_argument("--samples", type=int, default=4)
+    f.add_argument("--steps", type=int, default=30)
+    f.add_argument("--method", choices=("sft", "dpo"), default="sft")
+    f.add_argument("--threads", type=int, default=1)
+    f.add_argument("--timeout", type=float, default=7200)
+    f.add_argument("--out", type=Path)
     args = p.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    rows = budget(args)
+    result: Any = budget(args) if args.what == "budget" else fix(args)
     if args.out:
-        args.out.write_text(json.dumps(rows, indent=2) + "\n")
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":
