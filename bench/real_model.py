@@ -15,8 +15,9 @@ when it is there (its first `--limit` rows).
 `fix`: `workbench demo --real` as a user runs it (a subprocess, in a fresh workspace) at the given size: its wall
 time and its report, per group of the baseline's probes: the targeted unknown facts (trained, held out) with how
 many were hallucinated before and after the fix, and the known facts (answered right before) the fix broke (now
-refused or wrong). Not here yet: hf vs vllm and vs lm-eval throughput on the real model (bench/vllm_vs_hf.py
-takes `--model DIR` for the first).
+refused or wrong). Throughput on the real model: workbench-vllm vs workbench-hf is bench/vllm_vs_hf.py with
+`--model DIR --probes FILE --template chat` (README, Performance: 1.53x); workbench-hf vs lm-eval-hf on it is not
+measured yet.
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
     clock.step("5. the adapter evaluated like the baseline; gate")
     cand = rerun_like(store, base.run_id, adapter=job.adapter)
     record = gate_runs(store, base.run_id, cand)
-    report = outcome(store, base.run_id, cand, set(manifest.heldout_probe_ids))
+    report = outcome(store, base.run_id, cand, taught(out / "fixset", method), set(manifest.heldout_probe_ids))
     clock.done("gate")
     console.rule("[bold]summary")
     for line in report_lines(report):
@@ -132,17 +132,27 @@ def _probes(ws: Path, questions: int) -> Path:
     return path
 
 
-def outcome(store: Any, base_run: str, cand_run: str, heldout: set[str]) -> dict[str, dict[str, int]]:
-    """Per group of the baseline's probes (unknown facts it got wrong, trained and held-out apart; known facts it
-    got right): how many, hallucinated before, and after the fix correct / refused / hallucinated."""
+def taught(fixset: Path, method: str) -> set[str]:
+    """The probes the job trained a fix for: its split's rows of the train split, replay and anchors left out."""
+    from datasets import load_from_disk
+
+    rows = load_from_disk(str(fixset))[method]
+    return {r["probe_id"] for r in rows if r["split"] == "train" and r["source"] not in ("replay", "anchor")}
+
+
+def outcome(store: Any, base_run: str, cand_run: str, trained: set[str], heldout: set[str]
+            ) -> dict[str, dict[str, int]]:
+    """Per group of the baseline's probes (failures the job trained on, failures of the same categories held out,
+    other failures no row of this job targets; known facts it got right): how many, hallucinated before, and
+    after the fix correct / refused / hallucinated."""
     from workbench.results import load_results
     from workbench.types import Verdict
 
     base, cand = load_results(store, base_run).by_id(), load_results(store, cand_run).by_id()
     out: dict[str, dict[str, int]] = {}
     for pid, b in base.items():
-        group = ("known" if b.verdict == Verdict.CORRECT
-                 else "unknown, held out" if pid in heldout else "unknown, trained")
+        group = ("known" if b.verdict == Verdict.CORRECT else "targeted, trained" if pid in trained
+                 else "targeted, held out" if pid in heldout else "failed, not targeted")
         row = out.setdefault(group, {"n": 0, "hallucinated_before": 0, "correct_after": 0, "refused_after": 0,
                                      "hallucinated_after": 0})
         after = cand[pid].verdict
@@ -156,7 +166,7 @@ def outcome(store: Any, base_run: str, cand_run: str, heldout: set[str]) -> dict
 
 def report_lines(report: dict[str, dict[str, int]]) -> list[str]:
     lines = []
-    for group in ("unknown, trained", "unknown, held out", "known"):
+    for group in ("targeted, trained", "targeted, held out", "failed, not targeted", "known"):
         r = report.get(group)
         if r is None:
             continue

@@ -31,7 +31,7 @@ def test_real_demo_runs_the_loop_on_the_real_model(tmp_path: Path) -> None:
     report = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith('{"real_demo"')))
     groups = report["real_demo"]
     assert sum(g["n"] for g in groups.values()) == 4 + len(EVERYDAY)
-    assert set(groups) <= {"known", "unknown, trained", "unknown, held out"}
+    assert set(groups) <= {"known", "targeted, trained", "targeted, held out", "failed, not targeted"}
     (gate,) = history(Store.open(ws))
     assert gate["adapter"] and Path(gate["report"]).is_file()
     manifest = json.loads(next((ws / "fix-real").glob("*/fixset/fixset.json")).read_text())
