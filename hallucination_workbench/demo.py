@@ -1,4 +1,5 @@
-"""`workbench demo` (= `make demo`): the whole loop on the built-in synthetic world.
+"""`workbench demo` (= `make demo`): the whole loop on the built-in synthetic world (`--real`: on the real chat
+model SmolLM2-135M-Instruct, hallucination_workbench/demo_real.py; `make demo-real`).
 
 world -> evaluate -> attribute (with the corpus index) -> fix sets -> LoRA SFT, DPO and GRPO jobs ->
 evaluate base + each adapter -> per-category before/after -> regression gate with an HTML report.
@@ -14,23 +15,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hallucination_workbench import demo_real
 from workbench.cli import BackendFor, add_ray_arguments, ray_backends
 
-HELP = "run the whole loop on the built-in synthetic world (builds it on first use)"
+HELP = "run the whole loop on the built-in synthetic world (builds it on first use), or --real on SmolLM2"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--entities", type=int, default=120, help="world size (default 120 entities)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--samples", type=int, default=10, help="samples per prompt variant (default 10)")
+    p.add_argument("--samples", type=int, help="samples per prompt variant (default 10; --real: 3)")
     p.add_argument("--backend", default="hf", help="hf | vllm (default hf; vllm: one engine serves the base "
                    "model and every adapter it can load)")
     p.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
-    p.add_argument("--methods", default="sft,dpo,grpo",
-                   help="fix jobs to run (comma-separated; default sft,dpo,grpo)")
-    p.add_argument("--steps", type=int, help="max_steps of every fix job (default: each method's own)")
+    p.add_argument("--methods", help="fix jobs to run (comma-separated; default sft,dpo,grpo; --real: sft or dpo, "
+                   "default sft)")
+    p.add_argument("--steps", type=int, help="max_steps of every fix job (default: each method's own; --real: 30)")
     p.add_argument("--lang", choices=("en", "zh"), default="en", help="zh: the Chinese world (default en)")
     add_ray_arguments(p)
+    demo_real.add_arguments(p)
 
 
 class _Clock:
@@ -48,8 +51,30 @@ class _Clock:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.real:
+        return _real(args)
+    args.samples = 10 if args.samples is None else args.samples
+    args.methods = args.methods or "sft,dpo,grpo"
     with ray_backends(args) as backend_for:  # --ray: every evaluation on Ray actors
         return _run(args, backend_for)
+
+
+def _real(args: argparse.Namespace) -> int:
+    import datasets
+    import torch
+    import transformers
+    from rich.console import Console
+
+    from workbench.errors import WorkbenchError
+
+    if args.backend != "hf" or getattr(args, "ray", None) or args.lang != "en":
+        raise WorkbenchError("--real runs on the hf backend in this process: leave out --backend, --ray and --lang")
+    args.samples = 3 if args.samples is None else args.samples
+    torch.set_num_threads(args.threads)
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    console = Console()
+    return demo_real.run_real(args, console, _Clock(console))
 
 
 def _run(args: argparse.Namespace, backend_for: BackendFor) -> int:

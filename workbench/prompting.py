@@ -5,12 +5,14 @@ Templates come from users (suite YAML, `--template`, job specs), so they are not
 internals into the prompt, and `{0}` / `{other}` would end in a traceback. Here a template may hold
 literal text, `{{` / `}}` for literal braces, and `{question}` (one or more times); anything else is
 refused with a message that says what was found. The literal template "chat" means the tokenizer's
-chat template and is handled by the backend, not here.
+chat template: `chat_messages` + `render_chat` give the text, the same for the evaluation (Backend.format_chat)
+and for fix sets (finetune/chatform.py).
 """
 
 from __future__ import annotations
 
 import string
+from typing import Any
 
 CHAT = "chat"
 PLACEHOLDER = "question"
@@ -48,3 +50,20 @@ def render(template: str, question: str) -> str:
     """The template with `question` in place of every `{question}` (the template must pass check_template)."""
     check_template(template)
     return template.format(question=question)
+
+
+Messages = list[dict[str, str]]
+
+
+def chat_messages(question: str, system_prompt: str | None = None) -> Messages:
+    """One user turn, after a system turn when `system_prompt` is given: what `template: chat` asks."""
+    system = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    return [*system, {"role": "user", "content": question}]
+
+
+def render_chat(tokenizer: Any, messages: Messages) -> str:
+    """`messages` through the tokenizer's chat template, with the generation prompt (the assistant turn opened);
+    a ValueError when the tokenizer has none (callers say which model and what to do)."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError("the tokenizer has no chat template")
+    return str(tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True))

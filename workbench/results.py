@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from workbench.grading.normalize import normalize
+from workbench.probes import Suite
 from workbench.store import RunRecord, Store
 from workbench.types import Probe, Verdict
 
@@ -94,3 +95,13 @@ def load_results(store: Store, run_id: str) -> RunResults:
         samples = tuple(sorted((a for a in rows if a.kind == "sample"), key=lambda a: (a.variant, a.sample_index)))
         out.append(ProbeResult(probe, greedy, samples))
     return RunResults(run, tuple(out))
+
+
+def effective_suite(run: RunRecord, base: Suite | None = None) -> Suite:
+    """The suite exactly as `run` generated under it: its recorded suite settings (max_tokens, stop and system
+    prompt as the run applied them) with the run's `--template` override in place of the suite's template.
+    Fix sets and the tag breaker render their rows with it, so that training prompts are the evaluation's.
+    `base`: a suite to use instead of the recorded one (the override still applies)."""
+    suite = base or Suite.model_validate(run.suite_config)
+    template = run.options.get("template")
+    return suite.model_copy(update={"template": template}) if template and template != suite.template else suite

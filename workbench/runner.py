@@ -162,7 +162,8 @@ def _run(store: Store, spec: ModelSpec, suite: Suite, loaded: LoadResult, option
     if resume is None:
         run_id = store.create_run(
             model=spec.model, adapter=spec.adapter, backend=spec.backend, fingerprint=fingerprint,
-            suite=suite.name, suite_config=suite.model_dump(), options=recorded_options(options, spec, engine),
+            suite=suite.name, suite_config=suite.model_dump(),
+            options={**recorded_options(options, spec, engine), "max_tokens_rule": suite.max_tokens_rule},
             n_probes=len(probes), skipped_bad=loaded.skipped,
         )
         store.add_probes(run_id, [dataclasses.asdict(p) for p in probes])

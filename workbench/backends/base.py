@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
+from workbench import prompting
 from workbench.errors import WorkbenchError
 from workbench.types import Completion, GenerationRequest, ModelSpec
 
@@ -65,13 +66,11 @@ class Backend(abc.ABC):
         """The tokenizer's chat template applied to one user turn (suites with `template: chat`).
 
         Backends whose server applies the template itself (openai with endpoint=chat) override this."""
-        tok = self.tokenizer
-        if not getattr(tok, "chat_template", None):
+        try:
+            return prompting.render_chat(self.tokenizer, prompting.chat_messages(question, system_prompt))
+        except ValueError:
             raise WorkbenchError(f"model `{self.spec.model}` has no chat template; use a plain `template` "
-                                 "with {question}")
-        messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
-            {"role": "user", "content": question}]
-        return str(tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+                                 "with {question}") from None
 
     def fingerprint(self) -> str:
         """Content hash of what produces the text (weights + adapter); keys the generation cache."""

@@ -33,12 +33,14 @@ class LoadResult:
         skipped: Rows skipped under skip_bad.
         problems: Messages of the skipped rows (the first MAX_PROBLEMS).
         source: The file path or "hf:name[:config]".
+        format: The probe format read: the one asked for, else the one detected ("" when not known).
     """
 
     probes: tuple[Probe, ...]
     skipped: int
     problems: tuple[str, ...]
     source: str
+    format: str = ""
 
 
 def load_probes(
@@ -110,7 +112,7 @@ def _convert(
         if skipped:
             raise WorkbenchError(f"{label}: every row is bad ({skipped} skipped); first: {problems[0]}")
         raise WorkbenchError(f"{label}: no probes in it")
-    return LoadResult(tuple(probes), skipped, tuple(problems), label)
+    return LoadResult(tuple(probes), skipped, tuple(problems), label, schema.name if schema else "")
 
 
 def _mapped(record: Record, mapping: dict[str, str], label: str, first: bool) -> dict[str, Any]:

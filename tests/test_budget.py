@@ -1,0 +1,69 @@
+"""Default token budgets (workbench/probes/budget.py): a suite that sets no `max_tokens` takes the budget of its
+template and probe format; the suite's own value and --max-tokens win; the run records which rule gave it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clirun import workbench
+
+from workbench.probes import resolve_probes
+from workbench.probes.budget import CHAT_BUDGET, PLAIN_BUDGET, PLAIN_BY_FORMAT
+from workbench.store import Store
+
+FORMATS = Path(__file__).parent / "data" / "formats"
+
+
+@pytest.mark.parametrize(("data", "template", "budget", "rule"), [
+    ("nq_open.jsonl", "chat", CHAT_BUDGET, "default for the chat template"),
+    ("truthfulqa.csv", "chat", CHAT_BUDGET, "default for the chat template"),
+    ("nq_open.jsonl", None, PLAIN_BUDGET, "default for a plain template"),
+    ("truthfulqa.csv", None, PLAIN_BY_FORMAT["truthfulqa"], "default for a plain template on truthfulqa"),
+    ("truthfulqa.csv", "Q: {question}\nA:", PLAIN_BY_FORMAT["truthfulqa"],
+     "default for a plain template on truthfulqa"),
+])
+def test_a_suite_without_max_tokens_takes_its_templates_and_formats_budget(
+        data: str, template: str | None, budget: int, rule: str) -> None:
+    suite, _ = resolve_probes(FORMATS / data)
+    out = suite.with_generation(template=template)
+    assert (out.max_tokens, out.max_tokens_rule) == (budget, rule)
+
+
+def test_an_explicit_value_wins(tmp_path: Path) -> None:
+    suite, _ = resolve_probes(FORMATS / "nq_open.jsonl")
+    given = suite.with_generation(max_tokens=40, template="chat")
+    assert (given.max_tokens, given.max_tokens_rule) == (40, "--max-tokens")
+    yaml = tmp_path / "nq.yaml"
+    yaml.write_text(f"name: nq\ndata: {FORMATS / 'nq_open.jsonl'}\ntemplate: chat\nmax_tokens: 24\n")
+    own, _ = resolve_probes(yaml)
+    assert (own.with_generation().max_tokens, own.with_generation().max_tokens_rule) == (24, "suite")
+    # a chat suite YAML without max_tokens gets the chat budget, a format read from the file
+    yaml.write_text(f"name: nq\ndata: {FORMATS / 'nq_open.jsonl'}\ntemplate: chat\n")
+    chat, _ = resolve_probes(yaml)
+    assert chat.with_generation().max_tokens == CHAT_BUDGET
+
+
+# A chat template for the world's word-level tokenizer (it has none): the world's own prompt.
+_CHAT = "Q: {{ messages[-1]['content'] }} A:"
+
+
+def test_the_run_records_its_budget_and_the_rule(world: Any, workspace: Path, tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    shutil.copytree(world.model, model)
+    (model / "chat_template.jinja").write_text(_CHAT)
+    probes = tmp_path / "probes.jsonl"
+    probes.write_text("".join(world.probes.read_text().splitlines(keepends=True)[:4]))
+    runs = {}
+    for name, extra in (("chat", ["--template", "chat"]), ("plain", []),
+                        ("given", ["--template", "chat", "--max-tokens", "5"])):
+        proc = workbench("eval", "--model", str(model), "--probes", str(probes), "--workspace", str(workspace),
+                         "--json", *extra, timeout=240)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        runs[name] = Store.open(workspace).get_run(json.loads(proc.stdout)["run_id"])
+    got = {k: (r.suite_config["max_tokens"], r.options["max_tokens_rule"]) for k, r in runs.items()}
+    assert got == {"chat": (CHAT_BUDGET, "default for the chat template"),
+                   "plain": (PLAIN_BUDGET, "default for a plain template"), "given": (5, "--max-tokens")}

