@@ -57,13 +57,18 @@ def test_the_run_records_its_budget_and_the_rule(world: Any, workspace: Path, tm
     (model / "chat_template.jinja").write_text(_CHAT)
     probes = tmp_path / "probes.jsonl"
     probes.write_text("".join(world.probes.read_text().splitlines(keepends=True)[:4]))
-    runs = {}
+    runs, said = {}, {}
     for name, extra in (("chat", ["--template", "chat"]), ("plain", []),
                         ("given", ["--template", "chat", "--max-tokens", "5"])):
         proc = workbench("eval", "--model", str(model), "--probes", str(probes), "--workspace", str(workspace),
                          "--json", *extra, timeout=240)
         assert proc.returncode == 0, proc.stderr[-2000:]
-        runs[name] = Store.open(workspace).get_run(json.loads(proc.stdout)["run_id"])
+        said[name] = json.loads(proc.stdout)
+        runs[name] = Store.open(workspace).get_run(said[name]["run_id"])
     got = {k: (r.suite_config["max_tokens"], r.options["max_tokens_rule"]) for k, r in runs.items()}
     assert got == {"chat": (CHAT_BUDGET, "default for the chat template"),
                    "plain": (PLAIN_BUDGET, "default for a plain template"), "given": (5, "--max-tokens")}
+    # ... and the user reads it: eval --json and show say the budget and its rule
+    assert {k: (v["token_budget"]["max_tokens"], v["token_budget"]["rule"]) for k, v in said.items()} == got
+    shown = workbench("show", said["chat"]["run_id"], "--workspace", str(workspace), timeout=120)
+    assert f"token budget: {CHAT_BUDGET} new tokens (default for the chat template)" in shown.stdout, shown.stdout

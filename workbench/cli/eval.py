@@ -98,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
     from workbench.grading.metrics import truncation_warnings
 
     overall = summary.metrics["overall"]
+    rec = store.get_run(summary.run_id)
+    budget = {"max_tokens": rec.suite_config.get("max_tokens"), "rule": rec.options.get("max_tokens_rule")}
     if args.json:
         print_json({"run_id": summary.run_id, "n": summary.n, "skipped_bad": summary.skipped_bad,
                     **{k: overall[k] for k in ("correct", "incorrect", "not_attempted",
@@ -105,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
                     "ci": overall["ci"], "generated": summary.generated, "cached": summary.cached,
                     "kept": summary.kept, "engine": summary.engine,
                     "truncated": summary.metrics["truncated"], "grader": summary.metrics.get("grader"),
+                    "token_budget": budget,
                     "warnings": truncation_warnings(summary.metrics)})
         return 0
     from workbench.cli.show import print_run

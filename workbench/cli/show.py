@@ -76,6 +76,9 @@ def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
     console.print(table)
     console.print(f"generated {rec.generated}, from cache {rec.cached}, skipped bad rows {rec.skipped_bad}, "
                   f"status {rec.status}")
+    if (budget := rec.suite_config.get("max_tokens")) is not None:
+        rule = rec.options.get("max_tokens_rule")
+        console.print(f"token budget: {budget} new tokens" + (f" ({rule})" if rule else ""), markup=False)
     if t := metrics.get("truncated"):
         console.print(f"cut by the token budget (finish_reason length): {t['n']} of {t['of']} answers"
                       + (f", {metrics['truncated_samples']['n']} of {metrics['truncated_samples']['of']} samples"
