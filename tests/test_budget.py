@@ -72,3 +72,22 @@ def test_the_run_records_its_budget_and_the_rule(world: Any, workspace: Path, tm
     assert {k: (v["token_budget"]["max_tokens"], v["token_budget"]["rule"]) for k, v in said.items()} == got
     shown = workbench("show", said["chat"]["run_id"], "--workspace", str(workspace), timeout=120)
     assert f"token budget: {CHAT_BUDGET} new tokens (default for the chat template)" in shown.stdout, shown.stdout
+
+
+def test_a_library_caller_gets_the_same_budget_as_the_cli(world: Any, workspace: Path, tmp_path: Path) -> None:
+    """run_eval (the library entry point the demos and the app use) applies the default budget itself: a probe
+    file run with the chat template records the chat budget and its rule, as `workbench eval` does."""
+    from workbench.runner import EvalOptions, run_eval
+    from workbench.types import ModelSpec
+
+    model = tmp_path / "model"
+    shutil.copytree(world.model, model)
+    (model / "chat_template.jinja").write_text(_CHAT)
+    probes = tmp_path / "probes.jsonl"
+    probes.write_text("".join(world.probes.read_text().splitlines(keepends=True)[:2]))
+    suite, loaded = resolve_probes(str(probes))
+    store = Store.open(workspace)
+    summary = run_eval(store, ModelSpec(model=str(model), backend="hf"), suite, loaded, EvalOptions(template="chat"))
+    run = store.get_run(summary.run_id)
+    assert (run.suite_config["max_tokens"], run.options["max_tokens_rule"]) == (
+        CHAT_BUDGET, "default for the chat template")

@@ -144,6 +144,9 @@ def run_eval(
     same model, probes and options (see `resume_eval`): its answers are kept, only missing ones are made.
     Raises BackendStalled (a WorkbenchError) when the backend does not start or finish a batch in time.
     """
+    # A suite that set no max_tokens takes its template's and format's budget here too, not only through the
+    # CLI (a library caller, the app, the demos); a no-op for a suite that already has it.
+    suite = suite.with_generation(template=options.template)
     with contextlib.ExitStack() as stack:
         if backend is None:
             backend = stack.enter_context(open_backend(spec))
