@@ -260,3 +260,13 @@ def test_workbench_eval_with_a_judge_batches_its_calls_and_a_rerun_is_answered_f
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert (f"{one['judge_calls']} answers judged, {one['judge_cached']} from its cache, {one['unparseable']} "
             "replies unparseable") in " ".join(shown.stdout.split()), shown.stdout
+
+
+def test_show_reads_a_judge_report_stored_before_a_count_existed() -> None:
+    """A run stored by an older version has no `judge_cached`: `show` still prints its judge line."""
+    from workbench.cli.show import _judge_line
+
+    old = {"name": "judge", "judge_model": "m", "judge_calls": 3, "unparseable": 0}
+    assert _judge_line(old) == ("judge m: 3 answers judged, ? from its cache, 0 replies unparseable "
+                                "(graded by match instead)")
+    assert _judge_line({"name": "match"}) is None

@@ -46,8 +46,10 @@ def _judge_line(grader: dict[str, Any]) -> str | None:
     replies (graded by the match grader instead), so a judge that never names a grade is not silent."""
     if grader.get("name") != "judge":
         return None
-    return (f"judge {grader['judge_model']}: {grader['judge_calls']} answers judged, {grader['judge_cached']} from "
-            f"its cache, {grader['unparseable']} replies unparseable (graded by match instead)")
+    # .get: a run stored before a count existed (judge_cached came later) still shows; a missing count reads "?".
+    calls, cached, bad = (grader.get(k, "?") for k in ("judge_calls", "judge_cached", "unparseable"))
+    return (f"judge {grader.get('judge_model', '?')}: {calls} answers judged, {cached} from its cache, {bad} replies "
+            "unparseable (graded by match instead)")
 
 
 def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
