@@ -59,3 +59,18 @@ def test_adapter_with_trainable_token_rows_is_refused_clearly(w: FtWorld, tmp_pa
         backend.generate([GenerationRequest(_prompts(w)[0], GREEDY)])
     base: Any = load_backend(engine_spec(w.paths))
     assert base.generate([GenerationRequest(_prompts(w)[0], GREEDY)])[0][0].text
+
+
+@needs_vllm
+@pytest.mark.parametrize("config", ["{not json", '["r", 8]', '{"r": "eight"}'])
+def test_malformed_adapter_config_is_a_clear_error_before_the_engine_starts(
+        w: FtWorld, tmp_path: Path, config: str) -> None:
+    from workbench.errors import WorkbenchError
+
+    bad = tmp_path / "adapter"
+    bad.mkdir()
+    (bad / "adapter_config.json").write_text(config)
+    backend: Any = load_backend(engine_spec(w.paths, adapter=str(bad)))
+    with pytest.raises(WorkbenchError, match=r"adapter_config\.json"):
+        backend.generate([GenerationRequest(_prompts(w)[0], GREEDY)])
+    assert backend._llm is None  # refused before a minute of engine start-up

@@ -80,11 +80,22 @@ def _adapter_id(path: str) -> int:
         return _ADAPTER_IDS.setdefault(key, len(_ADAPTER_IDS) + 1)
 
 
-def _adapter_rank(path: str) -> int:
+def _adapter_config(path: str) -> dict[str, Any]:
+    """The adapter's adapter_config.json, parsed; missing or malformed is a clear error naming the file."""
     cfg = Path(path) / "adapter_config.json"
     if not cfg.is_file():
         raise WorkbenchError(f"adapter directory `{path}` does not exist or has no adapter_config.json")
-    return int(json.loads(cfg.read_text()).get("r", 8))
+    try:
+        data = json.loads(cfg.read_text())
+    except (OSError, ValueError) as e:
+        raise WorkbenchError(f"{cfg}: not a readable peft adapter config ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("r", 8), int):
+        raise WorkbenchError(f"{cfg}: expected a JSON object with an integer field `r` (the LoRA rank)")
+    return data
+
+
+def _adapter_rank(path: str) -> int:
+    return int(_adapter_config(path).get("r", 8))
 
 
 class VLLMBackend(Backend):
@@ -122,6 +133,8 @@ class VLLMBackend(Backend):
         if self.spec.revision:
             kw["revision"] = self.spec.revision
         if enable_lora:
+            for a in adapters:  # before the engine starts (a minute on CPU), not at the first request
+                _check_servable(a)
             need = max((_adapter_rank(a) for a in adapters), default=16)
             kw.setdefault("max_lora_rank", next((r for r in _LORA_RANKS if r >= max(need, 16)), need))
             kw.setdefault("max_loras", max(1, len(adapters)))
@@ -329,13 +342,9 @@ def _shutdown(llm: Any) -> None:
 def unservable_reason(adapter: str) -> str | None:
     """Why vLLM cannot serve this peft adapter, or None when it can. vLLM loads LoRA A/B matrices only: an
     adapter that trains whole embedding rows (`trainable_token_indices`, used when the abstention phrase's
-    tokens were never trained) makes the engine's worker die mid-request."""
-    config = Path(adapter) / "adapter_config.json"
-    try:
-        trainable = json.loads(config.read_text()).get("trainable_token_indices")
-    except (OSError, ValueError):
-        return None  # not a readable peft config: let vLLM report what it makes of it
-    if trainable:
+    tokens were never trained) makes the engine's worker die mid-request. A missing or malformed config is a
+    WorkbenchError naming the file."""
+    if _adapter_config(adapter).get("trainable_token_indices"):
         return (f"adapter `{adapter}` trains embedding rows (peft trainable_token_indices), which vLLM's LoRA "
                 "cannot load; evaluate it with --backend hf, or retrain it with `lora: {trainable_token_indices: "
                 "[], target_modules: [..., embed_tokens]}` (LoRA on the input embedding, which vLLM serves)")
