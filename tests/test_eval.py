@@ -159,26 +159,34 @@ def test_help_is_fast_and_imports_no_torch() -> None:
 
 
 def test_partial_failure_keeps_finished_generations(world: Any, workspace: Path) -> None:
-    """A remote server failing some requests of a batch (stand-in: the real hf backend with every third
-    request failed) must not lose the others: they are cached, and a rerun generates only the failed ones."""
+    """A remote server failing some requests of every batch (stand-in: the real hf backend with every third
+    request failed) must not lose the others, nor stop at the first such batch: every batch's finished
+    answers are cached, the run fails once at the end saying how to resume, and a rerun generates only the
+    failed ones."""
     from workbench.backends.hf import HFBackend
     from workbench.errors import PartialGenerationError
+
+    calls: list[int] = []
 
     class FlakyHF(HFBackend):
         def generate(self, requests: Any) -> Any:
             out = super().generate(requests)
             failed = {i: "HTTP 503" for i in range(0, len(requests), 3)}
+            calls.append(len(failed))
             raise PartialGenerationError({i: c for i, c in enumerate(out) if i not in failed}, failed)
 
     suite, loaded = resolve_probes(str(world.suite))
     store = Store.open(workspace)
     spec = ModelSpec(model=str(world.model), dtype="float32", options=(("batch_size", 9),))
-    with pytest.raises(PartialGenerationError):
+    with pytest.raises(PartialGenerationError, match=r"--resume") as info:
         run_eval(store, spec, suite, loaded, EvalOptions(bootstrap=0), backend=FlakyHF(spec))
-    assert _cache_rows(workspace) == 6  # 9 prompts in the first batch, 3 failed
+    failed = sum(calls)
+    assert len(calls) > 1 and len(info.value.failures) == failed  # every batch was asked, not only the first
+    n = len(loaded.probes)
+    assert _cache_rows(workspace) == n - failed
     assert store.list_runs()[0].status == "failed"
     again = run_eval(store, spec, suite, loaded, EvalOptions(bootstrap=0))
-    assert again.cached == 6 and again.generated == again.n - 6
+    assert again.cached == n - failed and again.generated == failed
 
 
 

@@ -47,10 +47,20 @@ class PartialGenerationError(WorkbenchError):
     so a caller can keep (cache) what finished before re-raising.
     """
 
-    def __init__(self, completed: dict[int, list[Any]], failures: dict[int, str]) -> None:
+    def __init__(self, completed: dict[int, list[Any]], failures: dict[int, str], *, hint: str = "") -> None:
         self.completed, self.failures = completed, failures
-        self.pairs: list[Any] = []  # set by the runner: (slot, completion) pairs it kept
         shown = "; ".join(f"request {i}: {why}" for i, why in sorted(failures.items())[:3])
         more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
         super().__init__(f"{len(failures)} of {len(failures) + len(completed)} requests failed after retries: "
-                         f"{shown}{more}")
+                         f"{shown}{more}{hint}")
+
+    @classmethod
+    def merged(cls, parts: list[PartialGenerationError], *, hint: str = "") -> PartialGenerationError:
+        """One error for several calls' failures (request indices numbered across the calls, in order)."""
+        completed: dict[int, list[Any]] = {}
+        failures: dict[int, str] = {}
+        for e in parts:
+            offset = len(completed) + len(failures)
+            completed.update({offset + i: c for i, c in e.completed.items()})
+            failures.update({offset + i: why for i, why in e.failures.items()})
+        return cls(completed, failures, hint=hint)

@@ -196,19 +196,22 @@ def _run(store: Store, spec: ModelSpec, suite: Suite, loaded: LoadResult, option
         if missing:
             start_within(limits.start_timeout, backend.start, option="--start-timeout",
                          what=f"the {backend.name} backend to start `{spec.model}` ({engine})")
+        # A batch with failed requests (a flaky server) keeps what finished and the run goes on: stopping at
+        # the first one would make every rerun of a 1%-failing server advance by one batch.
+        partial: list[PartialGenerationError] = []
         for batch in _batches(missing, backend.batch_size):
-            try:
-                results = _generate(backend, batch, limits.stall_timeout)
-            except PartialGenerationError as e:
-                _keep(store, run_id, grader, fingerprint, engine, e.pairs)
-                generated += len(e.pairs)
-                raise
+            results, failed = _generate(backend, batch, limits.stall_timeout)
             _keep(store, run_id, grader, fingerprint, engine, results)
             store.touch_run(run_id)
             generated += len(results)
             done += len(results)
+            partial += [failed] if failed else []
             if progress:
                 progress(done, total)
+        if partial:
+            raise PartialGenerationError.merged(partial, hint=(
+                f". The {done} answers that finished are saved; `workbench eval --resume {run_id}` asks for the "
+                f"other {total - done} only"))
     except BackendStalled as e:
         finish("failed", None)
         raise BackendStalled(e.what, e.seconds, e.option, _stall_message(e, run_id, done, total)) from None
@@ -321,7 +324,10 @@ def _cached(store: Store, slots: Sequence[_Slot], fingerprint: str, engine: str,
     return found
 
 
-def _generate(backend: Backend, batch: Sequence[_Slot], stall_timeout: float) -> list[tuple[_Slot, Completion]]:
+def _generate(backend: Backend, batch: Sequence[_Slot], stall_timeout: float
+              ) -> tuple[list[tuple[_Slot, Completion]], PartialGenerationError | None]:
+    """The batch's (slot, completion) pairs; when some requests failed after their retries, the pairs of those
+    that finished and the error."""
     by_request: dict[GenerationRequest, list[_Slot]] = {}
     for s in batch:
         by_request.setdefault(s.request, []).append(s)
@@ -340,10 +346,8 @@ def _generate(backend: Backend, batch: Sequence[_Slot], stall_timeout: float) ->
                               what=f"the {backend.name} backend to finish a batch of {len(requests)} prompts "
                                    f"({len(batch)} answers) of `{backend.spec.model}`")
     except PartialGenerationError as e:
-        # Keep what finished: the caller caches and stores these pairs before re-raising.
-        e.pairs = [p for i, c in sorted(e.completed.items()) for p in _pair(groups[i], c)]
-        raise
-    return [p for group, completions in zip(groups, outputs, strict=True) for p in _pair(group, completions)]
+        return [p for i, c in sorted(e.completed.items()) for p in _pair(groups[i], c)], e
+    return [p for group, completions in zip(groups, outputs, strict=True) for p in _pair(group, completions)], None
 
 
 def _pair(group: Sequence[_Slot], completions: Sequence[Completion]) -> list[tuple[_Slot, Completion]]:
