@@ -189,6 +189,26 @@ def test_partial_failure_keeps_finished_generations(world: Any, workspace: Path)
     assert again.cached == n - failed and again.generated == failed
 
 
+def test_a_batch_with_no_answer_stops_the_run(world: Any, workspace: Path) -> None:
+    """A server that is down (every request of a batch failed after its retries) stops the run at that batch
+    instead of retrying every other batch."""
+    from workbench.backends.hf import HFBackend
+    from workbench.errors import PartialGenerationError
+
+    calls: list[int] = []
+
+    class DownHF(HFBackend):
+        def generate(self, requests: Any) -> Any:
+            calls.append(len(requests))
+            raise PartialGenerationError({}, {i: "connection refused" for i in range(len(requests))})
+
+    suite, loaded = resolve_probes(str(world.suite))
+    spec = ModelSpec(model=str(world.model), dtype="float32", options=(("batch_size", 9),))
+    with pytest.raises(PartialGenerationError, match="9 of 9 requests failed"):
+        run_eval(Store.open(workspace), spec, suite, loaded, EvalOptions(bootstrap=0), backend=DownHF(spec))
+    assert calls == [9]
+
+
 
 def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path: Path) -> None:
     # the CI failure this guards: a test polling a CLI subprocess's new store lost the schema-version insert race

@@ -208,6 +208,8 @@ def _run(store: Store, spec: ModelSpec, suite: Suite, loaded: LoadResult, option
             partial += [failed] if failed else []
             if progress:
                 progress(done, total)
+            if failed and not results:  # nothing of the batch finished: a server down, not flaky; stop here
+                break
         if partial:
             raise PartialGenerationError.merged(partial, hint=(
                 f". The {done} answers that finished are saved; `workbench eval --resume {run_id}` asks for the "
