@@ -35,6 +35,9 @@ def test_runs_table_filters_and_tag_metrics(data: AppData, store: Store) -> None
     df = views.runs_table(store)
     assert list(df.columns) == list(views.RUN_COLUMNS)
     assert list(df["run"]) == [data.candidate, data.baseline]  # newest first
+    stored = {r.id: r.created_at for r in store.list_runs()}
+    for run, shown in zip(df["run"], df["created"], strict=True):  # to the second, as people read it
+        assert len(stored[run]) > 19 and shown == stored[run][:19].replace("T", " "), (shown, stored[run])
     assert list(views.runs_table(store, text="random-adapter")["run"]) == [data.candidate]
     assert views.runs_table(store, status="failed").empty
     assert views.run_filters(store) == {"status": ["done"], "suite": ["world"]}

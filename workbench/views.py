@@ -30,7 +30,7 @@ from workbench.regression.stats import VERDICT_ORDER
 from workbench.regression.transitions import Flip, Transition, flip_of, transition_of, verdict_changed
 from workbench.results import ProbeResult
 from workbench.signoff_views import signoff_line
-from workbench.store import RunRecord, Store
+from workbench.store import RunRecord, Store, shown_time
 from workbench.types import Verdict
 from workbench.verdict_html import verdict_summary_html
 
@@ -153,7 +153,7 @@ def runs_table(store: Store, *, text: str = "", status: str = "", suite: str = "
             continue
         m = (r.metrics or {}).get("overall")
         release = latest(store, r.id, "release").get("")
-        rows.append([r.id, r.created_at, r.status, r.model, r.adapter or "", r.suite, r.n_probes,
+        rows.append([r.id, shown_time(r.created_at), r.status, r.model, r.adapter or "", r.suite, r.n_probes,
                      _pct(m, "correct"), _pct(m, "incorrect"), _pct(m, "not_attempted"), _pct(m, "f_score"),
                      _decision_text(release)])
     return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
@@ -491,6 +491,7 @@ def gate_history_table(store: Store) -> pd.DataFrame:
     rows = []
     for h in reversed(history(store)):
         s = h["signoff"]
-        rows.append([h["gate_id"], h["created_at"], h["baseline_run"], h["candidate_run"], h["adapter"] or "",
-                     h["verdict"], "" if s is None else f"{s['decision']} by {s['reviewer']}: {s['reason']}"])
+        rows.append([h["gate_id"], shown_time(h["created_at"]), h["baseline_run"], h["candidate_run"],
+                     h["adapter"] or "", h["verdict"],
+                     "" if s is None else f"{s['decision']} by {s['reviewer']}: {s['reason']}"])
     return pd.DataFrame(rows, columns=cols)

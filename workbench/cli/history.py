@@ -15,7 +15,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.regression.gate import history
-    from workbench.store import Store
+    from workbench.store import Store, shown_time
 
     rows = history(Store.open(args.workspace))
     if args.json:
@@ -29,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
         table.add_column(col)
     for r in rows:
         s = r["signoff"]
-        table.add_row(r["gate_id"], r["created_at"], r["baseline_run"], r["candidate_run"], r["adapter"] or "",
-                      r["verdict"], str(r["exit_code"]), "" if s is None else f"{s['decision']} by {s['reviewer']}")
+        table.add_row(r["gate_id"], shown_time(r["created_at"]), r["baseline_run"], r["candidate_run"],
+                      r["adapter"] or "", r["verdict"], str(r["exit_code"]),
+                      "" if s is None else f"{s['decision']} by {s['reviewer']}")
     Console().print(table)
     return 0

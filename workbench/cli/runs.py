@@ -15,7 +15,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.store import Store
+    from workbench.store import Store, shown_time
 
     runs = Store.open(args.workspace).list_runs()
     rows = [{"run_id": r.id, "created_at": r.created_at, "status": r.status, "model": r.model,
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         table.add_column(col)
     for r in rows:
         pct = [f"{100 * r[k]:.1f}" if isinstance(r[k], float) else "-" for k in ("correct", "incorrect")]
-        table.add_row(str(r["run_id"]), str(r["created_at"]), str(r["status"]), str(r["model"]),
+        table.add_row(str(r["run_id"]), shown_time(str(r["created_at"])), str(r["status"]), str(r["model"]),
                       str(r["adapter"] or ""), str(r["suite"]), str(r["n"]), *pct)
     console = Console()
     console.print(table)

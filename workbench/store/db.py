@@ -40,6 +40,12 @@ def utcnow() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
 
 
+def shown_time(stamp: str) -> str:
+    """A stored UTC stamp as a table shows it: to the second, no offset (`2026-11-23 21:55:26`). Stores keep
+    microseconds so that order is exact; people read seconds."""
+    return stamp.replace("T", " ")[:19]
+
+
 def new_id(prefix: str) -> str:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
     return f"{prefix}-{stamp}-{uuid.uuid4().hex[:6]}"
