@@ -54,8 +54,8 @@ def _fake_registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def judge(**options: Any) -> JudgeGrader:
-    g = make_grader("judge", ("i don't know",), {"model": "fake", "backend": "fake-judge", **options})
+def judge(store: Store | None = None, **options: Any) -> JudgeGrader:
+    g = make_grader("judge", ("i don't know",), {"model": "fake", "backend": "fake-judge", **options}, store=store)
     assert isinstance(g, JudgeGrader)
     return g
 
@@ -270,3 +270,18 @@ def test_show_reads_a_judge_report_stored_before_a_count_existed() -> None:
     assert _judge_line(old) == ("judge m: 3 answers judged, ? from its cache, 0 replies unparseable "
                                 "(graded by match instead)")
     assert _judge_line({"name": "match"}) is None
+
+
+def test_a_named_workspace_holds_the_cache_over_the_runs_store(tmp_path: Path) -> None:
+    items = [(PARIS, "Paris"), (PARIS, "Lyon")]
+    judge(store=Store.open(tmp_path / "run"), workspace=str(tmp_path / "shared")).grade_many(items)
+    assert FakeJudge.calls == [2]
+    judge(workspace=str(tmp_path / "shared")).grade_many(items)
+    assert FakeJudge.calls == [2]  # the shared workspace answered
+    judge(store=Store.open(tmp_path / "run")).grade_many(items)
+    assert FakeJudge.calls == [2, 2]  # the run's own store never held them
+
+
+def test_store_is_not_a_suite_option() -> None:
+    with pytest.raises(WorkbenchError, match="unknown judge grader option `store`"):
+        make_grader("judge", (), {"model": "fake", "backend": "fake-judge", "store": "x"})

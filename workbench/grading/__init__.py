@@ -47,9 +47,7 @@ def make_grader(name: str, abstention_phrases: tuple[str, ...], options: dict[st
     if name == "judge":
         from workbench.grading.judge import JudgeGrader
 
-        if store is not None and "workspace" not in options:
-            options.setdefault("store", store)
-        return JudgeGrader.from_options(abstention_phrases=abstention_phrases, **options)
+        return JudgeGrader.from_options(abstention_phrases=abstention_phrases, run_store=store, **options)
     raise unknown_name("grader", name, GRADERS)
 
 

@@ -43,8 +43,8 @@ Grade:"""
 _LETTER = {"A": Verdict.CORRECT, "B": Verdict.INCORRECT, "C": Verdict.NOT_ATTEMPTED}
 _LEAD = re.compile(r"^\W*([abc])(?![\w'])(?!\s+[a-z])", re.IGNORECASE)  # "b", "(c)", "a) ..."
 _GRADE = re.compile(r"\b(not[\s_-]+attempted|incorrect|correct)\b|\b([ABC])\b", re.IGNORECASE)
-_OPTIONS = ("model", "backend", "adapter", "backend_options", "max_tokens", "store", "workspace", "chat",
-            "batch_size", "stall_timeout")
+_OPTIONS = ("model", "backend", "adapter", "backend_options", "max_tokens", "workspace", "chat", "batch_size",
+            "stall_timeout")
 #: Judge prompts per backend call: large enough that a backend batches well (the eval's default batches
 #: are 32-64 prompts), small enough that a stall or a kill loses at most this many judge replies.
 BATCH_SIZE = 256
@@ -99,18 +99,18 @@ class JudgeGrader:
 
     @classmethod
     def from_options(cls, abstention_phrases: tuple[str, ...] = DEFAULT_ABSTENTION_PHRASES,
-                     model: str | None = None, backend: str = "hf", store: Store | None = None,
+                     model: str | None = None, backend: str = "hf", *, run_store: Store | None = None,
                      workspace: str | None = None, adapter: str | None = None,
                      backend_options: dict[str, Any] | None = None, max_tokens: int = 8,
                      chat: bool | None = None, batch_size: int = BATCH_SIZE,
                      stall_timeout: float = STALL_TIMEOUT, **unknown: object) -> JudgeGrader:
-        """Build the judge from suite `grader_options`; `workspace` opens a store for the reply cache."""
+        """Build the judge from suite `grader_options`. Its reply cache is the store of `workspace` when the
+        options name one, else `run_store` (the store of the run it grades), else none."""
         if unknown:
             raise unknown_name("judge grader option", next(iter(unknown)), _OPTIONS)
         if not model:
             raise WorkbenchError("the judge grader needs `model` in `grader_options` (the judge model)")
-        if store is None and workspace is not None:
-            store = Store.open(workspace)
+        store = Store.open(workspace) if workspace is not None else run_store
         spec = ModelSpec(model=model, adapter=adapter, backend=backend,
                          options=tuple(sorted((backend_options or {}).items())))
         return cls(load_backend(spec), abstention_phrases=abstention_phrases, max_tokens=max_tokens,
