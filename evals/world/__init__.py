@@ -53,6 +53,7 @@ class WorldConfig:
     layers: int | None = None
     threads: int = 1
     lang: str = "en"  # "en" | "zh": the Chinese world (style must stay "default")
+    tokenizer: str = "word"  # "word" | "bpe": a byte-level BPE trained on the corpus (English only)
 
     def resolved(self, corpus_lines: int) -> tuple[int, int, int, int]:
         """(steps, hidden, layers, batch) with the size-appropriate defaults filled in."""
@@ -117,6 +118,8 @@ def build_world(out: str | Path, config: WorldConfig = WorldConfig(), *, force: 
     want = {"format": _FORMAT, **asdict(config)}
     if config.lang == "en":
         del want["lang"]  # an English world.json keeps the keys it had, so existing worlds stay fresh
+    if config.tokenizer == "word":
+        del want["tokenizer"]
     meta = read_meta(root)
     fresh = meta is not None and meta.get("config") == want and (paths.model / "config.json").exists()
     if fresh and not force:
@@ -128,6 +131,8 @@ def build_world(out: str | Path, config: WorldConfig = WorldConfig(), *, force: 
         raise ValueError(f"bad arch/style: {config.arch!r}/{config.style!r}")
     if config.lang not in LANGS or (config.lang != "en" and config.style != "default"):
         raise ValueError(f"bad lang {config.lang!r} (en or zh; style alt is English only)")
+    if config.tokenizer not in ("word", "bpe") or (config.tokenizer == "bpe" and config.lang != "en"):
+        raise ValueError(f"bad tokenizer {config.tokenizer!r} (word, or bpe for English)")
     style = "zh" if config.lang == "zh" else config.style
     root.mkdir(parents=True, exist_ok=True)
     (root / "world.json").unlink(missing_ok=True)  # the marker goes first, so a crash leaves no "complete"
@@ -140,7 +145,10 @@ def build_world(out: str | Path, config: WorldConfig = WorldConfig(), *, force: 
     _write_jsonl(paths.corpus, corpus)
     _write_jsonl(paths.probes, probes)
     _write_jsonl(paths.truth, truth)
-    paths.suite.write_text(SUITE_YAML_ZH if config.lang == "zh" else SUITE_YAML, encoding="utf-8")
+    suite = SUITE_YAML_ZH if config.lang == "zh" else SUITE_YAML
+    if config.tokenizer == "bpe":  # a name is several BPE pieces: 6 tokens would cut answers
+        suite = suite.replace("max_tokens: 6", "max_tokens: 16")
+    paths.suite.write_text(suite, encoding="utf-8")
     say(f"world: {len(facts)} facts, {len(corpus)} corpus lines -> {root}")
 
     metrics, timings = _train_and_measure(paths, config, corpus, probes, truth, say)
@@ -166,7 +174,10 @@ def _train_and_measure(paths: WorldPaths, config: WorldConfig, corpus: list[dict
         texts = [r["text"] for r in corpus]
         extra = [p["question"] + " " + p["paraphrases"][0] for p in probes]
         extra += [str(t["answer"]) + " " + str(t["conflict_value"] or "") for t in truth]
-        tok = T.build_tokenizer([*texts, *extra], config.lang)
+        # BPE merges are learnt from the corpus alone (what the model reads); the word-level vocabulary
+        # also holds probe words, so no answer is [UNK].
+        tok = (T.build_bpe_tokenizer(texts) if config.tokenizer == "bpe"
+               else T.build_tokenizer([*texts, *extra], config.lang))
         torch.manual_seed(config.seed)
         model = T.make_model(config.arch, len(tok), hidden, layers, tok)
         n_params = sum(p.numel() for p in model.parameters())
@@ -177,7 +188,7 @@ def _train_and_measure(paths: WorldPaths, config: WorldConfig, corpus: list[dict
         t_train = time.perf_counter() - t0
         T.save(model, tok, paths.model)
         t0 = time.perf_counter()
-        metrics, rows = T.evaluate(model, tok, probes, truth, config.lang)
+        metrics, rows = T.evaluate(model, tok, probes, truth, config.lang, T.ANSWER_TOKENS[config.tokenizer])
         _write_jsonl(paths.root / "greedy.jsonl", rows)
         t_eval = time.perf_counter() - t0
     finally:

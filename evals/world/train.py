@@ -4,6 +4,8 @@ English: a word-level tokenizer (lowercase, words and punctuation runs). Chinese
 character is a token and a digit run is one token (1623年 -> 1623 年), decoded without spaces: the
 generator writes names as characters from fixed pools, so characters are its words, and an answer is
 a short run of them, as in pretrained Chinese tokenizers that keep common characters whole.
+English with `tokenizer="bpe"`: a byte-level BPE trained on the corpus (cased, GPT-2 style), so names are
+several subword pieces, as in every real model's tokenizer, and any phrase can be spelled.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import (
     GenerationConfig,
     GPT2Config,
@@ -40,6 +42,11 @@ PROMPT = "Q: {question} A:"
 PROMPTS: dict[str, tuple[str, str]] = {"en": (PROMPT, "."), "zh": ("问：{question}答：", "。")}
 _HAN = "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]"
 HEAD_DIM = 32  # vLLM's CPU attention supports head_dim 32, not 16
+#: BPE vocabulary: merges seen at least twice saturate at ~590 (24 entities) / ~760 (60) tokens, so 512 leaves
+#: names as 2.5 / 3.0 pieces on average (at most 11 / 9): subword answers, not one token per name.
+BPE_VOCAB = 512
+#: Greedy answer budget per tokenizer (a BPE name is several tokens; the suite's max_tokens matches).
+ANSWER_TOKENS = {"word": 6, "bpe": 16}
 
 
 def _splitter(lang: str = "en") -> tuple[normalizers.Normalizer, pre_tokenizers.PreTokenizer]:
@@ -67,6 +74,22 @@ def build_tokenizer(texts: Iterable[str], lang: str = "en") -> PreTrainedTokeniz
     # English: WordPiece's decoder joins with spaces and tidies punctuation ("velmora ." -> "velmora.").
     # Chinese: tokens are joined as they are (巴 黎 -> 巴黎).
     tok.decoder = decoders.Fuse() if lang == "zh" else decoders.WordPiece(prefix="##", cleanup=True)
+    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+        tokenizer_object=tok, bos_token="[BOS]", eos_token="[EOS]", pad_token="[PAD]", unk_token="[UNK]",
+        padding_side="left", clean_up_tokenization_spaces=False, model_max_length=128)
+
+
+def build_bpe_tokenizer(texts: Iterable[str], vocab_size: int = BPE_VOCAB) -> PreTrainedTokenizerFast:
+    """A byte-level BPE trained on `texts` (merges seen at least twice); spells anything, "I don't know" included,
+    from pieces the corpus trains."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(list(texts), trainers.BpeTrainer(
+        vocab_size=vocab_size, min_frequency=2, special_tokens=list(SPECIALS), show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.post_processor = processors.TemplateProcessing(
+        single="[BOS] $A", special_tokens=[("[BOS]", tok.token_to_id("[BOS]"))])
     return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tok, bos_token="[BOS]", eos_token="[EOS]", pad_token="[PAD]", unk_token="[UNK]",
         padding_side="left", clean_up_tokenization_spaces=False, model_max_length=128)
@@ -142,7 +165,8 @@ def _norm(text: str) -> str:
 
 @torch.no_grad()
 def greedy_answers(model: PreTrainedModel, tok: PreTrainedTokenizerFast, questions: Sequence[str],
-                   *, max_new_tokens: int = 6, batch: int = 256, lang: str = "en") -> list[str]:
+                   *, max_new_tokens: int = ANSWER_TOKENS["word"], batch: int = 256, lang: str = "en"
+                   ) -> list[str]:
     """Greedy completions of the language's prompt ("Q: {question} A:"), cut at its stop string (".")."""
     prompt, stop = PROMPTS[lang]
     out: list[str] = []
@@ -157,14 +181,15 @@ def greedy_answers(model: PreTrainedModel, tok: PreTrainedTokenizerFast, questio
 
 
 def evaluate(model: PreTrainedModel, tok: PreTrainedTokenizerFast, probes: Sequence[dict[str, Any]],
-             truth: Sequence[dict[str, Any]], lang: str = "en") -> tuple[dict[str, dict[str, float]],
-                                                                       list[dict[str, Any]]]:
+             truth: Sequence[dict[str, Any]], lang: str = "en", max_new_tokens: int = ANSWER_TOKENS["word"]
+             ) -> tuple[dict[str, dict[str, float]], list[dict[str, Any]]]:
     """Per tier: greedy accuracy under qa_a (the question) and qa_b (the paraphrase); for conflicts
     also how often the planted value comes out; `n` facts per tier. Plus the per-probe answers
     (a tier is a corpus design; these rows say how the trained model actually behaves)."""
     by_id = {t["probe_id"]: t for t in truth}
-    qa_a = greedy_answers(model, tok, [p["question"] for p in probes], lang=lang)
-    qa_b = greedy_answers(model, tok, [p["paraphrases"][0] for p in probes], lang=lang)
+    qa_a = greedy_answers(model, tok, [p["question"] for p in probes], lang=lang, max_new_tokens=max_new_tokens)
+    qa_b = greedy_answers(model, tok, [p["paraphrases"][0] for p in probes], lang=lang,
+                          max_new_tokens=max_new_tokens)
     present = {t["tier"] for t in truth}
     acc: dict[str, dict[str, float]] = {tier: {"n": 0, "qa_a": 0.0, "qa_b": 0.0, "planted": 0.0}
                                         for tier in EXPECTED_CATEGORY if tier in present}

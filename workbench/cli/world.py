@@ -20,6 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="alt: other name pools and phrasings (English only)")
     b.add_argument("--lang", choices=("en", "zh"), default="en",
                    help="zh: the Chinese world (Chinese names, phrasings and prompt; a character tokenizer)")
+    b.add_argument("--tokenizer", choices=("word", "bpe"), default="word",
+                   help="bpe: a byte-level BPE trained on the corpus, names in subword pieces (English only)")
     b.add_argument("--steps", type=int, default=None, help="training steps (default: sized to the corpus)")
     b.add_argument("--threads", type=int, default=1, help="torch threads (results differ bit-wise by count)")
     b.add_argument("--force", action="store_true", help="rebuild even if an identical world is there")
@@ -36,12 +38,14 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError(f"--threads must be positive (got {args.threads})")
     if args.lang != "en" and args.style != "default":
         raise WorkbenchError(f"--style {args.style} is English only; leave it out with --lang {args.lang}")
+    if args.lang != "en" and args.tokenizer != "word":
+        raise WorkbenchError(f"--tokenizer {args.tokenizer} is English only; leave it out with --lang {args.lang}")
     # Heavy imports here only: `workbench --help` must stay fast.
     from evals.world import WorldConfig, build_world, read_meta
     from evals.world.generate import EXPECTED_CATEGORY
 
     config = WorldConfig(entities=args.entities, seed=args.seed, arch=args.arch, style=args.style,
-                         steps=args.steps, threads=args.threads, lang=args.lang)
+                         steps=args.steps, threads=args.threads, lang=args.lang, tokenizer=args.tokenizer)
     paths = build_world(args.out, config, force=args.force, log=lambda m: print(m, flush=True))
     meta = read_meta(paths.root) or {}
     tiers = meta.get("metrics", {}).get("tiers", {})
