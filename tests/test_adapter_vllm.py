@@ -58,7 +58,9 @@ def test_adapter_with_trainable_token_rows_is_refused_clearly(w: FtWorld, tmp_pa
     with pytest.raises(WorkbenchError, match="--backend hf"):
         backend.generate([GenerationRequest(_prompts(w)[0], GREEDY)])
     base: Any = load_backend(engine_spec(w.paths))
-    assert base.generate([GenerationRequest(_prompts(w)[0], GREEDY)])[0][0].text
+    request = GenerationRequest(_prompts(w)[0], GREEDY)
+    hf = load_backend(ModelSpec(model=str(w.paths.model))).generate([request])[0][0].text
+    assert hf and base.generate([request])[0][0].text == hf  # alive, and the base model's own answer
 
 
 @needs_vllm
