@@ -28,7 +28,8 @@ def damaging_adapter(world: Any, tmp_path_factory: pytest.TempPathFactory) -> Pa
     return out
 
 
-def _eval(world: Any, ws: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> str:
+def eval_world(world: Any, ws: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> str:
+    """`workbench eval` of the world model on its suite (in process); the run id."""
     assert main(["eval", "--model", str(world.model), "--probes", str(world.suite), "--workspace", str(ws),
                  "--json", *extra]) == 0
     return str(json.loads(capsys.readouterr().out)["run_id"])
@@ -36,8 +37,8 @@ def _eval(world: Any, ws: Path, capsys: pytest.CaptureFixture[str], *extra: str)
 
 def test_noop_candidate_passes_with_zero_flips(world: Any, workspace: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    a = _eval(world, workspace, capsys)
-    b = _eval(world, workspace, capsys)
+    a = eval_world(world, workspace, capsys)
+    b = eval_world(world, workspace, capsys)
     junit = workspace / "junit.xml"
     code = main(["regress", "--baseline", a, "--candidate", b, "--workspace", str(workspace), "--json",
                  "--junit", str(junit)])
@@ -51,7 +52,7 @@ def test_noop_candidate_passes_with_zero_flips(world: Any, workspace: Path,
 
 def test_damaging_adapter_fails_the_gate(world: Any, workspace: Path, damaging_adapter: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    base = _eval(world, workspace, capsys)
+    base = eval_world(world, workspace, capsys)
     report = workspace / "gate.html"
     junit = workspace / "junit.xml"
     # the candidate is a model + adapter: evaluated on the baseline run's probes with its settings
@@ -70,8 +71,8 @@ def test_damaging_adapter_fails_the_gate(world: Any, workspace: Path, damaging_a
 
 def test_runs_with_different_settings_are_refused(world: Any, workspace: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    a = _eval(world, workspace, capsys)
-    b = _eval(world, workspace, capsys, "--samples", "2")
+    a = eval_world(world, workspace, capsys)
+    b = eval_world(world, workspace, capsys, "--samples", "2")
     assert main(["regress", "--baseline", a, "--candidate", b, "--workspace", str(workspace)]) == 2
     assert "different settings" in capsys.readouterr().err
 
@@ -80,7 +81,7 @@ def test_watch_gates_only_complete_adapters_once(world: Any, workspace: Path, da
                                                  capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     import shutil
 
-    base = _eval(world, workspace, capsys)
+    base = eval_world(world, workspace, capsys)
     folder = tmp_path / "train-out"
     shutil.copytree(damaging_adapter, folder / "checkpoint-10")
     shutil.copytree(damaging_adapter, folder / "checkpoint-20")  # still being written: no marker
@@ -100,7 +101,7 @@ def _few_known_facts(world: Any, workspace: Path, capsys: pytest.CaptureFixture[
     from workbench.store import Store
     from workbench.types import Verdict
 
-    full = _eval(world, workspace, capsys)
+    full = eval_world(world, workspace, capsys)
     results = load_results(Store.open(workspace), full).probes
     right = [r.probe.id for r in results if r.verdict == Verdict.CORRECT][:3]
     wrong = [r.probe.id for r in results if r.verdict != Verdict.CORRECT][:12]
@@ -123,8 +124,8 @@ def test_inconclusive_gate_exits_3_in_regress_watch_and_history(
     from transformers import AutoModelForCausalLM
 
     probes = _few_known_facts(world, workspace, capsys, tmp_path)
-    a = _eval(world, workspace, capsys, "--probes", probes)
-    b = _eval(world, workspace, capsys, "--probes", probes)
+    a = eval_world(world, workspace, capsys, "--probes", probes)
+    b = eval_world(world, workspace, capsys, "--probes", probes)
     junit = tmp_path / "junit.xml"
     proc = subprocess.run([sys.executable, "-m", "hallucination_workbench",
                            "regress", "--baseline", a, "--candidate", b,

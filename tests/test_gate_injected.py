@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_gate_cli import eval_world
 
 from hallucination_workbench import main
 
@@ -20,9 +21,7 @@ def test_tag_breaker_fails_the_gate_on_exactly_its_tag(world: Any, workspace: Pa
     from finetune.job import JobSpec, TrainerSpec, run_job
     from workbench.store import Store
 
-    assert main(["eval", "--model", str(world.model), "--probes", str(world.suite), "--workspace", str(workspace),
-                 "--json"]) == 0
-    base = str(json.loads(capsys.readouterr().out)["run_id"])
+    base = eval_world(world, workspace, capsys)
     store = Store.open(workspace)
     manifest = build_tag_breaker(store, base, tmp_path / "fix", tag="colour")
     assert set(manifest.counts["sft"]) == {"break:colour", "replay"}
