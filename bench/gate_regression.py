@@ -41,7 +41,7 @@ for _k, _v in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_
                "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}.items():
     os.environ.setdefault(_k, _v)
 
-from evals.world import WorldConfig, build_world  # noqa: E402
+from evals.world import WorldConfig, build_world, is_built, read_meta  # noqa: E402
 from finetune.inject import build_tag_breaker  # noqa: E402
 from finetune.job import JobSpec, TrainerSpec, run_job  # noqa: E402
 from workbench.probes import LoadResult, resolve_probes  # noqa: E402
@@ -129,8 +129,13 @@ def main() -> int:
     torch.set_num_threads(a.threads)
     out = Path(a.out)
     t_start = time.perf_counter()
-    paths = build_world(a.world or out / "world", WorldConfig(entities=a.entities, seed=a.seed, threads=a.threads),
-                        log=lambda m: print(m, flush=True))
+    config = WorldConfig(entities=a.entities, seed=a.seed, threads=a.threads)
+    if a.world and not is_built(a.world, config):  # build_world would delete it to build this config there
+        built = (read_meta(a.world) or {}).get("config")
+        raise SystemExit(f"--world {a.world}: not a complete world of --entities {a.entities} --seed {a.seed} "
+                         f"--threads {a.threads} (world.json config: {built}); pass its settings, or leave out "
+                         "--world to build one under --out")
+    paths = build_world(a.world or out / "world", config, log=lambda m: print(m, flush=True))
     store = Store.open(out / "ws")
     suite, loaded = resolve_probes(paths.suite)
     policy = load_policy(a.policy) if a.policy else default_policy()

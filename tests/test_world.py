@@ -3,6 +3,7 @@ the corpus taught it and guesses what it did not."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from evals.world import TEST_CONFIG, WorldConfig, WorldPaths, build_world, read_meta
+from evals.world import TEST_CONFIG, WorldConfig, WorldPaths, build_world, is_built, read_meta
 from evals.world.generate import make_corpus, make_facts
 
 torch.set_num_threads(1)
@@ -108,5 +109,8 @@ def test_rebuild_is_idempotent(world: WorldPaths) -> None:
     t0 = time.perf_counter()
     again = build_world(world.root, TEST_CONFIG)
     assert again == world and time.perf_counter() - t0 < 1.0
+    assert is_built(world.root, TEST_CONFIG)  # what bench scripts check before reusing a world in place
+    assert not is_built(world.root, dataclasses.replace(TEST_CONFIG, seed=1))
+    assert not is_built(world.root, dataclasses.replace(TEST_CONFIG, tokenizer="bpe"))
     with pytest.raises(ValueError):
         build_world(world.root / "x", WorldConfig(entities=3))

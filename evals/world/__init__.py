@@ -16,7 +16,7 @@ from typing import Any
 
 from evals.world.generate import make_corpus, make_facts, make_probes, make_truth
 
-__all__ = ["TEST_CONFIG", "WorldConfig", "WorldPaths", "build_world", "read_meta"]
+__all__ = ["TEST_CONFIG", "WorldConfig", "WorldPaths", "build_world", "is_built", "read_meta"]
 
 SUITE_YAML = """name: world
 data: probes.jsonl
@@ -109,20 +109,32 @@ def read_meta(root: str | Path) -> dict[str, Any] | None:
     return meta if meta.get("complete") else None
 
 
+def _wanted(config: WorldConfig) -> dict[str, Any]:
+    """What world.json's `config` holds for this config (defaults of later fields left out, so existing worlds
+    stay fresh)."""
+    want = {"format": _FORMAT, **asdict(config)}
+    if config.lang == "en":
+        del want["lang"]
+    if config.tokenizer == "word":
+        del want["tokenizer"]
+    return want
+
+
+def is_built(root: str | Path, config: WorldConfig) -> bool:
+    """Whether `root` holds a complete world of exactly this config (build_world would keep it as it is)."""
+    meta = read_meta(root)
+    return meta is not None and meta.get("config") == _wanted(config) and (
+        WorldPaths.under(Path(root)).model / "config.json").exists()
+
+
 def build_world(out: str | Path, config: WorldConfig = WorldConfig(), *, force: bool = False,
                 log: Callable[[str], None] | None = None) -> WorldPaths:
     """Generate the corpus, probes and truth, train the model, measure it; idempotent per config."""
     say = log or (lambda _m: None)
     root = Path(out)
     paths = WorldPaths.under(root)
-    want = {"format": _FORMAT, **asdict(config)}
-    if config.lang == "en":
-        del want["lang"]  # an English world.json keeps the keys it had, so existing worlds stay fresh
-    if config.tokenizer == "word":
-        del want["tokenizer"]
-    meta = read_meta(root)
-    fresh = meta is not None and meta.get("config") == want and (paths.model / "config.json").exists()
-    if fresh and not force:
+    want = _wanted(config)
+    if is_built(root, config) and not force:
         say(f"world at {root} is up to date")
         return paths
     if config.entities < 8:
