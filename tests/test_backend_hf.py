@@ -79,3 +79,29 @@ def test_adapter_changes_answers(world: Any, tmp_path: Path) -> None:
     assert adapted != base
     # per-request adapter: None falls back to the spec's adapter; the fingerprint covers the adapter
     assert adapted_backend.fingerprint() != load_backend(ModelSpec(model=str(world.model))).fingerprint()
+
+
+@pytest.mark.parametrize("sampling", [SamplingParams(max_tokens=40, stop=(".",), logprobs=True),
+                                      SamplingParams(temperature=1.0, n=4, seed=3, max_tokens=40, stop=(".",))])
+def test_generation_ends_when_every_row_said_its_stop_string(hf: HFBackend, world: Any,
+                                                             sampling: SamplingParams) -> None:
+    """A batch stops once every row has said its stop string, not when all reach EOS or max_tokens (a real
+    model's 128-token budget), and says the same as a run without the stop cut afterwards. (The world model says
+    EOS right after its ".", so the saving here is that one step; a chat model rambles on.)"""
+    import dataclasses
+
+    requests = [GenerationRequest(p, sampling) for p in _prompts(world, 6)]
+    steps: list[int] = []
+    hook = hf._model.register_forward_hook(lambda *_: steps.append(1))
+    try:
+        stopped = hf.generate(requests)
+        n_stopped = len(steps)
+        steps.clear()
+        full = hf.generate([dataclasses.replace(r, sampling=dataclasses.replace(sampling, stop=()))
+                            for r in requests])
+    finally:
+        hook.remove()
+    assert n_stopped < len(steps)
+    assert [[c.text for c in cs] for cs in stopped] == [[cut_at_stop(c.text, ["."])[0].strip() for c in cs]
+                                                        for cs in full]
+    assert all(c.finish_reason == "stop" for cs in stopped for c in cs)

@@ -132,6 +132,8 @@ class HFBackend(Backend):
             pad_token_id=self._tok.pad_token_id, eos_token_id=self._tok.eos_token_id,
             return_dict_in_generate=True, output_scores=s.logprobs,
         )
+        if s.stop:  # a row that said its stop string is done; the batch ends when all are (not at max_tokens)
+            kwargs["stopping_criteria"] = [_StopStrings(self._tok, tuple(s.stop), enc["input_ids"].shape[1])]
         if not s.greedy:
             kwargs.update(temperature=s.temperature, top_p=s.top_p, top_k=0)
             torch.manual_seed(s.seed if s.seed is not None else 0)
@@ -179,4 +181,21 @@ def _offline() -> bool:
 
     return os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
 
+
+class _StopStrings:
+    """Per-row "done" once the row's new text holds a stop string (transformers' own `stop_strings` needs a
+    tokenizer that can spell its probe prefix, which a word-level vocabulary cannot). Only the last WINDOW tokens
+    are decoded each step: every stop string is shorter, and each position passes through the window."""
+
+    WINDOW = 8
+
+    def __init__(self, tok: Any, stops: tuple[str, ...], prompt_len: int) -> None:
+        self.tok, self.stops, self.prompt_len = tok, stops, prompt_len
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        new = input_ids[:, max(self.prompt_len, input_ids.shape[1] - self.WINDOW):]
+        texts = self.tok.batch_decode(new, skip_special_tokens=True)
+        return torch.tensor([any(stop in t for stop in self.stops) for t in texts], device=input_ids.device)
 
