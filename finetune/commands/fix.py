@@ -81,5 +81,5 @@ def run(args: argparse.Namespace) -> int:
 def _default_method(counts: dict[str, dict[str, int]]) -> str:
     if counts.get("prompts"):
         return "grpo"
-    targeted = {s: sum(n for cat, n in counts[s].items() if cat != "replay") for s in ("sft", "dpo")}
+    targeted = {s: sum(n for cat, n in counts[s].items() if cat not in ("replay", "rehearsal")) for s in ("sft", "dpo")}
     return "sft" if targeted["sft"] >= targeted["dpo"] else "dpo"
