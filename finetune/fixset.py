@@ -341,7 +341,9 @@ def build_fixset(
         held_ids = {v["probe_id"] for v in validation} | set(reserved)
         texts, info = rehearsal_texts(rehearsal, n_text, seed=seed, ratio=rehearsal_ratio,
                                       protected=[p for pid, p in probe_of.items() if pid in held_ids],
-                                      targeted=[probe_of[pid] for pid in targeted])
+                                      targeted=[probe_of[pid] for pid in targeted],
+                                      conflicting=[probe_of[pid] for pid, a in targeted.items()
+                                                   if a.category == "data:conflict"])
         rows.sft += [{"prompt": "", "completion": t + end, "probe_id": "", "category": "rehearsal",
                       "source": "rehearsal", "split": "train"} for t in texts]
     anchors = []

@@ -4,8 +4,10 @@ adapter keeps predicting that text (issue 14: replay protects the known facts it
 The documents come from a corpus index (`workbench index`, the one `workbench attribute` used: it keeps every
 document's text), sampled with a seed. A document that mentions a protected fact (its subject and one of its
 accepted answers; the answer alone when the probe names no subject) is never used: the validation slice and
-the bench's held-out slice must measure known facts that nothing in training repeated. Nor is one that names a
-targeted fact's subject: conflicting documents would teach the wrong value the fix removes.
+the bench's held-out slice must measure known facts that nothing in training repeated. Nor is one that names the
+subject of a `data:conflict` target: its documents teach the wrong value the fix removes. Documents naming another
+targeted subject come first (the neighbourhood a fix moves, as replay's `neighbours_first`: the other facts of
+that entity, most of which no probe asks about), then the rest in seeded order.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ class RehearsalInfo:
         ratio: Rehearsal rows asked for per targeted SFT training row.
         rows: Rows written (fewer than asked when the corpus had too few usable documents).
         docs: Documents in the index.
-        excluded: Documents drawn and left out because they mention a protected fact or a targeted subject.
+        excluded: Documents drawn and left out because they mention a protected fact or a conflicting subject.
+        neighbours: Rows that name a targeted subject.
     """
 
     source: str
@@ -44,6 +47,7 @@ class RehearsalInfo:
     rows: int
     docs: int
     excluded: int
+    neighbours: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,9 +64,10 @@ def _mentions(text: str, probe: Probe, *, subject_only: bool = False) -> bool:
 
 
 def rehearsal_texts(index: str | Path, n: int, *, protected: Sequence[Probe], targeted: Sequence[Probe],
-                    seed: int, ratio: float) -> tuple[list[str], RehearsalInfo]:
+                    seed: int, ratio: float, conflicting: Sequence[Probe] = ()) -> tuple[list[str], RehearsalInfo]:
     """Up to `n` document texts of the corpus index `index` (a file or a workspace), seeded, none mentioning a
-    `protected` fact or a `targeted` subject."""
+    `protected` fact or a `conflicting` subject; those naming a `targeted` subject first. Reads at most
+    DRAWS_PER_ROW x n documents (a large corpus: its neighbours are the ones in that draw)."""
     path = Path(index)
     if path.is_dir():
         path = default_index_path(path)
@@ -76,17 +81,17 @@ def rehearsal_texts(index: str | Path, n: int, *, protected: Sequence[Probe], ta
             label = con.execute("SELECT value FROM meta WHERE key = 'source'").fetchone()
             rng = random.Random(f"rehearsal-{seed}")
             rng.shuffle(rids)
-            texts: list[str] = []
+            near: list[str] = []
+            far: list[str] = []
             excluded = 0
             for rid in rids[: DRAWS_PER_ROW * n]:
-                if len(texts) >= n:
-                    break
                 text = con.execute("SELECT text FROM docs WHERE rid = ?", (rid,)).fetchone()[0]
                 if any(_mentions(text, p) for p in protected) or any(
-                        _mentions(text, p, subject_only=True) for p in targeted):
+                        _mentions(text, p, subject_only=True) for p in conflicting):
                     excluded += 1
                     continue
-                texts.append(text.strip())
+                (near if any(_mentions(text, p, subject_only=True) for p in targeted) else far).append(text.strip())
+            texts = (near + far)[:n]
         finally:
             con.close()
     except sqlite3.DatabaseError as e:
@@ -96,4 +101,5 @@ def rehearsal_texts(index: str | Path, n: int, *, protected: Sequence[Probe], ta
     except (ValueError, TypeError, KeyError):
         corpus = ""
     source = f"{path}" + (f" (corpus {corpus})" if corpus else "")
-    return texts, RehearsalInfo(source=source, ratio=ratio, rows=len(texts), docs=len(rids), excluded=excluded)
+    return texts, RehearsalInfo(source=source, ratio=ratio, rows=len(texts), docs=len(rids), excluded=excluded,
+                                       neighbours=min(len(near), n))

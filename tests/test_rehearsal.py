@@ -5,6 +5,8 @@ what was used."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,17 +24,25 @@ def _index(tmp_path: Path, texts: list[str]) -> Path:
     return tmp_path / "index.sqlite"
 
 
-def test_rehearsal_leaves_out_documents_that_mention_protected_facts_or_targeted_subjects(tmp_path: Path) -> None:
+def test_rehearsal_leaves_out_protected_facts_and_conflicts_and_puts_neighbours_first(tmp_path: Path) -> None:
     index = _index(tmp_path, ["The capital of Zorazan is Feneadel.",  # protected fact: subject and answer
                               "Q: What is the capital of Zorazan? A: Feneadel.",  # the same fact as a question
                               "Zorazan's flag is red.",  # the protected subject, another fact: kept
-                              "Kraubek was founded by Keluard.",  # a targeted subject: out (conflicts teach it)
-                              "Vexomar dates from 1271.", "Myruvath's flag is blue."])
+                              "Kraubek was founded by Keluard.",  # a conflicting subject: out (teaches the wrong value)
+                              "Vexomar dates from 1271.", "Myruvath's flag is blue.", "Goramar's flag is red.",
+                              "Drubek's capital is Soluista.", "Q: Who founded Drubek? A: Keluard."])
     protected = Probe("zorazan-capital", "What is the capital of Zorazan?", ("Feneadel",), subject="Zorazan")
-    targeted = Probe("kraubek-founder", "Who founded Kraubek?", ("Aldos",), subject="Kraubek")
-    texts, info = rehearsal_texts(index, 10, protected=[protected], targeted=[targeted], seed=0, ratio=2.0)
-    assert sorted(texts) == sorted(["Zorazan's flag is red.", "Vexomar dates from 1271.", "Myruvath's flag is blue."])
-    assert (info.rows, info.docs, info.excluded, info.ratio) == (3, 6, 3, 2.0)
+    conflict = Probe("kraubek-founder", "Who founded Kraubek?", ("Aldos",), subject="Kraubek")
+    targeted = Probe("drubek-year", "When was Drubek founded?", ("1200",), subject="Drubek")
+    texts, info = rehearsal_texts(index, 10, protected=[protected], targeted=[targeted, conflict], seed=0, ratio=2.0,
+                                  conflicting=[conflict])
+    assert sorted(texts) == sorted(["Zorazan's flag is red.", "Vexomar dates from 1271.", "Myruvath's flag is blue.",
+                                    "Goramar's flag is red.", "Drubek's capital is Soluista.",
+                                    "Q: Who founded Drubek? A: Keluard."])
+    assert (info.rows, info.docs, info.excluded, info.ratio, info.neighbours) == (6, 9, 3, 2.0, 2)
+    for seed in range(4):  # the targeted subject's documents come first whatever the draw
+        first = rehearsal_texts(index, 2, protected=[], targeted=[targeted], seed=seed, ratio=1.0)[0]
+        assert sorted(first) == ["Drubek's capital is Soluista.", "Q: Who founded Drubek? A: Keluard."]
     assert str(index) in info.source and "corpus.jsonl" in info.source
     # seeded: the same draw twice, and no more rows than asked
     assert rehearsal_texts(index, 2, protected=[protected], targeted=[], seed=1, ratio=1.0)[0] == \
@@ -90,3 +100,16 @@ def test_fixset_rehearses_the_corpus_and_reserves_known_facts(tmp_path: Path,
         build_fixset(w.store, w.run_id, tmp_path / "bad", rehearsal=index, rehearsal_ratio=-1)
     with pytest.raises(WorkbenchError, match="`reserve_fraction` must be in"):
         build_fixset(w.store, w.run_id, tmp_path / "bad", reserve_fraction=0.95)
+    # the CLI: `workbench fix --rehearsal INDEX --rehearsal-ratio R`, bad values exit 2 without a traceback
+    def fix(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hallucination_workbench", "fix", w.run_id, "--workspace",
+                               str(w.store.workspace), "--json", *extra], capture_output=True, text=True, timeout=300)
+
+    proc = fix("--out", str(tmp_path / "cli"), "--rehearsal", str(index), "--rehearsal-ratio", "0.5")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)["fixset"]["rehearsal"]
+    assert got["rows"] == round(0.5 * targeted) and got["ratio"] == 0.5
+    for args, message in ((("--rehearsal", str(index), "--rehearsal-ratio", "-1"), "`rehearsal_ratio` must be in"),
+                          (("--rehearsal", str(tmp_path / "none.sqlite")), "no corpus index at")):
+        bad = fix("--out", str(tmp_path / "bad"), *args)
+        assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr[-2000:]
