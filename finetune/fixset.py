@@ -35,6 +35,13 @@ row, says what is right: the answer when the model can find it, abstention when 
 replay slice of phrasings the model answers correctly (`replay_ratio` x the targeted training rows,
 default 1), so that abstaining everywhere does not pay.
 
+`rehearsal` (opt-in: `workbench fix --rehearsal INDEX`) adds plain-text SFT rows (empty prompt, the document as
+completion) sampled from the corpus index of the corpus the model was trained on, none naming a held-out known
+fact (finetune/rehearsal.py); the manifest's `rehearsal` says how many and from where. Not a default: on three
+worlds it did not lower the share of unreplayed known facts that break (README "Fix efficacy across worlds").
+`reserve_fraction` keeps a further share of known probes out of every row and of the validation slice: a measure
+of breakage no job chose a checkpoint by (bench/fix_efficacy.py uses a tenth).
+
 A run made with `template: chat` gives the same rows in trl's conversational form (finetune/chatform.py):
 prompts are messages (the run's system prompt as a system turn, then the question), completions / chosen /
 rejected are one assistant turn each ("I don't know."), and replay rows teach the model's own correct answer (a
