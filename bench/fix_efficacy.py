@@ -17,6 +17,7 @@ known facts <= 2%; the whole demo <= 3 minutes on 2 cores.
     .venv/bin/python bench/fix_efficacy.py [--entities 120] [--seed 0] [--workspace /tmp/fix_efficacy]
         [--threads 1] [--lang en|zh] [--combined] [--rl] [--fresh] [--sft '{trainer: {max_steps: 40}}'] [--dpo '{...}']
         [--grpo '{trainer: {max_steps: 60}}'] [--worlds test,alt11,gpt2-3,...|all] [--methods sft,dpo,grpo]
+        [--reserve-fraction 0.1] [--rehearsal RATIO]
 
 `--worlds` runs the named worlds of WORLDS one after the other (each in WORKSPACE/NAME) and prints one table:
 per world and per method, targeted failures fixed, held-out targeted fixed before -> after, correct-before broken,
@@ -333,6 +334,8 @@ def main() -> int:
         text = getattr(args, name)
         if text is not None and not isinstance(yaml.safe_load(text), dict):
             ap.error(f"--{name} must be a YAML mapping, e.g. '{{trainer: {{max_steps: 40}}}}', got {text!r}")
+    if not 0 <= args.reserve_fraction < 1 or args.rehearsal < 0:
+        ap.error("--reserve-fraction must be in [0, 1) and --rehearsal >= 0")
     if args.entities < 8 or args.threads < 1:
         ap.error("--entities must be >= 8 and --threads >= 1")
     import datasets
