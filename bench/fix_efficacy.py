@@ -17,10 +17,12 @@ known facts <= 2%; the whole demo <= 3 minutes on 2 cores.
     .venv/bin/python bench/fix_efficacy.py [--entities 120] [--seed 0] [--workspace /tmp/fix_efficacy]
         [--threads 1] [--lang en|zh] [--combined] [--rl] [--fresh] [--sft '{trainer: {max_steps: 40}}'] [--dpo '{...}']
         [--grpo '{trainer: {max_steps: 60}}'] [--worlds test,alt11,gpt2-3,...|all] [--methods sft,dpo,grpo]
+        [--reserve-fraction 0.1] [--rehearsal RATIO]
 
 `--worlds` runs the named worlds of WORLDS one after the other (each in WORKSPACE/NAME) and prints one table:
 per world and per method, targeted failures fixed, held-out targeted fixed before -> after, correct-before broken,
-known-fact abstention, and the job's known-facts slice (broken of checked, the step it kept).
+known-fact abstention, the job's known-facts slice (broken of checked, the step it kept) and the reserved known
+facts no job saw ("unseen broken", `--reserve-fraction`): the figure rollback could not have chosen by.
 """
 
 from __future__ import annotations
@@ -156,6 +158,9 @@ def run(args: argparse.Namespace, cfg: WorldConfig, root: Path) -> dict[str, Any
         fix_kw["replay_ratio"] = args.replay_ratio
     if args.validation_fraction is not None:
         fix_kw["validation_fraction"] = args.validation_fraction
+    fix_kw["reserve_fraction"] = args.reserve_fraction
+    if args.rehearsal:  # the corpus the world model was trained on, as `workbench attribute` indexed it
+        fix_kw["rehearsal"], fix_kw["rehearsal_ratio"] = index_path, args.rehearsal
     manifest = timed(times, "fixset", lambda: build_fixset(store, summary.run_id, out / "fix", **fix_kw))
     print(f"fix set: train rows {manifest.train_rows}, sft {manifest.counts['sft']}, dpo {manifest.counts['dpo']}",
           flush=True)
@@ -170,7 +175,7 @@ def run(args: argparse.Namespace, cfg: WorldConfig, root: Path) -> dict[str, Any
         jobs["combined"] = timed(times, "job_combined", functools.partial(
             run_job, job_spec(cfix, out / "combined", "sft", extras["sft"]), store))
     if args.rl or "grpo" in args.methods.split(","):
-        rl_kw = {k: v for k, v in fix_kw.items() if k != "replay_ratio"}
+        rl_kw = {k: v for k, v in fix_kw.items() if k not in ("replay_ratio", "rehearsal", "rehearsal_ratio")}
         if args.rl_replay_ratio is not None:
             rl_kw["replay_ratio"] = args.rl_replay_ratio
         rl_fix = timed(times, "fixset_rl", lambda: build_fixset(store, summary.run_id, out / "fix-rl", strategy="rl",
@@ -198,14 +203,17 @@ def run(args: argparse.Namespace, cfg: WorldConfig, root: Path) -> dict[str, Any
         split = ("heldout" if r.probe.id in heldout else "train") if cat in CATEGORIES else ""
         probes.append(Probe(r.probe.id, cat, truth[r.probe.id]["tier"], split, str(r.verdict),
                             {k: v[r.probe.id] for k, v in after.items()}))
-    result = report(probes, jobs, times, manifest)
+    result = report(probes, jobs, times, manifest, set(manifest.reserved_probe_ids))
     result["times"] = times
     return result
 
 
-def adapter_report(name: str, job: JobResult, probes: list[Probe], cats: list[str]) -> dict[str, Any]:
-    """One adapter's before/after table and goal checks."""
+def adapter_report(name: str, job: JobResult, probes: list[Probe], cats: list[str],
+                   reserved: set[str]) -> dict[str, Any]:
+    """One adapter's before/after table and goal checks. `reserved`: the fix set's known probes that no training
+    row and no job saw (neither replay nor the validation slice rollback chose by)."""
     correct_before = [p for p in probes if p.before == Verdict.CORRECT]
+    unseen = [p for p in correct_before if p.pid in reserved]
     known = [p for p in probes if p.tier == "known"]
     print(f"\n== adapter {name}: {job.steps} steps, loss {job.final_loss}, {job.seconds} s; "
           f"fix-set held-out accuracy {job.heldout_before} -> {job.heldout_after}")
@@ -242,6 +250,7 @@ def adapter_report(name: str, job: JobResult, probes: list[Probe], cats: list[st
         "broken": rate(correct_before, lambda p: p.after[name] != Verdict.CORRECT),
         "broken_by_tier": dict(Counter(p.tier for p in correct_before if p.after[name] != Verdict.CORRECT)),
         "abstain_known": rate(known, lambda p: p.after[name] == Verdict.NOT_ATTEMPTED),
+        "unseen_broken": sum(p.after[name] != Verdict.CORRECT for p in unseen), "n_unseen": len(unseen),
         "n_train": len(train), "n_heldout": len(held), "n_correct_before": len(correct_before),
         "n_known": len(known),
     }
@@ -259,11 +268,11 @@ def adapter_report(name: str, job: JobResult, probes: list[Probe], cats: list[st
 
 
 def report(probes: list[Probe], jobs: Mapping[str, JobResult], times: Mapping[str, float],
-           manifest: FixSetManifest) -> dict[str, Any]:
+           manifest: FixSetManifest, reserved: set[str]) -> dict[str, Any]:
     cats = [c for c in CATEGORIES if any(p.category == c for p in probes)]
     out: dict[str, Any] = {"adapters": {}}
     for name, job in jobs.items():
-        out["adapters"][name] = adapter_report(name, job, probes, cats)
+        out["adapters"][name] = adapter_report(name, job, probes, cats, reserved)
     demo_steps = [k for k in times if not k.endswith(("combined", "_rl"))]
     demo = sum(times[k] for k in demo_steps)
     fix_half = sum(times[k] for k in ("job_sft", "job_dpo") if k in times)
@@ -298,6 +307,12 @@ def main() -> int:
     ap.add_argument("--replay-ratio", type=float, help="build_fixset replay_ratio (default: its default)")
     ap.add_argument("--validation-fraction", type=float,
                     help="build_fixset validation_fraction: known probes kept out of replay (default: its default)")
+    ap.add_argument("--reserve-fraction", type=float, default=0.1,
+                    help="known probes no job sees (build_fixset reserve_fraction), broken ones reported as 'unseen "
+                    "broken' beside the validation slice's (default 0.1)")
+    ap.add_argument("--rehearsal", type=float, default=0.0,
+                    help="rehearsal rows of the world's corpus per targeted SFT row (build_fixset rehearsal_ratio; "
+                    "default 0: none)")
     ap.add_argument("--sft", help="YAML mapping merged into the SFT job spec, e.g. '{trainer: {max_steps: 40}}'")
     ap.add_argument("--dpo", help="YAML mapping merged into the DPO job spec")
     ap.add_argument("--grpo", help="YAML mapping merged into the GRPO job spec (with --rl)")
@@ -319,6 +334,8 @@ def main() -> int:
         text = getattr(args, name)
         if text is not None and not isinstance(yaml.safe_load(text), dict):
             ap.error(f"--{name} must be a YAML mapping, e.g. '{{trainer: {{max_steps: 40}}}}', got {text!r}")
+    if not 0 <= args.reserve_fraction < 1 or args.rehearsal < 0:
+        ap.error("--reserve-fraction must be in [0, 1) and --rehearsal >= 0")
     if args.entities < 8 or args.threads < 1:
         ap.error("--entities must be >= 8 and --threads >= 1")
     import datasets
@@ -346,7 +363,7 @@ def main() -> int:
 def print_table(results: Mapping[str, Mapping[str, Any]]) -> None:
     """One row per world and adapter (GRPO's is `grpo`): the four goals and the job's known-facts slice."""
     print(f"\n{'world':<12}{'method':<9}{'steps':>6}{'lr':>8}{'fixed':>8}{'held-out':>16}{'broken':>14}"
-          f"{'abst.known':>11}{'slice broken':>14}  kept")
+          f"{'abst.known':>11}{'slice broken':>14}{'unseen broken':>15}  kept")
     for world, res in results.items():
         for name, a in res["adapters"].items():
             g, job = a["goals"], a["job"]
@@ -355,7 +372,8 @@ def print_table(results: Mapping[str, Mapping[str, Any]]) -> None:
             print(f"{world:<12}{'grpo' if name == 'rl' else name:<9}{job['steps']:>6}{lr:>8.0e}"
                   f"{pct(g['targeted_fixed']):>8}{pct(g['heldout_before']) + '->' + pct(g['heldout_after']):>16}"
                   f"{broken:>14}{pct(g['abstain_known']):>11}"
-                  f"{len(job['known_broken']):>7} of {job['known_checked']:<4}  {'' if kept is None else kept}")
+                  f"{len(job['known_broken']):>7} of {job['known_checked']:<4}"
+                  f"{g.get('unseen_broken', 0):>8} of {g.get('n_unseen', 0):<4}  {'' if kept is None else kept}")
 
 
 if __name__ == "__main__":

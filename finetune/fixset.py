@@ -35,6 +35,13 @@ row, says what is right: the answer when the model can find it, abstention when 
 replay slice of phrasings the model answers correctly (`replay_ratio` x the targeted training rows,
 default 1), so that abstaining everywhere does not pay.
 
+`rehearsal` (opt-in: `workbench fix --rehearsal INDEX`) adds plain-text SFT rows (empty prompt, the document as
+completion) sampled from the corpus index of the corpus the model was trained on, none naming a held-out known
+fact (finetune/rehearsal.py); the manifest's `rehearsal` says how many and from where. Not a default: on three
+worlds it did not lower the share of unreplayed known facts that break (README "Fix efficacy across worlds").
+`reserve_fraction` keeps a further share of known probes out of every row and of the validation slice: a measure
+of breakage no job chose a checkpoint by (bench/fix_efficacy.py uses a tenth).
+
 A run made with `template: chat` gives the same rows in trl's conversational form (finetune/chatform.py):
 prompts are messages (the run's system prompt as a system turn, then the question), completions / chosen /
 rejected are one assistant turn each ("I don't know."), and replay rows teach the model's own correct answer (a
@@ -54,6 +61,7 @@ from typing import Any
 
 from finetune.abstention import PhraseChoice, choose_phrase, spoken
 from finetune.chatform import TURN_COLUMNS, RowForm
+from finetune.rehearsal import rehearsal_texts
 from finetune.replay import neighbours_first, targets_of
 from workbench.attribution.types import ABSTAIN_CATEGORIES, CATEGORIES, Attribution
 from workbench.errors import InputError, WorkbenchError, unknown_name
@@ -85,6 +93,9 @@ ANCHOR_SHARE = 0.5
 #: and the finer slice did not let rollback find a state that broke fewer.
 VALIDATION_SHARE = 0.1
 VALIDATION_MAX = 200
+#: Rehearsal rows (plain corpus text, finetune/rehearsal.py) per targeted SFT training row, when a corpus is given.
+REHEARSAL_RATIO = 1.0
+MAX_REHEARSAL = 100.0
 MANIFEST = "fixset.json"
 #: The split each job method trains on.
 METHOD_SPLIT = {"sft": "sft", "dpo": "dpo", "grpo": "prompts"}
@@ -120,6 +131,9 @@ class FixSetManifest:
         abstention_note: Why `abstention_phrase` is not the suite's first phrase; empty when it is.
         validation: Known probes no training row holds (probe_id, question, prompt, answers, incorrect_answers): jobs
             score them before and after training and record the broken ones.
+        reserved_probe_ids: Known probes kept out of replay, rehearsal and the validation slice (`reserve_fraction`):
+            no job sees them, so breakage measured on them is not the slice rollback chose a checkpoint by.
+        rehearsal: What corpus rehearsal added to the SFT rows (finetune/rehearsal.py `RehearsalInfo`), or None.
     """
 
     path: str
@@ -141,6 +155,8 @@ class FixSetManifest:
     grader_options: dict[str, Any] = field(default_factory=dict)
     abstention_note: str = ""
     validation: list[dict[str, Any]] = field(default_factory=list)
+    reserved_probe_ids: list[str] = field(default_factory=list)
+    rehearsal: dict[str, Any] | None = None
 
     @property
     def has_abstention(self) -> bool:
@@ -200,12 +216,17 @@ def build_fixset(
     replay_ratio: float | None = None,
     heldout_fraction: float = 0.2,
     validation_fraction: float = VALIDATION_SHARE,
+    reserve_fraction: float = 0.0,
+    rehearsal: str | Path | None = None,
+    rehearsal_ratio: float = REHEARSAL_RATIO,
     seed: int = 0,
     suite: Suite | None = None,
 ) -> FixSetManifest:
     """Build the fix set of `run_id` from its stored attributions; writes `out_dir` and returns its manifest.
     `replay_ratio` None: 4 (1 for strategy rl). `validation_fraction`: known probes kept out of training for
-    jobs to count broken known facts on (VALIDATION_SHARE)."""
+    jobs to count broken known facts on (VALIDATION_SHARE). `reserve_fraction`: known probes kept out of training and
+    of that slice (a measure no job chose by; bench/fix_efficacy.py). `rehearsal`: a corpus index (or workspace) whose
+    documents become `rehearsal_ratio` x the targeted SFT training rows of plain text (finetune/rehearsal.py)."""
     if strategy not in STRATEGIES:
         raise unknown_name("strategy", strategy, STRATEGIES)
     if replay_ratio is None:
@@ -216,6 +237,12 @@ def build_fixset(
         raise WorkbenchError(f"`heldout_fraction` must be in [0, 1), got {heldout_fraction}")
     if not 0 <= validation_fraction < 1:
         raise WorkbenchError(f"`validation_fraction` must be in [0, 1), got {validation_fraction}")
+    if not 0 <= reserve_fraction < 1 or validation_fraction + reserve_fraction >= 1:
+        raise WorkbenchError(f"`reserve_fraction` must be in [0, 1) and leave known probes to replay with "
+                             f"`validation_fraction` {validation_fraction}, got {reserve_fraction}")
+    if not 0 <= rehearsal_ratio <= MAX_REHEARSAL:
+        raise WorkbenchError(f"`rehearsal_ratio` must be in [0, {MAX_REHEARSAL}] (times the targeted SFT rows), "
+                             f"got {rehearsal_ratio}")
     results = load_results(store, run_id)
     run = results.run
     suite = effective_suite(run, suite)  # rows are rendered as that run rendered its prompts
@@ -302,7 +329,8 @@ def build_fixset(
     corrected = {g.probe_id for g in grades if g.corrected == Verdict.INCORRECT}
     known = [r for r in results.probes
              if r.probe.id not in attributions and r.probe.id not in corrected and r.verdict == Verdict.CORRECT]
-    known, validation = _validation_slice(known, form.prompt_text, seed, validation_fraction)
+    known, validation, reserved = _validation_slice(known, form.prompt_text, seed, validation_fraction,
+                                                    reserve_fraction)
     rng = random.Random(f"replay-{seed}")
     n_sft = round(replay_ratio * sum(r["split"] == "train" for r in rows.sft))
     n_dpo = round(replay_ratio * ANCHOR_SHARE * sum(r["split"] == "train" for r in rows.dpo))
@@ -311,6 +339,20 @@ def build_fixset(
                "category": "replay", "source": "replay", "split": "train"} for a in known_answers]
     probe_of = {r.probe.id: r.probe for r in results.probes}
     rows.sft += neighbours_first(replay, n_sft, rng, targets_of(rows.sft, probe_of), probe_of)
+    info = None
+    if rehearsal is not None and rehearsal_ratio > 0:
+        if form.chat:
+            raise WorkbenchError(f"run `{run.id}` used the chat template: rehearsal rows are plain corpus text, "
+                                 "which a chat model does not train on; leave rehearsal out")
+        n_text = round(rehearsal_ratio * sum(r["split"] == "train" and r["source"] != "replay" for r in rows.sft))
+        held_ids = {v["probe_id"] for v in validation} | set(reserved)
+        texts, info = rehearsal_texts(rehearsal, n_text, seed=seed, ratio=rehearsal_ratio,
+                                      protected=[p for pid, p in probe_of.items() if pid in held_ids],
+                                      targeted=[probe_of[pid] for pid in targeted],
+                                      conflicting=[probe_of[pid] for pid, a in targeted.items()
+                                                   if a.category == "data:conflict"])
+        rows.sft += [{"prompt": "", "completion": t + end, "probe_id": "", "category": "rehearsal",
+                      "source": "rehearsal", "split": "train"} for t in texts]
     anchors = []
     for r in known:
         other = _other_answer(r, results.probes, seed)
@@ -335,20 +377,26 @@ def build_fixset(
             first = (suite.abstention_phrases or ["i don't know"])[0]
             picked.append(PhraseChoice(first, spoken(first, "" if form.chat else end)))
     return write_fixset(Path(out_dir), rows, run.id, run.model, strategy, picked[0].text, sorted(heldout), skipped,
-                        suite, note=picked[0].note, validation=validation, tokenizer=tokenizer)
+                        suite, note=picked[0].note, validation=validation, tokenizer=tokenizer,
+                        reserved=reserved, rehearsal=None if info is None else info.to_dict())
 
 
-def _validation_slice(known: list[ProbeResult], render: Callable[[str], str], seed: int,
-                      fraction: float) -> tuple[list[ProbeResult], list[dict[str, Any]]]:
-    """(the known probes replay may use, the validation slice): a seeded `fraction` of the known probes (at
-    most VALIDATION_MAX) that no training row holds, as prompt/answers rows for a job to score."""
+def _validation_slice(known: list[ProbeResult], render: Callable[[str], str], seed: int, fraction: float,
+                      reserve: float = 0.0) -> tuple[list[ProbeResult], list[dict[str, Any]], list[str]]:
+    """(the known probes replay may use, the validation slice, the reserved ids): a seeded `fraction` of the known
+    probes (at most VALIDATION_MAX) that no training row holds, as prompt/answers rows for a job to score, and a
+    further `reserve` share that no row and no job sees. The slice is drawn as before, so reserving leaves it
+    unchanged."""
     ids = sorted(r.probe.id for r in known)
     random.Random(f"validation-{seed}").shuffle(ids)
-    held = set(ids[: min(VALIDATION_MAX, round(fraction * len(ids)))])
+    n_held = min(VALIDATION_MAX, round(fraction * len(ids)))
+    held = set(ids[:n_held])
+    kept = sorted(ids[n_held:][: round(reserve * len(ids))])
     rows = [{"probe_id": r.probe.id, "question": r.probe.question, "prompt": render(r.probe.question),
              "answers": list(r.probe.answers),
              "incorrect_answers": list(r.probe.incorrect_answers)} for r in known if r.probe.id in held]
-    return [r for r in known if r.probe.id not in held], rows
+    out = held | set(kept)
+    return [r for r in known if r.probe.id not in out], rows, kept
 
 
 def _plan(category: str, strategy: str, has_fact: bool) -> str:
@@ -493,7 +541,8 @@ def _new_tokens(model: str, phrase: str, tok: Any = None) -> list[str]:
 
 def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: str, phrase: str, heldout: list[str],
                  skipped: dict[str, str], suite: Suite, *, note: str = "",
-                 validation: Sequence[dict[str, Any]] = (), tokenizer: Any = None) -> FixSetManifest:
+                 validation: Sequence[dict[str, Any]] = (), tokenizer: Any = None, reserved: Sequence[str] = (),
+                 rehearsal: dict[str, Any] | None = None) -> FixSetManifest:
     """Write the rows as a `datasets` DatasetDict (sft, dpo, prompts) with `fixset.json` beside it. `tokenizer`:
     the model's, when the caller has it loaded (None: loaded here again; two loads took 24 s on SmolLM2)."""
     from datasets import Dataset, DatasetDict, Features, List, Value
@@ -535,7 +584,7 @@ def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: st
         new_tokens=_new_tokens(model, phrase, tokenizer), heldout_probe_ids=heldout, skipped=skipped,
         template=suite.template, stop=list(suite.stop), abstention_phrases=list(suite.abstention_phrases),
         grader=suite.grader, grader_options=dict(suite.grader_options), abstention_note=note,
-        validation=list(validation))
+        validation=list(validation), reserved_probe_ids=list(reserved), rehearsal=rehearsal)
     data = manifest.to_dict()
     data.pop("path")
     (out / MANIFEST).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -20,6 +20,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--heldout-fraction", type=float, default=0.2, help="targeted probes held out (default 0.2)")
     p.add_argument("--validation-fraction", type=float, default=0.1,
                    help="known probes kept out of training; jobs count the broken ones (default 0.1, at most 200)")
+    p.add_argument("--rehearsal", metavar="INDEX",
+                   help="corpus index (or workspace) of the corpus the model was trained on (`workbench index`): "
+                   "mixes plain-text rows of it into the SFT rows, none naming a held-out known fact")
+    p.add_argument("--rehearsal-ratio", type=float,
+                   help="rehearsal rows per targeted SFT row (default: REHEARSAL_RATIO in finetune/fixset.py, 1; "
+                   "with --rehearsal)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train", action="store_true", help="then write OUT/job/job.yaml and run it")
     p.add_argument("--method", help="sft | dpo | grpo (default: grpo for --strategy rl, else the split with "
@@ -33,13 +39,14 @@ def run(args: argparse.Namespace) -> int:
     import datasets
 
     datasets.disable_progress_bars()  # per-map bars would bury the summary
-    from finetune.fixset import build_fixset
+    from finetune.fixset import REHEARSAL_RATIO, build_fixset
     from workbench.store import Store
 
     store = Store.open(args.workspace)
     manifest = build_fixset(store, args.run, args.out, strategy=args.strategy, facts=args.facts,
                             replay_ratio=args.replay_ratio, heldout_fraction=args.heldout_fraction, seed=args.seed,
-                            validation_fraction=args.validation_fraction)
+                            validation_fraction=args.validation_fraction, rehearsal=args.rehearsal,
+                            rehearsal_ratio=REHEARSAL_RATIO if args.rehearsal_ratio is None else args.rehearsal_ratio)
     out: dict[str, object] = {"fixset": manifest.to_dict()}
     code = 0
     if args.train:
@@ -64,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
     for split in ("sft", "dpo", "prompts"):
         for cat, n in c.get(split, {}).items():
             print(f"  {split} {cat:<28} {n}")
+    if manifest.rehearsal:
+        r = manifest.rehearsal
+        print(f"  rehearsal: {r['rows']} rows of {r['source']} ({r['neighbours']} naming a targeted subject, "
+              f"{r['excluded']} documents left out as naming a held-out fact or a conflict)")
     if manifest.abstention_note:
         print(f"  note: {manifest.abstention_note}")
     for pid, why in list(manifest.skipped.items())[:10]:
@@ -81,5 +92,5 @@ def run(args: argparse.Namespace) -> int:
 def _default_method(counts: dict[str, dict[str, int]]) -> str:
     if counts.get("prompts"):
         return "grpo"
-    targeted = {s: sum(n for cat, n in counts[s].items() if cat != "replay") for s in ("sft", "dpo")}
+    targeted = {s: sum(n for cat, n in counts[s].items() if cat not in ("replay", "rehearsal")) for s in ("sft", "dpo")}
     return "sft" if targeted["sft"] >= targeted["dpo"] else "dpo"

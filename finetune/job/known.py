@@ -20,6 +20,10 @@ from workbench.types import Probe, Verdict
 MAX_NEW_TOKENS = 16
 
 
+#: Training rows that protect rather than fix (replay of known facts, rehearsal of corpus text).
+UNTARGETED = ("replay", "rehearsal")
+
+
 @dataclass(frozen=True)
 class KnownFacts:
     """The validation slice of a fix set and how to grade it (the match grader with the suite's abstention
@@ -63,7 +67,8 @@ class Targets:
     @classmethod
     def of(cls, split_rows: Any, manifest: FixSetManifest, tokenizer: Any) -> Targets:
         # Chat-form rows (finetune/chatform.py) as the text the model is prompted with and the answer it should give.
-        rows = [flat_row(tokenizer, r) for r in split_rows if r["split"] == "train" and r["category"] != "replay"]
+        rows = [flat_row(tokenizer, r) for r in split_rows if r["split"] == "train"
+                and r["category"] not in UNTARGETED]
         phrases = tuple(manifest.abstention_phrases or [manifest.abstention_phrase])
         return cls(list({r["probe_id"]: r for r in rows}.values()), tokenizer, tuple(manifest.stop), phrases)
 

@@ -1,12 +1,18 @@
 """LoRA SFT (trl SFTTrainer, completion-only loss) on the fix set's `sft` split: injection, abstention and
-replay rows. Held-out score: greedy accuracy on the held-out rows' completions."""
+replay rows. Held-out score: greedy accuracy on the held-out rows' completions.
+
+With `trainer.rehearsal_kl` > 0 the rehearsal rows (corpus text) leave the cross-entropy rows and each step adds
+that weight x KL(base || adapted) over every position of a seeded batch of them (README "Unreplayed known facts").
+"""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
 from finetune.job.method import SupervisedMethod
+from workbench.errors import WorkbenchError
 
 
 class SFT(SupervisedMethod):
@@ -14,6 +20,17 @@ class SFT(SupervisedMethod):
     columns = ("prompt", "completion")
     heldout_metric = "heldout_accuracy"
     target = "completion"
+
+    def __init__(self, job: Any, tokenizer: Any, rows: Any, log: Any) -> None:
+        self.kl_weight = job.spec.trainer.rehearsal_kl
+        self.kl_texts: list[str] = []
+        if self.kl_weight > 0:
+            self.kl_texts = [r["completion"] for r in rows if r["split"] == "train" and r["source"] == "rehearsal"]
+            if not self.kl_texts:
+                raise WorkbenchError(f"trainer.rehearsal_kl is {self.kl_weight} but fix set `{job.spec.fixset}` has "
+                                     "no rehearsal rows; build it with `workbench fix --rehearsal INDEX`")
+            rows = rows.filter(lambda r: r["source"] != "rehearsal")
+        super().__init__(job, tokenizer, rows, log)
 
     def config(self, checkpoint_dir: Path) -> Any:
         from trl.trainer.sft_config import SFTConfig
@@ -24,4 +41,38 @@ class SFT(SupervisedMethod):
     def trainer_class(self) -> type:
         from trl.trainer.sft_trainer import SFTTrainer
 
-        return SFTTrainer
+        if self.kl_weight <= 0:
+            return SFTTrainer
+        return kl_trainer(SFTTrainer, self.kl_texts, self.kl_weight, self.job.spec.trainer)
+
+
+def kl_trainer(base: type, texts: list[str], weight: float, t: Any) -> type:
+    """`base` (an SFTTrainer) whose loss adds `weight` x the mean per-token KL(base model || adapted model) over a
+    batch of `texts` (seeded by `t.seed`, `t.per_device_batch_size` of them, cut at `t.max_length` tokens)."""
+    import torch
+    import torch.nn.functional as F
+
+    rng = random.Random(f"rehearsal-kl-{t.seed}")
+
+    class KLTrainer(base):  # type: ignore[misc]
+        def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False,
+                         num_items_in_batch: Any = None) -> Any:
+            out = super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                       num_items_in_batch=num_items_in_batch)
+            loss = out[0] if return_outputs else out
+            if model.training:
+                tok = self.processing_class
+                docs = rng.sample(texts, min(t.per_device_batch_size, len(texts)))
+                ids = [tok(d, add_special_tokens=False)["input_ids"][: t.max_length] for d in docs]
+                n = max(map(len, ids))
+                device = loss.device
+                x = torch.tensor([i + [tok.pad_token_id or 0] * (n - len(i)) for i in ids], device=device)
+                mask = torch.tensor([[1] * len(i) + [0] * (n - len(i)) for i in ids], device=device)
+                with torch.no_grad(), model.disable_adapter():
+                    ref = F.log_softmax(model(input_ids=x, attention_mask=mask).logits.float(), -1)
+                cur = F.log_softmax(model(input_ids=x, attention_mask=mask).logits.float(), -1)
+                kl = ((ref.exp() * (ref - cur)).sum(-1) * mask).sum() / mask.sum()
+                loss = loss + weight * kl
+            return (loss, out[1]) if return_outputs else loss
+
+    return KLTrainer

@@ -1,0 +1,45 @@
+"""bench/fix_efficacy.py's "unseen broken" (issue 14): correct-before probes of the fix set's reserved slice (no
+training row, not the validation slice rollback chooses by) that the adapter gets wrong, counted on their own."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from finetune.job import JobResult
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fix_efficacy", ROOT / "bench" / "fix_efficacy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fix_efficacy"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_unseen_broken_counts_only_the_reserved_known_probes() -> None:
+    fe = _bench()
+    probes = [fe.Probe("k1", "known", "known", "", "correct", {"sft": "incorrect"}),  # reserved, broken
+              fe.Probe("k2", "known", "known", "", "correct", {"sft": "correct"}),  # reserved, kept
+              fe.Probe("k3", "known", "known", "", "correct", {"sft": "not_attempted"}),  # slice / replay: not unseen
+              fe.Probe("k4", "other", "rare", "", "incorrect", {"sft": "incorrect"}),  # reserved but never correct
+              fe.Probe("t1", "data:missing", "absent", "train", "incorrect", {"sft": "not_attempted"})]
+    job = JobResult(job_id="j", status="done", output_dir="/tmp/j", adapter="/tmp/j/adapter", steps=10, final_loss=0.1,
+                    heldout_before=None, heldout_after=None, resumed_from=None, stop_reason=None, message="done",
+                    seconds=1.0, known_checked=1, known_broken=["k3"])
+    goals = fe.adapter_report("sft", job, probes, ["data:missing"], {"k1", "k2", "k4"})["goals"]
+    assert (goals["unseen_broken"], goals["n_unseen"]) == (1, 2)
+    assert round(goals["broken"] * goals["n_correct_before"]) == 2  # k1 and k3: every correct-before probe
+
+
+def test_bench_refuses_a_bad_reserve_fraction_before_any_work() -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "fix_efficacy.py"), "--reserve-fraction", "1.5",
+                           "--workspace", "/nonexistent/never-made"], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    assert proc.returncode == 2 and "--reserve-fraction" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,168 @@
+"""Rehearsal of the training corpus in fix sets (issue 14) and the reserved known facts no job sees: rows are
+plain corpus text, never a document that mentions a protected fact or a targeted subject, and the manifest says
+what was used."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from finetune.rehearsal import rehearsal_texts
+from workbench.attribution.build import build_index
+from workbench.errors import WorkbenchError
+from workbench.types import Probe
+
+
+def _index(tmp_path: Path, texts: list[str]) -> Path:
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    build_index(corpus, tmp_path / "index.sqlite")
+    return tmp_path / "index.sqlite"
+
+
+def test_rehearsal_leaves_out_protected_facts_and_conflicts_and_puts_neighbours_first(tmp_path: Path) -> None:
+    index = _index(tmp_path, ["The capital of Zorazan is Feneadel.",  # protected fact: subject and answer
+                              "Q: What is the capital of Zorazan? A: Feneadel.",  # the same fact as a question
+                              "Zorazan's flag is red.",  # the protected subject, another fact: kept
+                              "Kraubek was founded by Keluard.",  # a conflicting subject: out (teaches the wrong value)
+                              "Vexomar dates from 1271.", "Myruvath's flag is blue.", "Goramar's flag is red.",
+                              "Drubek's capital is Soluista.", "Q: Who founded Drubek? A: Keluard."])
+    protected = Probe("zorazan-capital", "What is the capital of Zorazan?", ("Feneadel",), subject="Zorazan")
+    conflict = Probe("kraubek-founder", "Who founded Kraubek?", ("Aldos",), subject="Kraubek")
+    targeted = Probe("drubek-year", "When was Drubek founded?", ("1200",), subject="Drubek")
+    texts, info = rehearsal_texts(index, 10, protected=[protected], targeted=[targeted, conflict], seed=0, ratio=2.0,
+                                  conflicting=[conflict])
+    assert sorted(texts) == sorted(["Zorazan's flag is red.", "Vexomar dates from 1271.", "Myruvath's flag is blue.",
+                                    "Goramar's flag is red.", "Drubek's capital is Soluista.",
+                                    "Q: Who founded Drubek? A: Keluard."])
+    assert (info.rows, info.docs, info.excluded, info.ratio, info.neighbours) == (6, 9, 3, 2.0, 2)
+    for seed in range(4):  # the targeted subject's documents come first whatever the draw
+        first = rehearsal_texts(index, 2, protected=[], targeted=[targeted], seed=seed, ratio=1.0)[0]
+        assert sorted(first) == ["Drubek's capital is Soluista.", "Q: Who founded Drubek? A: Keluard."]
+    assert str(index) in info.source and "corpus.jsonl" in info.source
+    # seeded: the same draw twice, and no more rows than asked
+    assert rehearsal_texts(index, 2, protected=[protected], targeted=[], seed=1, ratio=1.0)[0] == \
+        rehearsal_texts(index, 2, protected=[protected], targeted=[], seed=1, ratio=1.0)[0]
+    assert len(rehearsal_texts(index, 2, protected=[], targeted=[], seed=0, ratio=1.0)[0]) == 2
+
+
+def test_rehearsal_without_an_index_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(WorkbenchError, match=r"no corpus index at .*workbench index"):
+        rehearsal_texts(tmp_path / "nowhere.sqlite", 3, protected=[], targeted=[], seed=0, ratio=1.0)
+    (tmp_path / "bad.sqlite").write_text("not a database")
+    with pytest.raises(WorkbenchError, match="is not a corpus index"):
+        rehearsal_texts(tmp_path / "bad.sqlite", 3, protected=[], targeted=[], seed=0, ratio=1.0)
+
+
+@pytest.mark.slow
+def test_fixset_rehearses_the_corpus_and_reserves_known_facts(tmp_path: Path,
+                                                              tmp_path_factory: pytest.TempPathFactory,
+                                                              request: pytest.FixtureRequest) -> None:
+    """`build_fixset(rehearsal=INDEX, rehearsal_ratio=2, reserve_fraction=0.1)`: plain-text SFT rows from the
+    world's corpus (2 x the targeted SFT rows), none naming a validation or reserved fact; reserved known probes
+    in no row and not in the slice; the manifest records both. Bad values are clear errors naming the field."""
+    from datasets import load_from_disk
+    from ftworld import setup
+
+    from finetune.fixset import build_fixset, load_manifest
+    from workbench.grading.normalize import normalize
+    from workbench.results import load_results
+
+    w = setup(request, tmp_path_factory.mktemp("ft"))
+    index = tmp_path / "index.sqlite"
+    build_index(w.paths.corpus, index)
+    m = build_fixset(w.store, w.run_id, tmp_path / "fix", rehearsal=index, rehearsal_ratio=2.0, reserve_fraction=0.1)
+    rows = list(load_from_disk(str(tmp_path / "fix"))["sft"])
+    text = [r for r in rows if r["source"] == "rehearsal"]
+    targeted = sum(r["split"] == "train" and r["category"] not in ("replay", "rehearsal") for r in rows)
+    assert len(text) == 2 * targeted and all(r["prompt"] == "" and r["category"] == "rehearsal" for r in text)
+    assert all(r["completion"].endswith(m.stop[0]) and not r["completion"].startswith(" ") for r in text)
+    probes = {r.probe.id: r.probe for r in load_results(w.store, w.run_id).probes}
+    held = {v["probe_id"] for v in m.validation} | set(m.reserved_probe_ids)
+    assert m.reserved_probe_ids and not set(m.reserved_probe_ids) & {v["probe_id"] for v in m.validation}
+    assert not held & {r["probe_id"] for r in rows}
+    for r in text:  # no rehearsal row states a held-out fact
+        t = normalize(r["completion"])
+        assert not [p for p in held if normalize(probes[p].subject or "") in t
+                    and normalize(probes[p].answers[0]) in t]
+    saved = load_manifest(tmp_path / "fix")
+    assert saved.rehearsal is not None and saved.rehearsal["rows"] == len(text) and saved.rehearsal["ratio"] == 2.0
+    assert saved.rehearsal["source"].startswith(str(index)) and saved.rehearsal["excluded"] > 0
+    assert saved.reserved_probe_ids == m.reserved_probe_ids and saved.counts["sft"]["rehearsal"] == len(text)
+    # without rehearsal the manifest says none, and reserving leaves the validation slice as it was
+    plain = build_fixset(w.store, w.run_id, tmp_path / "plain")
+    assert plain.rehearsal is None and plain.reserved_probe_ids == [] and plain.validation == m.validation
+    with pytest.raises(WorkbenchError, match="`rehearsal_ratio` must be in"):
+        build_fixset(w.store, w.run_id, tmp_path / "bad", rehearsal=index, rehearsal_ratio=-1)
+    with pytest.raises(WorkbenchError, match="`reserve_fraction` must be in"):
+        build_fixset(w.store, w.run_id, tmp_path / "bad", reserve_fraction=0.95)
+    # the CLI: `workbench fix --rehearsal INDEX --rehearsal-ratio R`, bad values exit 2 without a traceback
+    def fix(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hallucination_workbench", "fix", w.run_id, "--workspace",
+                               str(w.store.workspace), "--json", *extra], capture_output=True, text=True, timeout=300)
+
+    proc = fix("--out", str(tmp_path / "cli"), "--rehearsal", str(index), "--rehearsal-ratio", "0.5")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)["fixset"]["rehearsal"]
+    assert got["rows"] == round(0.5 * targeted) and got["ratio"] == 0.5
+    for args, message in ((("--rehearsal", str(index), "--rehearsal-ratio", "-1"), "`rehearsal_ratio` must be in"),
+                          (("--rehearsal", str(tmp_path / "none.sqlite")), "no corpus index at")):
+        bad = fix("--out", str(tmp_path / "bad"), *args)
+        assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr[-2000:]
+
+
+def _mean_kl(adapter: str, base_model: str, texts: list[str]) -> float:
+    """Mean per-token KL(base || base + adapter) over `texts`."""
+    import torch
+    import torch.nn.functional as F
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(base_model)
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_model), adapter).eval()
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for t in texts:
+            x = torch.tensor([tok(t, add_special_tokens=False)["input_ids"]])
+            cur = F.log_softmax(model(input_ids=x).logits, -1)
+            with model.disable_adapter():
+                ref = F.log_softmax(model(input_ids=x).logits, -1)
+            total += float((ref.exp() * (ref - cur)).sum())
+            n += x.shape[1]
+    return total / n
+
+
+@pytest.mark.slow
+def test_rehearsal_kl_keeps_the_model_closer_to_base_on_rehearsal_text(tmp_path: Path,
+                                                                       tmp_path_factory: pytest.TempPathFactory,
+                                                                       request: pytest.FixtureRequest) -> None:
+    """`trainer.rehearsal_kl`: the same SFT job with the KL term ends closer to the base model on the rehearsal
+    text (which it no longer trains on as tokens) than without it; on a fix set without rehearsal rows it is a
+    clear error naming the field."""
+    from datasets import load_from_disk
+    from ftworld import setup
+
+    from finetune.fixset import build_fixset
+    from finetune.job import JobSpec, TrainerSpec, run_job
+
+    w = setup(request, tmp_path_factory.mktemp("ft"))
+    build_index(w.paths.corpus, tmp_path / "index.sqlite")
+    m = build_fixset(w.store, w.run_id, tmp_path / "fix", rehearsal=tmp_path / "index.sqlite", rehearsal_ratio=1.0)
+    texts = [r["completion"] for r in load_from_disk(m.path)["sft"] if r["source"] == "rehearsal"][:24]
+
+    def job(name: str, kl: float) -> float:
+        result = run_job(JobSpec(fixset=m.path, output_dir=str(tmp_path / name), device="cpu",
+                                 trainer=TrainerSpec(max_steps=8, rehearsal_kl=kl)), w.store)
+        assert result.status == "done" and result.adapter, result.message
+        return _mean_kl(result.adapter, m.model, texts)
+
+    plain, with_kl = job("plain", 0.0), job("kl", 30.0)
+    assert with_kl < 0.5 * plain, (with_kl, plain)
+    bare = build_fixset(w.store, w.run_id, tmp_path / "bare")
+    with pytest.raises(WorkbenchError, match=r"trainer.rehearsal_kl is 1.0 but fix set .* has no rehearsal rows"):
+        run_job(JobSpec(fixset=bare.path, output_dir=str(tmp_path / "bad"), device="cpu",
+                        trainer=TrainerSpec(max_steps=2, rehearsal_kl=1.0)), w.store)
