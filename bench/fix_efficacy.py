@@ -56,8 +56,8 @@ from workbench.types import ModelSpec, Verdict
 
 T = TypeVar("T")
 #: Worlds of `--worlds`: seeds, sizes, both architectures, the other name/phrasing pools and templates ("alt"),
-#: the word-level English and the character-level Chinese tokenizer. None of them is the default world
-#: (120 entities, seed 0) the old defaults were tuned on.
+#: the word-level English, the byte-level BPE and the character-level Chinese tokenizer. None of them is the default
+#: world (120 entities, seed 0) the old defaults were tuned on.
 WORLDS: dict[str, WorldConfig] = {
     "test": WorldConfig(entities=24, hidden=64, layers=2),  # the test world (TEST_CONFIG)
     "alt11": WorldConfig(entities=24, hidden=64, layers=2, style="alt", seed=11),
@@ -65,6 +65,7 @@ WORLDS: dict[str, WorldConfig] = {
     "alt-gpt2-5": WorldConfig(entities=40, arch="gpt2", style="alt", seed=5),
     "zh-2": WorldConfig(entities=24, lang="zh", seed=2),
     "llama60-7": WorldConfig(entities=60, seed=7),
+    "bpe-4": WorldConfig(entities=24, seed=4, tokenizer="bpe"),  # byte-level BPE: names in subword pieces
 }
 GOAL_FIXED, GOAL_BROKEN, GOAL_ABSTAIN_KNOWN, GOAL_DEMO_S = 0.80, 0.01, 0.02, 180.0
 SFT_CATEGORIES = tuple(c for c in CATEGORIES if c not in DPO_CATEGORIES)
