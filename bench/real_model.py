@@ -1,7 +1,8 @@
 """Measurements on the real chat model (SmolLM2-135M-Instruct, the built-in `smollm2`).
 
     .venv/bin/python bench/real_model.py budget [--limit 50] [--max 128] [--threads 1] [--out FILE]
-    .venv/bin/python bench/real_model.py fix [--questions 50] [--samples 4] [--steps 30] [--method sft] [--out FILE]
+    .venv/bin/python bench/real_model.py fix [--questions 16] [--facts 67] [--samples 1] [--steps 30] [--method sft]
+        [--lr rule,5e-4] [--out FILE]
 
 `budget`: how many greedy answers a token budget cuts (finish_reason `length`), per format and template, at
 16/32/64/96/128 new tokens: what the suite's default `max_tokens` rules (workbench/probes/budget.py) rest on.
@@ -12,12 +13,11 @@ Templates: `chat` (the tokenizer's chat template, as `--template chat`) and a 2-
 newline stop. Formats: every shipped real-benchmark file (tests/data/formats/) and ../shared/data/TruthfulQA.csv
 when it is there (its first `--limit` rows).
 
-`fix`: `workbench demo --real` as a user runs it (a subprocess, in a fresh workspace) at the given size: its wall
-time and its report, per group of the baseline's probes: the targeted unknown facts (trained, held out) with how
-many were hallucinated before and after the fix, and the known facts (answered right before) the fix broke (now
-refused or wrong). Throughput on the real model: workbench-vllm vs workbench-hf is bench/vllm_vs_hf.py with
-`--model DIR --probes FILE --template chat` (README, Performance: 1.53x); workbench-hf vs lm-eval-hf on it is not
-measured yet.
+`fix`: `workbench demo --real` as a user runs it (a subprocess, in a fresh workspace) at the given size, once per
+learning rate (side by side on the same baseline and fix set): its wall time and its report, per group of the
+baseline's probes: the targeted unknown facts (trained, held out) with how many were hallucinated before and after
+the fix, and the known facts (answered right before; in the fix set's replay or not) the fix broke (now refused or
+wrong), with the issue's goals (`goals`).
 """
 
 from __future__ import annotations
@@ -99,24 +99,49 @@ def budget(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
-def fix(args: argparse.Namespace) -> dict[str, Any]:
+def fix(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """`demo --real` once per learning rate in `--lr` (`rule`: the job's default_lr), in one workspace: the
+    baseline, its attribution and the fix set are the same for each (the second run takes the baseline's answers
+    from the cache), only the job's learning rate differs."""
     import subprocess
     import tempfile
 
     ws = tempfile.mkdtemp(prefix="real-fix-")
-    cmd = [sys.executable, "-m", "hallucination_workbench", "demo", "--real", "--workspace", ws, "--questions",
-           str(args.questions), "--samples", str(args.samples), "--steps", str(args.steps), "--methods", args.method,
-           "--threads", str(args.threads)]
-    t = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, stdin=subprocess.DEVNULL)
-    wall = time.perf_counter() - t
-    if proc.returncode != 0:
-        raise SystemExit(f"demo --real failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    line = next(x for x in proc.stdout.splitlines() if x.startswith('{"real_demo"'))
-    row = {"questions": args.questions, "samples": args.samples, "steps": args.steps, "method": args.method,
-           "wall_s": round(wall, 1), **json.loads(line)}
-    print(json.dumps(row), flush=True)
-    return row
+    rows = []
+    for lr in args.lr.split(","):
+        cmd = [sys.executable, "-m", "hallucination_workbench", "demo", "--real", "--workspace", ws, "--questions",
+               str(args.questions), "--facts", str(args.facts), "--samples", str(args.samples), "--steps",
+               str(args.steps), "--methods", args.method, "--threads", str(args.threads)]
+        cmd += [] if lr == "rule" else ["--lr", lr]
+        t = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, stdin=subprocess.DEVNULL)
+        wall = time.perf_counter() - t
+        if proc.returncode != 0:
+            raise SystemExit(f"demo --real failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        line = next(x for x in proc.stdout.splitlines() if x.startswith('{"real_demo"'))
+        row = {"lr_asked": lr, "questions": args.questions, "facts": args.facts, "samples": args.samples,
+               "steps": args.steps, "method": args.method, "wall_s": round(wall, 1), **json.loads(line)}
+        row["goals"] = goals(row["real_demo"])
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def goals(report: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """The issue's goals read off a demo report: hallucination on the targeted facts the job trained on at least
+    halved, on the held-out ones down, and known facts no training row showed (not in the replay) refused or
+    wrong after the fix at most 2%."""
+    empty = {"n": 0, "hallucinated_before": 0, "hallucinated_after": 0, "correct_after": 0}
+    trained, held = report.get("targeted, trained", empty), report.get("targeted, held out", empty)
+    unseen = report.get("known, not replayed", empty)
+    broken = unseen["n"] - unseen["correct_after"]
+    return {
+        "trained_halved": trained["hallucinated_after"] * 2 <= trained["hallucinated_before"],
+        "heldout_down": held["hallucinated_after"] < held["hallucinated_before"],
+        "known_not_replayed": unseen["n"], "known_not_replayed_broken": broken,
+        "known_not_replayed_broken_share": round(broken / unseen["n"], 4) if unseen["n"] else None,
+        "known_not_replayed_ok": bool(unseen["n"]) and broken <= 0.02 * unseen["n"],
+    }
 
 
 def main() -> None:
@@ -128,8 +153,10 @@ def main() -> None:
     b.add_argument("--threads", type=int, default=1)
     b.add_argument("--out", type=Path)
     f = sub.add_parser("fix", help="demo --real's report: hallucination before/after, known facts broken")
-    f.add_argument("--questions", type=int, default=50)
-    f.add_argument("--samples", type=int, default=4)
+    f.add_argument("--questions", type=int, default=16)
+    f.add_argument("--facts", type=int, default=67, help="known everyday facts (default: all 67)")
+    f.add_argument("--lr", default="rule,5e-4", help="learning rates side by side (`rule`: the job's default_lr)")
+    f.add_argument("--samples", type=int, default=1)
     f.add_argument("--steps", type=int, default=30)
     f.add_argument("--method", choices=("sft", "dpo"), default="sft")
     f.add_argument("--threads", type=int, default=1)
