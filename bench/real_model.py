@@ -144,6 +144,115 @@ def goals(report: dict[str, dict[str, int]]) -> dict[str, Any]:
     }
 
 
+LMEVAL_TASK = """# lm-eval task over the NQ-open slice, as bench/real_model.py throughput asks the workbench: the
+# question as the user turn of the tokenizer's chat template (system prompt: --apply-chat-template)
+task: {task}
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: generate_until
+doc_to_text: "{{{{question}}}}"
+doc_to_target: "{{{{answers[0]}}}}"
+generation_kwargs:
+  until: []
+  max_gen_toks: {max_tokens}
+  do_sample: {sample}
+{sampling}repeats: {repeats}
+metric_list:
+  - metric: !function utils.first_match
+    aggregation: mean
+    higher_is_better: true
+metadata:
+  version: 1.0
+"""
+
+
+def throughput(args: argparse.Namespace) -> dict[str, Any]:
+    """workbench-hf, workbench-vllm and lm-eval-hf on the same questions, chat messages and samples, side by side
+    in one run; generation timed apart from model load / engine start (bench/vllm_vs_hf.py's `in_process`)."""
+    import subprocess
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import torch
+    from eval_throughput import CACHE, TASK_DIR, ensure_lmeval_venv, lmeval_versions
+    from vllm_vs_hf import in_process
+
+    from hallucination_workbench.demo_real import SYSTEM
+    from workbench.models import resolve_model
+    from workbench.probes import resolve_probes
+    from workbench.types import ModelSpec
+
+    CACHE.mkdir(exist_ok=True)
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, sorted(os.sched_getaffinity(0))[
+        : args.threads])))
+    torch.set_num_threads(args.threads)
+    model = str(resolve_model("smollm2", ROOT / ".cache" / "real-model"))
+    probes = CACHE / f"real-nq-{args.questions}.jsonl"
+    rows = [json.loads(x) for x in SOURCES["nq_open"].read_text().splitlines()][: args.questions]
+    probes.write_text("".join(json.dumps({"id": f"nq-{i}", "question": r["question"], "answers": r["answer"]}) + "\n"
+                              for i, r in enumerate(rows)))
+    suite, loaded = resolve_probes(str(probes))
+    suite = suite.with_generation(max_tokens=args.max_tokens, system_prompt=SYSTEM, template="chat")
+    suite = suite.model_copy(update={"template": "chat"})
+    print(f"{len(rows)} NQ-open questions x (greedy + {args.samples} samples), chat template + system prompt, "
+          f"{args.max_tokens} tokens, {args.threads} thread(s), load avg {os.getloadavg()[0]:.2f}", flush=True)
+    out: dict[str, Any] = {"questions": len(rows), "samples": args.samples, "max_tokens": args.max_tokens,
+                           "threads": args.threads, "load_avg_start": os.getloadavg()[0]}
+    hf = in_process("hf", ModelSpec(model=model, backend="hf", dtype="float32"), suite, loaded, args.samples)
+    runs = {"workbench-hf": hf}
+    if not args.skip_vllm:
+        runs["workbench-vllm"] = in_process("vllm", ModelSpec(model=model, backend="vllm", dtype="float32"), suite,
+                                            loaded, args.samples)
+        agree = [a == b for a, b in zip(hf["_greedy"], runs["workbench-vllm"]["_greedy"], strict=True)]
+        out["greedy_agreement_vllm_hf"] = sum(agree) / len(agree)
+    log: list[str] = []
+    py = None if args.skip_lmeval else ensure_lmeval_venv(log)
+    if py is not None:
+        out["lmeval_env"] = lmeval_versions(py)
+        tasks = CACHE / f"lmeval-real-{len(rows)}-{args.samples}"
+        tasks.mkdir(exist_ok=True)
+        (tasks / "utils.py").write_text((TASK_DIR / "utils.py").read_text())
+        names = ["real_greedy"] + (["real_sampled"] if args.samples else [])
+        for name in names:
+            sampled = name == "real_sampled"
+            (tasks / f"{name}.yaml").write_text(LMEVAL_TASK.format(
+                task=name, data=probes.resolve(), max_tokens=args.max_tokens, sample=str(sampled).lower(),
+                sampling="  temperature: 1.0\n  top_p: 1.0\n  top_k: 0\n" if sampled else "",
+                repeats=args.samples if sampled else 1))
+        res_file = CACHE / "lmeval-real.json"
+        res_file.unlink(missing_ok=True)
+        cmd = [str(py), str(TASK_DIR / "driver.py"), "--backend", "hf", "--model", model, "--include-path", str(tasks),
+               "--tasks", ",".join(names), "--batch-size", str(args.lmeval_batch_size), "--threads",
+               str(args.threads), "--out", str(res_file), "--apply-chat-template", "--system-instruction", SYSTEM]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
+        (CACHE / "lmeval-real.log").write_text(proc.stdout + "\n" + proc.stderr)
+        if proc.returncode != 0 or not res_file.exists():
+            raise SystemExit(f"lm-eval exited {proc.returncode}: {proc.stderr[-2000:]}")
+        res = json.loads(res_file.read_text())
+        runs["lm-eval-hf"] = {"backend": "lm-eval hf", "start_s": res["load_s"], "eval_s": res["wall_s"],
+                              "probes": len(rows), "probes_per_s": len(rows) / res["wall_s"],
+                              "batch_size": args.lmeval_batch_size, "results": res.get("results")}
+        print(f"  lm-eval-hf  load {res['load_s']:.1f}s  eval {res['wall_s']:.1f}s "
+              f"({len(rows) / res['wall_s']:.2f} probes/s)", flush=True)
+    else:
+        out["lmeval_skipped"] = log or ["--skip-lmeval"]
+    for r in runs.values():
+        r.pop("_greedy", None)
+    out["runs"] = runs
+    rate = {k: v["probes_per_s"] for k, v in runs.items()}
+    if "lm-eval-hf" in rate:
+        out["workbench_hf_over_lmeval_hf"] = rate["workbench-hf"] / rate["lm-eval-hf"]
+    if "workbench-vllm" in rate:
+        out["workbench_vllm_over_workbench_hf"] = rate["workbench-vllm"] / rate["workbench-hf"]
+    out["load_avg_end"] = os.getloadavg()[0]
+    print(json.dumps({k: v for k, v in out.items() if k != "runs"}, default=str), flush=True)
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="what", required=True)
@@ -162,9 +271,19 @@ def main() -> None:
     f.add_argument("--threads", type=int, default=1)
     f.add_argument("--timeout", type=float, default=7200)
     f.add_argument("--out", type=Path)
+    t = sub.add_parser("throughput", help="workbench-hf vs lm-eval-hf, workbench-vllm vs workbench-hf")
+    t.add_argument("--questions", type=int, default=32)
+    t.add_argument("--samples", type=int, default=3)
+    t.add_argument("--max-tokens", type=int, default=48)
+    t.add_argument("--threads", type=int, default=1)
+    t.add_argument("--lmeval-batch-size", default="64")
+    t.add_argument("--skip-vllm", action="store_true")
+    t.add_argument("--skip-lmeval", action="store_true")
+    t.add_argument("--timeout", type=float, default=3600)
+    t.add_argument("--out", type=Path)
     args = p.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    result: Any = budget(args) if args.what == "budget" else fix(args)
+    result: Any = {"budget": budget, "fix": fix, "throughput": throughput}[args.what](args)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
 
