@@ -3,6 +3,8 @@
     .venv/bin/python bench/real_model.py budget [--limit 50] [--max 128] [--threads 1] [--out FILE]
     .venv/bin/python bench/real_model.py fix [--questions 16] [--facts 67] [--samples 1] [--steps 30] [--method sft]
         [--lr rule,5e-4] [--out FILE]
+    .venv/bin/python bench/real_model.py throughput [--questions 32] [--samples 3] [--max-tokens 48] [--threads 1]
+        [--skip-vllm] [--skip-lmeval] [--out FILE]
 
 `budget`: how many greedy answers a token budget cuts (finish_reason `length`), per format and template, at
 16/32/64/96/128 new tokens: what the suite's default `max_tokens` rules (workbench/probes/budget.py) rest on.
@@ -18,6 +20,13 @@ learning rate (side by side on the same baseline and fix set): its wall time and
 baseline's probes: the targeted unknown facts (trained, held out) with how many were hallucinated before and after
 the fix, and the known facts (answered right before; in the fix set's replay or not) the fix broke (now refused or
 wrong), with the issue's goals (`goals`).
+
+`throughput`: the first `--questions` NQ-open questions x (greedy + `--samples`), chat template with the demo's
+system prompt, `--max-tokens` new tokens, side by side in one process: workbench-hf and workbench-vllm
+(bench/vllm_vs_hf.py's `in_process`: model load / engine start, warm-up, eval and close timed apart) and
+lm-eval-hf 0.4.13 (its own venv, bench/eval_throughput.py's; the same messages through
+`--apply-chat-template --system-instruction`, the same token budget and sampling settings, batch 64; its load
+timed apart). Ratios of probes per second of generation.
 """
 
 from __future__ import annotations
