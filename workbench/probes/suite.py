@@ -135,6 +135,13 @@ class Suite(pydantic.BaseModel, extra="forbid", use_attribute_docstrings=True):
         out._max_tokens_rule = rule if max_tokens is not None else self._max_tokens_rule
         return out
 
+    def with_max_tokens_rule(self, rule: str) -> Suite:
+        """This suite recording `rule` as where its `max_tokens` came from: a run rebuilt from a stored run's suite
+        settings (a rerun like it) carries that run's rule instead of "suite"."""
+        out = self.model_copy()
+        out._max_tokens_rule = rule
+        return out
+
     def data_source(self) -> str:
         """`data` as load_probes takes it: "hf:..." unchanged, a path resolved against the YAML's folder."""
         if self.data.startswith(HF_PREFIX) or self.format == "hf" or self._base_dir is None:

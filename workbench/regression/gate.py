@@ -139,7 +139,9 @@ def rerun_like(store: Store, baseline_id: str, *, model: str | None = None, adap
 
     base = store.get_run(baseline_id)
     probes = tuple(probe_from_dict(d) for d in store.probe_rows(base.id))
-    suite = Suite.model_validate(base.suite_config)
+    # the baseline's budget rule, not "suite": the rerun's max_tokens is the baseline's, and so is where it came from
+    suite = Suite.model_validate(base.suite_config).with_max_tokens_rule(
+        str(base.options.get("max_tokens_rule", "suite")))
     spec = dataclasses.replace(spec_of_run(base), model=model or base.model, adapter=adapter)
     if backend is not None:
         spec = dataclasses.replace(spec, backend=backend, options=backend_options)

@@ -1,0 +1,41 @@
+"""A rerun like a baseline (workbench/regression/gate.py `rerun_like`, what the gate and the demos evaluate a
+candidate with) records the baseline's token-budget rule, not "suite": the budget is the baseline's, and so is
+where it came from."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workbench.probes import resolve_probes
+from workbench.probes.budget import CHAT_BUDGET
+from workbench.regression.gate import rerun_like
+from workbench.runner import EvalOptions, run_eval
+from workbench.store import Store
+from workbench.types import ModelSpec
+
+# A chat template for the world's word-level tokenizer (it has none): the world's own prompt.
+_CHAT = "Q: {{ messages[-1]['content'] }} A:"
+
+
+@pytest.mark.parametrize(("max_tokens", "budget", "rule"), [
+    (None, CHAT_BUDGET, "default for the chat template"),
+    (3, 3, "--max-tokens"),
+])
+def test_a_rerun_records_the_baselines_budget_rule(world: Any, workspace: Path, tmp_path: Path,
+                                                   max_tokens: int | None, budget: int, rule: str) -> None:
+    model = tmp_path / "model"
+    shutil.copytree(world.model, model)
+    (model / "chat_template.jinja").write_text(_CHAT)
+    probes = tmp_path / "probes.jsonl"
+    probes.write_text("".join(world.probes.read_text().splitlines(keepends=True)[:2]))
+    suite, loaded = resolve_probes(str(probes))
+    suite = suite.with_generation(max_tokens=max_tokens, template="chat")
+    store = Store.open(workspace)
+    base = run_eval(store, ModelSpec(model=str(model), backend="hf"), suite, loaded, EvalOptions(template="chat"))
+    again = store.get_run(rerun_like(store, base.run_id))
+    assert (again.suite_config["max_tokens"], again.options["max_tokens_rule"]) == (budget, rule)
+    assert again.generated == 0  # the same requests as the baseline's: all from the cache
