@@ -12,16 +12,13 @@ that entity, most of which no probe asks about), then the rest in seeded order.
 
 from __future__ import annotations
 
-import json
 import random
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.attribution.index import default_index_path
-from workbench.errors import WorkbenchError
+from workbench.attribution.index import CorpusIndex
 from workbench.grading.normalize import normalize
 from workbench.types import Probe
 
@@ -68,38 +65,22 @@ def rehearsal_texts(index: str | Path, n: int, *, protected: Sequence[Probe], ta
     """Up to `n` document texts of the corpus index `index` (a file or a workspace), seeded, none mentioning a
     `protected` fact or a `conflicting` subject; those naming a `targeted` subject first. Reads at most
     DRAWS_PER_ROW x n documents (a large corpus: its neighbours are the ones in that draw)."""
-    path = Path(index)
-    if path.is_dir():
-        path = default_index_path(path)
-    if not path.is_file():
-        raise WorkbenchError(f"rehearsal: no corpus index at `{path}`; build one with `workbench index CORPUS` (the "
-                             "corpus the model was trained on) or leave rehearsal out")
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            rids = [r[0] for r in con.execute("SELECT rid FROM docs ORDER BY rid")]
-            label = con.execute("SELECT value FROM meta WHERE key = 'source'").fetchone()
-            rng = random.Random(f"rehearsal-{seed}")
-            rng.shuffle(rids)
-            near: list[str] = []
-            far: list[str] = []
-            excluded = 0
-            for rid in rids[: DRAWS_PER_ROW * n]:
-                text = con.execute("SELECT text FROM docs WHERE rid = ?", (rid,)).fetchone()[0]
-                if any(_mentions(text, p) for p in protected) or any(
-                        _mentions(text, p, subject_only=True) for p in conflicting):
-                    excluded += 1
-                    continue
-                (near if any(_mentions(text, p, subject_only=True) for p in targeted) else far).append(text.strip())
-            texts = (near + far)[:n]
-        finally:
-            con.close()
-    except sqlite3.DatabaseError as e:
-        raise WorkbenchError(f"rehearsal: `{path}` is not a corpus index ({e})") from None
-    try:
-        corpus = json.loads(label[0])["label"] if label else ""
-    except (ValueError, TypeError, KeyError):
-        corpus = ""
-    source = f"{path}" + (f" (corpus {corpus})" if corpus else "")
+    with CorpusIndex.open(index) as ix:  # a workspace or a file; missing, foreign or unfinished: a clear error
+        rids = ix.doc_rids()
+        rng = random.Random(f"rehearsal-{seed}")
+        rng.shuffle(rids)
+        near: list[str] = []
+        far: list[str] = []
+        excluded = 0
+        for rid in rids[: DRAWS_PER_ROW * n]:
+            text = ix.doc_text(rid)
+            if any(_mentions(text, p) for p in protected) or any(
+                    _mentions(text, p, subject_only=True) for p in conflicting):
+                excluded += 1
+                continue
+            (near if any(_mentions(text, p, subject_only=True) for p in targeted) else far).append(text.strip())
+        texts = (near + far)[:n]
+        stats = ix.stats()
+    source = f"{stats['path']} (corpus {stats['source']})"
     return texts, RehearsalInfo(source=source, ratio=ratio, rows=len(texts), docs=len(rids), excluded=excluded,
-                                       neighbours=min(len(near), n))
+                                neighbours=min(len(near), n))

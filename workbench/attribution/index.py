@@ -178,6 +178,19 @@ class CorpusIndex:
             "path": str(self.path),
         }
 
+    def doc_rids(self) -> list[int]:
+        """Every document's row id, ascending (what a caller samples documents by)."""
+        with self._lock:
+            return [int(r[0]) for r in self._con.execute("SELECT rid FROM docs ORDER BY rid")]
+
+    def doc_text(self, rid: int) -> str:
+        """The text of the document with row id `rid`, as indexed."""
+        with self._lock:
+            row = self._con.execute("SELECT text FROM docs WHERE rid = ?", (rid,)).fetchone()
+        if row is None:
+            raise KeyError(rid)
+        return str(row[0])
+
     def count(self, phrase: str) -> int:
         q = fts_phrase(phrase, chars=self._chars)
         if q is None:
