@@ -32,6 +32,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> object:
     return build_world(tmp_path_factory.mktemp("world"), TEST_CONFIG)
 
 
+@pytest.fixture(scope="session")
+def w(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> object:
+    """The fine-tuning world (tests/ftworld.py: the test world, its baseline run, attributions and fix set), built
+    once per session for every fine-tuning test module."""
+    from ftworld import setup
+
+    return setup(request, tmp_path_factory.mktemp("ft"))
+
+
 @pytest.fixture()
 def workspace(tmp_path: Path) -> Path:
     return tmp_path / "ws"

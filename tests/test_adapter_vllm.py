@@ -6,18 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ftworld import FtWorld, setup
+from ftworld import FtWorld
 from test_backend_vllm import GREEDY, engine_spec, needs_vllm
 
 from finetune.job import JobSpec, LoraSpec, TrainerSpec, run_job
 from finetune.job.resolve import DEFAULT_TARGETS
 from workbench.backends import load_backend
 from workbench.types import GenerationRequest, ModelSpec
-
-
-@pytest.fixture(scope="module")
-def w(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FtWorld:
-    return setup(request, tmp_path_factory.mktemp("ft"))
 
 
 def _prompts(w: FtWorld) -> list[str]:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from ftworld import FtWorld, new_run, setup
+from ftworld import FtWorld, new_run
 
 from finetune.fixset import ANCHOR_SHARE, DPO_COLUMNS, SFT_COLUMNS, build_fixset, load_manifest
 from workbench.attribution.types import Attribution
@@ -14,10 +14,6 @@ from workbench.errors import WorkbenchError
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture(scope="session")
-def w(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FtWorld:
-    return setup(request, tmp_path_factory.mktemp("ft"))
 
 
 def _rows(path: Path, split: str) -> list[dict[str, str]]:

@@ -19,7 +19,6 @@ from ftworld import (
     adapter_weights,
     max_diff,
     resume_job,
-    setup,
     start_job,
     wait_for,
 )
@@ -47,11 +46,6 @@ from workbench.grading import MatchGrader
 
 STOP = ["."]
 EOS = 3
-
-
-@pytest.fixture(scope="session")
-def w(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FtWorld:
-    return setup(request, tmp_path_factory.mktemp("ft"))
 
 
 @pytest.fixture(scope="module")

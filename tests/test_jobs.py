@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 import yaml
-from ftworld import ALL_LINEAR, FtWorld, PoisonForTests, Snapshot, greedy_verdicts, setup
+from ftworld import ALL_LINEAR, FtWorld, PoisonForTests, Snapshot, greedy_verdicts
 from sqlalchemy import func, select
 
 from finetune import records
@@ -37,12 +37,6 @@ from finetune.job.resolve import (
 )
 from finetune.job.watchdog import EarlyStopping, LossWatchdog
 from workbench.errors import WorkbenchError
-
-
-@pytest.fixture(scope="session")
-def w(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FtWorld:
-    return setup(request, tmp_path_factory.mktemp("ft"))
-
 
 # -- spec ---------------------------------------------------------------------------------------------
 

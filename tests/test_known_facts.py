@@ -10,16 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from ftworld import FtWorld, setup
+from ftworld import FtWorld
 
 from finetune.fixset import load_manifest
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture(scope="session")
-def w(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FtWorld:
-    return setup(request, tmp_path_factory.mktemp("ft"))
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from ftworld import RESUME_TOLERANCE, FtWorld, adapter_weights, max_diff, resume_job, setup, start_job, wait_for
+from ftworld import RESUME_TOLERANCE, FtWorld, adapter_weights, max_diff, resume_job, start_job, wait_for
 
 from finetune import records
 from finetune.job import EarlyStopSpec, JobResult, JobSpec, TrainerSpec, run_job, save_spec
@@ -20,10 +20,6 @@ from finetune.job.known_guard import STATE_FILE
 pytestmark = pytest.mark.slow
 STEPS, EVERY = 30, 10
 
-
-@pytest.fixture(scope="session")
-def w(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FtWorld:
-    return setup(request, tmp_path_factory.mktemp("ft"))
 
 
 @pytest.fixture(scope="module")
