@@ -166,3 +166,13 @@ def test_rehearsal_kl_keeps_the_model_closer_to_base_on_rehearsal_text(tmp_path:
     with pytest.raises(WorkbenchError, match=r"trainer.rehearsal_kl is 1.0 but fix set .* has no rehearsal rows"):
         run_job(JobSpec(fixset=bare.path, output_dir=str(tmp_path / "bad"), device="cpu",
                         trainer=TrainerSpec(max_steps=2, rehearsal_kl=1.0)), w.store)
+
+
+def test_kl_batch_depends_on_seed_and_step_only() -> None:
+    """A resumed rehearsal_kl job must read the documents an uninterrupted one reads at each step."""
+    from finetune.job.methods.sft import kl_batch
+
+    texts = [f"doc {i}" for i in range(50)]
+    assert kl_batch(texts, 0, 7, 8) == kl_batch(list(texts), 0, 7, 8)  # no hidden state between calls
+    assert kl_batch(texts, 0, 7, 8) != kl_batch(texts, 0, 8, 8) != kl_batch(texts, 1, 8, 8)
+    assert len(kl_batch(texts, 0, 0, 80)) == 50 and len(set(kl_batch(texts, 0, 3, 8))) == 8

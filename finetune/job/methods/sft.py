@@ -46,13 +46,17 @@ class SFT(SupervisedMethod):
         return kl_trainer(SFTTrainer, self.kl_texts, self.kl_weight, self.job.spec.trainer)
 
 
+def kl_batch(texts: list[str], seed: int, step: int, k: int) -> list[str]:
+    """The rehearsal texts the KL term reads at optimizer step `step`: drawn from (seed, step) alone, so a job
+    resumed from a checkpoint reads what an uninterrupted one would have."""
+    return random.Random(f"rehearsal-kl-{seed}-{step}").sample(texts, min(k, len(texts)))
+
+
 def kl_trainer(base: type, texts: list[str], weight: float, t: Any) -> type:
     """`base` (an SFTTrainer) whose loss adds `weight` x the mean per-token KL(base model || adapted model) over a
-    batch of `texts` (seeded by `t.seed`, `t.per_device_batch_size` of them, cut at `t.max_length` tokens)."""
+    batch of `texts` (`kl_batch`: `t.per_device_batch_size` of them per step, cut at `t.max_length` tokens)."""
     import torch
     import torch.nn.functional as F
-
-    rng = random.Random(f"rehearsal-kl-{t.seed}")
 
     class KLTrainer(base):  # type: ignore[misc]
         def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False,
@@ -62,7 +66,7 @@ def kl_trainer(base: type, texts: list[str], weight: float, t: Any) -> type:
             loss = out[0] if return_outputs else out
             if model.training:
                 tok = self.processing_class
-                docs = rng.sample(texts, min(t.per_device_batch_size, len(texts)))
+                docs = kl_batch(texts, t.seed, self.state.global_step, t.per_device_batch_size)
                 ids = [tok(d, add_special_tokens=False)["input_ids"][: t.max_length] for d in docs]
                 n = max(map(len, ids))
                 device = loss.device
