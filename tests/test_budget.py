@@ -47,16 +47,19 @@ def test_an_explicit_value_wins(tmp_path: Path) -> None:
     assert chat.with_generation().max_tokens == CHAT_BUDGET
 
 
-# A chat template for the world's word-level tokenizer (it has none): the world's own prompt.
-_CHAT = "Q: {{ messages[-1]['content'] }} A:"
+def chat_world(world: Any, tmp_path: Path, probes: int) -> tuple[Path, Path]:
+    """(a copy of the world model with a chat template, a file of its first `probes` probes). The template is the
+    world's own prompt: its word-level tokenizer has none."""
+    model = tmp_path / "model"
+    shutil.copytree(world.model, model)
+    (model / "chat_template.jinja").write_text("Q: {{ messages[-1]['content'] }} A:")
+    path = tmp_path / "probes.jsonl"
+    path.write_text("".join(world.probes.read_text().splitlines(keepends=True)[:probes]))
+    return model, path
 
 
 def test_the_run_records_its_budget_and_the_rule(world: Any, workspace: Path, tmp_path: Path) -> None:
-    model = tmp_path / "model"
-    shutil.copytree(world.model, model)
-    (model / "chat_template.jinja").write_text(_CHAT)
-    probes = tmp_path / "probes.jsonl"
-    probes.write_text("".join(world.probes.read_text().splitlines(keepends=True)[:4]))
+    model, probes = chat_world(world, tmp_path, 4)
     runs, said = {}, {}
     for name, extra in (("chat", ["--template", "chat"]), ("plain", []),
                         ("given", ["--template", "chat", "--max-tokens", "5"])):
@@ -80,11 +83,7 @@ def test_a_library_caller_gets_the_same_budget_as_the_cli(world: Any, workspace:
     from workbench.runner import EvalOptions, run_eval
     from workbench.types import ModelSpec
 
-    model = tmp_path / "model"
-    shutil.copytree(world.model, model)
-    (model / "chat_template.jinja").write_text(_CHAT)
-    probes = tmp_path / "probes.jsonl"
-    probes.write_text("".join(world.probes.read_text().splitlines(keepends=True)[:2]))
+    model, probes = chat_world(world, tmp_path, 2)
     suite, loaded = resolve_probes(str(probes))
     store = Store.open(workspace)
     summary = run_eval(store, ModelSpec(model=str(model), backend="hf"), suite, loaded, EvalOptions(template="chat"))

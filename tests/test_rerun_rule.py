@@ -4,11 +4,11 @@ where it came from."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_budget import chat_world
 
 from workbench.probes import resolve_probes
 from workbench.probes.budget import CHAT_BUDGET
@@ -17,9 +17,6 @@ from workbench.runner import EvalOptions, run_eval
 from workbench.store import Store
 from workbench.types import ModelSpec
 
-# A chat template for the world's word-level tokenizer (it has none): the world's own prompt.
-_CHAT = "Q: {{ messages[-1]['content'] }} A:"
-
 
 @pytest.mark.parametrize(("max_tokens", "budget", "rule"), [
     (None, CHAT_BUDGET, "default for the chat template"),
@@ -27,11 +24,7 @@ _CHAT = "Q: {{ messages[-1]['content'] }} A:"
 ])
 def test_a_rerun_records_the_baselines_budget_rule(world: Any, workspace: Path, tmp_path: Path,
                                                    max_tokens: int | None, budget: int, rule: str) -> None:
-    model = tmp_path / "model"
-    shutil.copytree(world.model, model)
-    (model / "chat_template.jinja").write_text(_CHAT)
-    probes = tmp_path / "probes.jsonl"
-    probes.write_text("".join(world.probes.read_text().splitlines(keepends=True)[:2]))
+    model, probes = chat_world(world, tmp_path, 2)
     suite, loaded = resolve_probes(str(probes))
     suite = suite.with_generation(max_tokens=max_tokens, template="chat")
     store = Store.open(workspace)
