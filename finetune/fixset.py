@@ -97,6 +97,8 @@ VALIDATION_MAX = 200
 REHEARSAL_RATIO = 1.0
 MAX_REHEARSAL = 100.0
 MANIFEST = "fixset.json"
+#: Row categories that protect rather than fix (replay of known facts, rehearsal of corpus text): never targets.
+UNTARGETED = ("replay", "rehearsal")
 #: The split each job method trains on.
 METHOD_SPLIT = {"sft": "sft", "dpo": "dpo", "grpo": "prompts"}
 #: Categories DPO fixes under "auto": the model knows the answer (or the data conflicts).
@@ -391,12 +393,12 @@ def _validation_slice(known: list[ProbeResult], render: Callable[[str], str], se
     random.Random(f"validation-{seed}").shuffle(ids)
     n_held = min(VALIDATION_MAX, round(fraction * len(ids)))
     held = set(ids[:n_held])
-    kept = sorted(ids[n_held:][: round(reserve * len(ids))])
+    reserved = sorted(ids[n_held:][: round(reserve * len(ids))])
     rows = [{"probe_id": r.probe.id, "question": r.probe.question, "prompt": render(r.probe.question),
              "answers": list(r.probe.answers),
              "incorrect_answers": list(r.probe.incorrect_answers)} for r in known if r.probe.id in held]
-    out = held | set(kept)
-    return [r for r in known if r.probe.id not in out], rows, kept
+    out = held | set(reserved)
+    return [r for r in known if r.probe.id not in out], rows, reserved
 
 
 def _plan(category: str, strategy: str, has_fact: bool) -> str:

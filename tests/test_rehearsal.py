@@ -110,7 +110,8 @@ def test_fixset_rehearses_the_corpus_and_reserves_known_facts(tmp_path: Path,
     got = json.loads(proc.stdout)["fixset"]["rehearsal"]
     assert got["rows"] == round(0.5 * targeted) and got["ratio"] == 0.5
     for args, message in ((("--rehearsal", str(index), "--rehearsal-ratio", "-1"), "`rehearsal_ratio` must be in"),
-                          (("--rehearsal", str(tmp_path / "none.sqlite")), "no corpus index at")):
+                          (("--rehearsal", str(tmp_path / "none.sqlite")), "no corpus index at"),
+                          (("--rehearsal-ratio", "2"), "--rehearsal-ratio needs --rehearsal INDEX")):
         bad = fix("--out", str(tmp_path / "bad"), *args)
         assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr[-2000:]
 

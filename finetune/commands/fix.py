@@ -40,7 +40,11 @@ def run(args: argparse.Namespace) -> int:
 
     datasets.disable_progress_bars()  # per-map bars would bury the summary
     from finetune.fixset import REHEARSAL_RATIO, build_fixset
+    from workbench.errors import WorkbenchError
     from workbench.store import Store
+
+    if args.rehearsal_ratio is not None and args.rehearsal is None:  # else silently no rehearsal at all
+        raise WorkbenchError("--rehearsal-ratio needs --rehearsal INDEX (the corpus index to rehearse)")
 
     store = Store.open(args.workspace)
     manifest = build_fixset(store, args.run, args.out, strategy=args.strategy, facts=args.facts,
@@ -92,5 +96,7 @@ def run(args: argparse.Namespace) -> int:
 def _default_method(counts: dict[str, dict[str, int]]) -> str:
     if counts.get("prompts"):
         return "grpo"
-    targeted = {s: sum(n for cat, n in counts[s].items() if cat not in ("replay", "rehearsal")) for s in ("sft", "dpo")}
+    from finetune.fixset import UNTARGETED
+
+    targeted = {s: sum(n for cat, n in counts[s].items() if cat not in UNTARGETED) for s in ("sft", "dpo")}
     return "sft" if targeted["sft"] >= targeted["dpo"] else "dpo"

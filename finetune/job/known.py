@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from finetune.chatform import flat_row
-from finetune.fixset import FixSetManifest
+from finetune.fixset import UNTARGETED, FixSetManifest
 from workbench.grading.match import MatchGrader
 from workbench.grading.normalize import normalize
 from workbench.textgen import cut_at_stop, greedy_generate
@@ -18,10 +18,6 @@ from workbench.types import Probe, Verdict
 
 #: New tokens per answer: the suite default's max_tokens (16); answers end at the suite's stop string.
 MAX_NEW_TOKENS = 16
-
-
-#: Training rows that protect rather than fix (replay of known facts, rehearsal of corpus text).
-UNTARGETED = ("replay", "rehearsal")
 
 
 @dataclass(frozen=True)
