@@ -112,8 +112,8 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
     clock.step("5. the adapter evaluated like the baseline; gate")
     cand = rerun_like(store, base.run_id, adapter=job.adapter)
     record = gate_runs(store, base.run_id, cand)
-    report = outcome(store, base.run_id, cand, taught(out / "fixset", method), set(manifest.heldout_probe_ids),
-                     replayed(out / "fixset", method))
+    trained, replay = taught_and_replayed(out / "fixset", method)
+    report = outcome(store, base.run_id, cand, trained, set(manifest.heldout_probe_ids), replay)
     clock.done("gate")
     console.rule("[bold]summary")
     for line in report_lines(report):
@@ -157,20 +157,14 @@ def _probes(ws: Path, questions: int, facts: list[Probe]) -> Path:
     return path
 
 
-def taught(fixset: Path, method: str) -> set[str]:
-    """The probes the job trained a fix for: its split's rows of the train split, replay and anchors left out."""
+def taught_and_replayed(fixset: Path, method: str) -> tuple[set[str], set[str]]:
+    """(the probes the job trained a fix for, the probes it saw answered right): its split's train rows, replay
+    (SFT) and anchor (DPO) rows being the second set."""
     from datasets import load_from_disk
 
     rows = load_from_disk(str(fixset))[method]
-    return {r["probe_id"] for r in rows if r["split"] == "train" and r["source"] not in ("replay", "anchor")}
-
-
-def replayed(fixset: Path, method: str) -> set[str]:
-    """The probes the job saw answered right: its split's replay (SFT) or anchor (DPO) rows."""
-    from datasets import load_from_disk
-
-    rows = load_from_disk(str(fixset))[method]
-    return {r["probe_id"] for r in rows if r["source"] in ("replay", "anchor")}
+    protect = {r["probe_id"] for r in rows if r["source"] in ("replay", "anchor")}
+    return {r["probe_id"] for r in rows if r["split"] == "train" and r["source"] not in ("replay", "anchor")}, protect
 
 
 def outcome(store: Any, base_run: str, cand_run: str, trained: set[str], heldout: set[str],
