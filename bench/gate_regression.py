@@ -188,10 +188,10 @@ def main() -> int:
                      LoadResult(probes=tuple(right + wrong), skipped=0, problems=(), source="few known facts"),
                      EvalOptions()).run_id
     small_rows = []
-    for adapter in [None, *adapters]:
+    for maybe in [None, *adapters]:
         t0 = time.perf_counter()
-        cand = rerun_like(store, small, adapter=None if adapter is None else str(adapter))
-        what = "no-op" if adapter is None else f"fix {adapter}"
+        cand = rerun_like(store, small, adapter=None if maybe is None else str(maybe))
+        what = "no-op" if maybe is None else f"fix {maybe}"
         label = f"{len(right)} known of {len(right) + len(wrong)}: {what}"
         small_rows.append(summarize(label, gate_runs(store, small, cand, policy), policy, time.perf_counter() - t0))
     rows += small_rows

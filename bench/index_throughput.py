@@ -129,10 +129,10 @@ def main() -> None:
         print(f"build: {n:,} rows in {rep.seconds:.1f}s wall = {n / rep.seconds:,.0f} rows/s "
               f"({n / cpu:,.0f} rows per CPU-second); index {mib:.0f} MiB")
         with CorpusIndex.open(index_path) as ix:
-            single = _timed("cooccur single", len(pairs), lambda ix=ix: [ix.cooccur(s, a) for s, a in pairs])
-            batched = _timed("cooccur_many", len(pairs), lambda ix=ix: ix.cooccur_many(pairs))
+            single = _timed("cooccur single", len(pairs), lambda: [ix.cooccur(s, a) for s, a in pairs])
+            batched = _timed("cooccur_many", len(pairs), lambda: ix.cooccur_many(pairs))
             assert [c.count for c in single] == [c.count for c in batched]
-            _timed("count(phrase)", len(pairs), lambda ix=ix: [ix.count(p) for p, _ in pairs])
+            _timed("count(phrase)", len(pairs), lambda: [ix.count(p) for p, _ in pairs])
             worst = ("出生", "年") if args.lang == "zh" else ("was born", "in")
             t = time.perf_counter()
             common = ix.cooccur(*worst)  # worst case: a quarter of the corpus matches

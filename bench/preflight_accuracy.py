@@ -33,7 +33,7 @@ def _model(shape: dict[str, Any], impl: str, method: str, device: str) -> Any:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(
+    cfg = LlamaConfig(  # type: ignore[call-arg]  # attn_implementation goes through **kwargs
         hidden_size=shape["hidden"],
         num_hidden_layers=shape["layers"],
         num_attention_heads=shape["heads"],
@@ -43,7 +43,7 @@ def _model(shape: dict[str, Any], impl: str, method: str, device: str) -> Any:
         attn_implementation=impl,
         tie_word_embeddings=False,
     )
-    model = LlamaForCausalLM(cfg).to(device=device, dtype=torch.bfloat16)
+    model = LlamaForCausalLM(cfg).to(device=device, dtype=torch.bfloat16)  # type: ignore[no-untyped-call,call-arg]
     if method == "lora":
         from peft import LoraConfig, get_peft_model
 
@@ -80,7 +80,8 @@ def measure_one(cfg: dict[str, Any]) -> tuple[int, int]:
     """(predicted allocated bytes, measured max_memory_allocated) for one config on cuda:0."""
     import torch
 
-    shape = {"layers": 4, "hidden": 1024, "heads": 16, "kv_heads": 4, "vocab": 32000, "intermediate": 2816}
+    shape: dict[str, int] = {"layers": 4, "hidden": 1024, "heads": 16, "kv_heads": 4, "vocab": 32000,
+                             "intermediate": 2816}
     impl = "sdpa" if cfg.get("flash") else "eager"
     torch.cuda.empty_cache()
     model = _model(shape, impl, cfg["method"], "cuda")
@@ -112,7 +113,8 @@ def measure_one(cfg: dict[str, Any]) -> tuple[int, int]:
         sum(p.numel() for p in trained) if cfg["method"] == "lora" else 0
     )
     spec = PreflightSpec(
-        model=ModelShape(**shape, params=params),
+        model=ModelShape(layers=shape["layers"], hidden=shape["hidden"], heads=shape["heads"], vocab=shape["vocab"],
+                         kv_heads=shape["kv_heads"], intermediate=shape["intermediate"], params=params),
         gpu_memory_gib=80,
         method=cfg["method"],
         micro_batch=cfg["micro_batch"],

