@@ -10,7 +10,8 @@ own targeted training rows (finetune/job/known.py `Targets`; no known-fact slice
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,14 +29,31 @@ class ScaleChoice:
     fixed_by_scale: dict[float, float]
 
 
-def fixed_at(model: Any, fixed: Callable[[Any], float], scale: float) -> float:
-    """`fixed(model)` with every LoRA layer's delta scaled by `scale` (restored afterwards)."""
+@contextmanager
+def scaled(model: Any, scale: float) -> Iterator[None]:
+    """Every LoRA layer's delta of `model` scaled by `scale` inside the block (peft's `rescale_adapter_scale`)."""
     if scale == 1.0:
-        return fixed(model)
+        yield
+        return
     from peft.helpers import rescale_adapter_scale
 
     with rescale_adapter_scale(model, scale):
+        yield
+
+
+def fixed_at(model: Any, fixed: Callable[[Any], float], scale: float) -> float:
+    """`fixed(model)` with every LoRA layer's delta scaled by `scale` (restored afterwards)."""
+    with scaled(model, scale):
         return fixed(model)
+
+
+def decide(setting: float | str, model: Any, fixed: Callable[[Any], float], min_targets: float) -> ScaleChoice:
+    """The scale a job keeps for `trainer.adapter_scale` = `setting` (a number: as given; `auto`: `choose_scale`)."""
+    if setting == "auto":
+        return choose_scale(model, fixed, min_targets)
+    scale = float(setting)
+    return ScaleChoice(scale, "all of the trained delta (trainer.adapter_scale: 1.0)" if scale == 1.0
+                       else f"given by the job spec: `trainer.adapter_scale: {scale}`", {})
 
 
 def choose_scale(model: Any, fixed: Callable[[Any], float], min_targets: float,
