@@ -8,7 +8,7 @@
    bench's probes), the job's own targets fixed (`Targets`, what `trainer.adapter_scale: auto` reads), slice and
    unseen broken, all correct-before broken, known-fact abstention; and the `auto` rule's pick.
 
-    PYTHONPATH=. .venv/bin/python bench/adapter_scale.py WORLD/runs/TAG... [--scales 0.25,0.5,0.75,1]
+    .venv/bin/python bench/adapter_scale.py WORLD/runs/TAG... [--scales 0.25,0.5,0.75,1]
         [--out /tmp/adapter_scale] [--json OUT] [--robust 8]
 
 WORLD/runs/TAG holds fix/, sft/adapter, dpo/adapter; WORLD/world (the model, suite, truth) and WORLD/ws (the store
@@ -21,12 +21,16 @@ import argparse
 import json
 import shutil
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.fix_efficacy import OWNS, fixed
+import torch
+from fix_efficacy import OWNS, fixed  # the bench's categories per adapter and its "fixed"
+
 from finetune.fixset import load_manifest
 from finetune.job.known import Targets
 from finetune.job.scale import AUTO_SCALES, fixed_at, write_scale

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +84,10 @@ def test_auto_scale_keeps_the_smallest_scale_that_fixes_the_targets(w: FtWorld, 
         got = half_model(input_ids=ids).logits
         full = model(input_ids=ids).logits
     assert torch.allclose(got, want, atol=1e-5) and not torch.allclose(got, full, atol=1e-3)
+
+
+def test_bench_refuses_bad_scales_before_any_work() -> None:
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(root / "bench" / "adapter_scale.py"), "/nonexistent/runs/x",
+                           "--scales", "0,0.5"], capture_output=True, text=True, timeout=120, cwd="/")
+    assert proc.returncode == 2 and "--scales must lie in (0, 1]" in proc.stderr and "Traceback" not in proc.stderr
