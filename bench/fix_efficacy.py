@@ -21,8 +21,9 @@ known facts <= 2%; the whole demo <= 3 minutes on 2 cores.
 
 `--worlds` runs the named worlds of WORLDS one after the other (each in WORKSPACE/NAME) and prints one table:
 per world and per method, targeted failures fixed, held-out targeted fixed before -> after, correct-before broken,
-known-fact abstention, the job's known-facts slice (broken of checked, the step it kept) and the reserved known
-facts no job saw ("unseen broken", `--reserve-fraction`): the figure rollback could not have chosen by.
+known-fact abstention, the job's known-facts slice (broken of checked, the step it kept), the reserved known
+facts no job saw ("unseen broken", `--reserve-fraction`): the figure rollback could not have chosen by, and the
+adapter scale the job kept (`trainer.adapter_scale`).
 """
 
 from __future__ import annotations
@@ -364,7 +365,7 @@ def main() -> int:
 def print_table(results: Mapping[str, Mapping[str, Any]]) -> None:
     """One row per world and adapter (GRPO's is `grpo`): the four goals and the job's known-facts slice."""
     print(f"\n{'world':<12}{'method':<9}{'steps':>6}{'lr':>8}{'fixed':>8}{'held-out':>16}{'broken':>14}"
-          f"{'abst.known':>11}{'slice broken':>14}{'unseen broken':>15}  kept")
+          f"{'abst.known':>11}{'slice broken':>14}{'unseen broken':>15}{'scale':>7}  kept")
     for world, res in results.items():
         for name, a in res["adapters"].items():
             g, job = a["goals"], a["job"]
@@ -374,7 +375,8 @@ def print_table(results: Mapping[str, Mapping[str, Any]]) -> None:
                   f"{pct(g['targeted_fixed']):>8}{pct(g['heldout_before']) + '->' + pct(g['heldout_after']):>16}"
                   f"{broken:>14}{pct(g['abstain_known']):>11}"
                   f"{len(job['known_broken']):>7} of {job['known_checked']:<4}"
-                  f"{g.get('unseen_broken', 0):>8} of {g.get('n_unseen', 0):<4}  {'' if kept is None else kept}")
+                  f"{g.get('unseen_broken', 0):>8} of {g.get('n_unseen', 0):<4}{job.get('adapter_scale', 1.0):>7}"
+                  f"  {'' if kept is None else kept}")
 
 
 if __name__ == "__main__":

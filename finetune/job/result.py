@@ -46,6 +46,8 @@ class JobResult:
         kept_step: The step whose weights the adapter holds when the job rolled back to a better evaluated
             state than its last (`early_stop.rollback`); None when it kept the last.
         kept_reason: Why, in words (known facts broken and targets fixed there and at the end).
+        adapter_scale: The share of the trained LoRA delta the adapter holds (`trainer.adapter_scale`; 1.0: all).
+        adapter_scale_reason: Why that scale (given by the spec, or the `auto` rule with its targets fixed).
     """
 
     job_id: str
@@ -67,6 +69,8 @@ class JobResult:
     learning_rate_rule: str | None = None
     kept_step: int | None = None
     kept_reason: str | None = None
+    adapter_scale: float = 1.0
+    adapter_scale_reason: str | None = None
 
     @property
     def known_broken_fraction(self) -> float | None:

@@ -32,6 +32,7 @@ from finetune.job.checkpoint import COMPLETE, clean_incomplete, last_complete_ch
 from finetune.job.known import KnownFacts, Targets
 from finetune.job.resolve import ResolvedJob, resolve
 from finetune.job.result import JobResult, Status, write_result
+from finetune.job.scale import ScaleChoice, decide, scaled, write_scale
 from finetune.job.spec import JobSpec, save_spec
 from finetune.records import JobRecorder
 from workbench.errors import WorkbenchError
@@ -140,29 +141,37 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     final_loss = float(losses[-1]) if losses else None
     kept, kept_reason = known_guard.kept, known_guard.kept_reason
     def result(status: Status, adapter: str | None, after: float | None, message: str,
-               broken: Sequence[str] = ()) -> JobResult:
+               broken: Sequence[str] = (), scale: ScaleChoice | None = None) -> JobResult:
         return JobResult(job_id=job_id, status=status, output_dir=str(job.output_dir), adapter=adapter, steps=steps,
                          final_loss=final_loss, heldout_before=before, heldout_after=after,
                          resumed_from=str(start_from) if start_from else None,
                          stop_reason=stop.kind if stop else None, message=message, seconds=0.0,
                          known_checked=len(known_before), known_broken=list(broken), learning_rate=job.learning_rate,
                          max_steps_rule=job.steps_rule, learning_rate_rule=job.lr_rule,
-                         kept_step=kept.step if kept else None, kept_reason=kept_reason)
+                         kept_step=kept.step if kept else None, kept_reason=kept_reason,
+                         adapter_scale=scale.scale if scale else 1.0,
+                         adapter_scale_reason=scale.reason if scale else None)
 
     if stop is not None and stop.kind == "nan":
         return result("failed", None, None, stop.message)
 
-    # 7. The adapter (a watchdog stop keeps it: the regression gate decides on it).
-    adapter = save_adapter(trainer.model, job.output_dir / ADAPTER_DIR)
-    after = early.score(trainer.model) if early.has_rows else None
+    # 7. The adapter (a watchdog stop keeps it: the regression gate decides on it), its LoRA delta scaled first
+    # when `trainer.adapter_scale` asks (WiSE-FT, finetune/job/scale.py): what is saved is what is scored.
+    choice = decide(job.spec.trainer.adapter_scale, trainer.model, targets.fixed, es.min_targets_fixed)
+    if choice.scale != 1.0 or job.spec.trainer.adapter_scale == "auto":
+        log.event("adapter_scale", f"adapter scale {choice.scale}: {choice.reason}",
+                  {"scale": choice.scale, "fixed_by_scale": {str(a): v for a, v in choice.fixed_by_scale.items()}})
+    with scaled(trainer.model, choice.scale):
+        adapter = save_adapter(trainer.model, job.output_dir / ADAPTER_DIR, scale=choice.scale)
+        after = early.score(trainer.model) if early.has_rows else None
+        broken = sorted(known_before - known.correct(trainer.model))
     if after is not None:
         log.metrics(steps, {early.metric: after})
-    broken = sorted(known_before - known.correct(trainer.model))
     if known_before:
         log.metrics(steps, {"known_broken": float(len(broken)), "known_checked": float(len(known_before))})
     if stop is not None:
-        return result("stopped", str(adapter), after, stop.message, broken)
-    return result("done", str(adapter), after, method.summary(steps, final_loss, history), broken)
+        return result("stopped", str(adapter), after, stop.message, broken, choice)
+    return result("done", str(adapter), after, method.summary(steps, final_loss, history), broken, choice)
 
 
 def load_base(job: ResolvedJob) -> tuple[Any, Any]:
@@ -250,12 +259,15 @@ def _job_id(out: Path, resume: bool) -> str:
     return job_id
 
 
-def save_adapter(model: Any, dest: Path) -> Path:
-    """save_pretrained into a temp dir, then rename: `adapter/` is always a whole adapter."""
+def save_adapter(model: Any, dest: Path, *, scale: float = 1.0) -> Path:
+    """save_pretrained into a temp dir (its LoRA delta scaled by `scale`: finetune/job/scale.py), then rename:
+    `adapter/` is always a whole adapter."""
     tmp = dest.with_name(dest.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
     model.save_pretrained(str(tmp))
+    if scale != 1.0:
+        write_scale(tmp, scale)
     (tmp / COMPLETE).write_text("")  # the same marker as checkpoints: `workbench watch` gates only whole adapters
     if dest.exists():
         shutil.rmtree(dest)

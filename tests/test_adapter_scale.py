@@ -1,0 +1,93 @@
+"""`trainer.adapter_scale` (WiSE-FT, issue 14; finetune/job/scale.py): the trained LoRA delta scaled before the
+adapter is saved and scored; `auto` picks the smallest scale that still fixes `early_stop.min_targets_fixed` of the
+job's own targets, and the record says which and why."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from ftworld import ALL_LINEAR, FtWorld
+
+from finetune import records
+from finetune.fixset import load_manifest
+from finetune.job import EarlyStopSpec, JobSpec, LoraSpec, TrainerSpec, from_dict, run_job
+from finetune.job.known import KnownFacts, Targets
+from finetune.job.scale import AUTO_SCALES, write_scale
+from workbench.errors import WorkbenchError
+
+
+def test_adapter_scale_values() -> None:
+    base = {"fixset": "f", "output_dir": "o"}
+    for bad in ("half", 0, 1.5, -0.5, True):
+        with pytest.raises(WorkbenchError, match=r"`trainer.adapter_scale`.*must be `auto` or a number in \(0, 1\]"):
+            from_dict({**base, "trainer": {"adapter_scale": bad}})
+    assert from_dict({**base, "trainer": {"adapter_scale": "auto"}}).trainer.adapter_scale == "auto"
+    assert from_dict({**base, "trainer": {"adapter_scale": 0.5}}).trainer.adapter_scale == 0.5
+    assert from_dict(base).trainer.adapter_scale == 1.0  # off by default
+
+
+def _load(w: FtWorld, adapter: Path) -> tuple[Any, Any]:
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(w.paths.model))
+    tok.pad_token = tok.pad_token or tok.eos_token
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(str(w.paths.model)), str(adapter))
+    return tok, model.eval()
+
+
+@pytest.mark.slow
+def test_auto_scale_keeps_the_smallest_scale_that_fixes_the_targets(w: FtWorld, tmp_path: Path) -> None:
+    from datasets import load_from_disk
+    from peft.helpers import rescale_adapter_scale
+
+    floor = 0.5  # low enough that a scale below 1 qualifies on this world (0.75 fixed 94% at 107 steps)
+    spec = JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "job"), method="sft",
+                   lora=LoraSpec(target_modules=ALL_LINEAR), trainer=TrainerSpec(max_steps=100, adapter_scale="auto"),
+                   early_stop=EarlyStopSpec(known_every=0, min_targets_fixed=floor))
+    result = run_job(spec, w.store)
+    assert result.status == "done" and result.adapter
+    event = next(e for e in records.events(w.store, result.job_id) if e.kind == "adapter_scale")
+    scores = {float(a): v for a, v in (event.data or {})["fixed_by_scale"].items()}
+    a = result.adapter_scale
+    assert a < 1.0 and a in AUTO_SCALES and (event.data or {})["scale"] == a
+    # the rule: the smallest scale tried that fixes >= the floor; every smaller one fell short
+    assert scores[a] >= floor and all(v < floor for s, v in scores.items() if s < a)
+    assert result.adapter_scale_reason and f"{scores[a]:.0%}" in result.adapter_scale_reason
+    # what is saved is the scaled adapter: lora_alpha x a, and reloaded it fixes what the job scored at a
+    config = json.loads((Path(result.adapter) / "adapter_config.json").read_text())
+    assert config["lora_alpha"] == pytest.approx(spec.lora.alpha * a)
+    tok, model = _load(w, Path(result.adapter))
+    manifest = load_manifest(w.fixset)
+    assert Targets.of(load_from_disk(str(w.fixset))["sft"], manifest, tok).fixed(model) == pytest.approx(scores[a])
+    # and the broken known facts in the record are the scaled adapter's
+    known = KnownFacts(manifest, tok)
+    with model.disable_adapter():
+        before = known.correct(model)
+    assert result.known_broken == sorted(before - known.correct(model))
+    # a scaled copy on disk is the in-memory rescale (trainable token rows unscaled in both)
+    half = tmp_path / "half"
+    shutil.copytree(result.adapter, half)
+    write_scale(half, 0.5)
+    ids = tok("Q: What is the capital of Vexazan? A:", return_tensors="pt")["input_ids"]
+    _, half_model = _load(w, half)
+    with torch.no_grad(), rescale_adapter_scale(model, 0.5):
+        want = model(input_ids=ids).logits
+    with torch.no_grad():
+        got = half_model(input_ids=ids).logits
+        full = model(input_ids=ids).logits
+    assert torch.allclose(got, want, atol=1e-5) and not torch.allclose(got, full, atol=1e-3)
+
+
+def test_bench_refuses_bad_scales_before_any_work() -> None:
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(root / "bench" / "adapter_scale.py"), "/nonexistent/runs/x",
+                           "--scales", "0,0.5"], capture_output=True, text=True, timeout=120, cwd="/")
+    assert proc.returncode == 2 and "--scales must lie in (0, 1]" in proc.stderr and "Traceback" not in proc.stderr
