@@ -281,6 +281,7 @@ def open_job(store: Store, output_dir: str) -> JobDetail:
                          + (f": {', '.join(res.known_broken[:10])}" if res.known_broken else ""))
         else:
             lines.append("- known facts broken: not measured (the fix set has no validation slice)")
+        lines += [f"- {note}" for note in res.protection_notes()]
     rel = spec.relative_to(Path(store.workspace).resolve()).as_posix()
     # The command that made the job; one that started but has no result (killed, stopped) continues with
     # --resume (from its last complete checkpoint, else from the start under the same job id).

@@ -162,6 +162,19 @@ def test_fix_tab_opens_an_existing_job(data: AppData, store: Store) -> None:
     d = ui.open_job(store, "jobs/done-job")
     assert "method: sft" in d.config and "**done**" in d.summary and "after 2 steps" in d.summary
     assert "known facts broken" in d.summary and not d.view.loss.empty
+    assert "adapter scale" not in d.summary and "rolled back" not in d.summary  # the last step's weights, whole
+    import dataclasses
+
+    from finetune.job.result import read_result, write_result
+
+    res = read_result(store.workspace / job.output_dir)
+    assert res is not None  # a job that rolled back and scaled its delta says both, with the reasons
+    write_result(dataclasses.replace(res, kept_step=1, kept_reason="fewest known facts broken",
+                                     adapter_scale=0.5, adapter_scale_reason="the smallest scale fixing 80%"),
+                 store.workspace / job.output_dir)
+    summary = ui.open_job(store, "jobs/done-job").summary
+    assert "- rolled back to step 1: fewest known facts broken" in summary
+    assert "- adapter scale 0.5: the smallest scale fixing 80%" in summary
     assert d.cli.startswith("workbench train jobs/done-job/job.yaml --workspace") and "--resume" not in d.cli
     assert ui.open_job(store, "jobs/later").cli.startswith("workbench train jobs/later/job.yaml --workspace")
     from finetune import records  # the same job stopped after its checkpoints, before its result

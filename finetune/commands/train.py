@@ -37,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
             ids = ", ".join(result.known_broken[:10]) + (" ..." if len(result.known_broken) > 10 else "")
             print(f"  known facts broken: {len(result.known_broken)} of {result.known_checked} "
                   f"({100 * (result.known_broken_fraction or 0):.1f}%)" + (f": {ids}" if ids else ""))
+        for note in result.protection_notes():
+            print(f"  {note}")
         if result.adapter:
             print(f"  adapter: {result.adapter}")
     return 0 if result.status != "failed" else 1

@@ -80,6 +80,18 @@ class JobResult:
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "known_broken_fraction": self.known_broken_fraction}
 
+    def protection_notes(self) -> list[str]:
+        """What the adapter holds when it is not simply the last step's weights (rollback, a scaled delta), in
+        words: `workbench train` and the app's job view print these lines."""
+        notes = []
+        if self.kept_step is not None:
+            notes.append(f"rolled back to step {self.kept_step}"
+                         + (f": {self.kept_reason}" if self.kept_reason else ""))
+        if self.adapter_scale != 1.0 or self.adapter_scale_reason:
+            notes.append(f"adapter scale {self.adapter_scale:g}"
+                         + (f": {self.adapter_scale_reason}" if self.adapter_scale_reason else ""))
+        return notes
+
 
 def write_result(result: JobResult, output_dir: str | Path) -> Path:
     """`output_dir/result.json`, replaced atomically (a reader never sees half of it)."""

@@ -158,7 +158,8 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     # 7. The adapter (a watchdog stop keeps it: the regression gate decides on it), its LoRA delta scaled first
     # when `trainer.adapter_scale` asks (WiSE-FT, finetune/job/scale.py): what is saved is what is scored.
     choice = decide(job.spec.trainer.adapter_scale, trainer.model, targets.fixed, es.min_targets_fixed)
-    if choice.scale != 1.0 or job.spec.trainer.adapter_scale == "auto":
+    noted = choice.scale != 1.0 or job.spec.trainer.adapter_scale == "auto"  # else the default: the whole delta
+    if noted:
         log.event("adapter_scale", f"adapter scale {choice.scale}: {choice.reason}",
                   {"scale": choice.scale, "fixed_by_scale": {str(a): v for a, v in choice.fixed_by_scale.items()}})
     with scaled(trainer.model, choice.scale):
@@ -170,8 +171,9 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     if known_before:
         log.metrics(steps, {"known_broken": float(len(broken)), "known_checked": float(len(known_before))})
     if stop is not None:
-        return result("stopped", str(adapter), after, stop.message, broken, choice)
-    return result("done", str(adapter), after, method.summary(steps, final_loss, history), broken, choice)
+        return result("stopped", str(adapter), after, stop.message, broken, choice if noted else None)
+    return result("done", str(adapter), after, method.summary(steps, final_loss, history), broken,
+                  choice if noted else None)
 
 
 def load_base(job: ResolvedJob) -> tuple[Any, Any]:
