@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -88,8 +90,6 @@ def test_generation_ends_when_every_row_said_its_stop_string(hf: HFBackend, worl
     """A batch stops once every row has said its stop string, not when all reach EOS or max_tokens (a real
     model's 128-token budget), and says the same as a run without the stop cut afterwards. (The world model says
     EOS right after its ".", so the saving here is that one step; a chat model rambles on.)"""
-    import dataclasses
-
     requests = [GenerationRequest(p, sampling) for p in _prompts(world, 6)]
     steps: list[int] = []
     hook = hf._model.register_forward_hook(lambda *_: steps.append(1))
@@ -105,3 +105,102 @@ def test_generation_ends_when_every_row_said_its_stop_string(hf: HFBackend, worl
     assert [[c.text for c in cs] for cs in stopped] == [[cut_at_stop(c.text, ["."])[0].strip() for c in cs]
                                                         for cs in full]
     assert all(c.finish_reason == "stop" for cs in stopped for c in cs)
+
+
+# -- the decode loop (`decode: loop`, the default) against transformers' generate (`decode: generate`) ----------
+
+@pytest.fixture(scope="module")
+def gpt2_world(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The test world trained as a GPT-2 (learned positions, its own cache code path) instead of a Llama."""
+    from evals.world import TEST_CONFIG, build_world
+
+    return build_world(tmp_path_factory.mktemp("gpt2world"), dataclasses.replace(TEST_CONFIG, arch="gpt2"))
+
+
+def _both(spec: ModelSpec, reqs: list[GenerationRequest]) -> tuple[list[Any], list[Any]]:
+    loop = load_backend(spec).generate(reqs)
+    gen = load_backend(dataclasses.replace(spec, options=(("decode", "generate"),))).generate(reqs)
+    return loop, gen
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+@pytest.mark.parametrize("with_adapter", [False, True])
+def test_loop_greedy_equals_generate(world: Any, gpt2_world: Any, arch: str, with_adapter: bool,
+                                     tmp_path: Path) -> None:
+    """Greedy answers, finish reasons and log-probs of the loop are generate's, with mixed budgets and stops in one
+    call (rows of other lengths leave the batch early), with and without a LoRA adapter."""
+    w = world if arch == "llama" else gpt2_world
+    adapter = None
+    if with_adapter:
+        targets = ["q_proj", "v_proj"] if arch == "llama" else ["c_attn"]
+        adapter = _adapter(w, tmp_path / "a", targets)
+    prompts = _prompts(w, 24) + [p.replace("Q:", "Question: what do you know? Q:") for p in _prompts(w, 4)]
+    settings = [SamplingParams(max_tokens=6, stop=(".",), logprobs=True), SamplingParams(max_tokens=2),
+                SamplingParams(max_tokens=12, logprobs=True)]
+    reqs = [GenerationRequest(p, settings[i % 3]) for i, p in enumerate(prompts)]
+    loop, gen = _both(ModelSpec(model=str(w.model), dtype="float32", adapter=adapter), reqs)
+    assert [c[0].text for c in loop] == [c[0].text for c in gen]
+    assert [c[0].finish_reason for c in loop] == [c[0].finish_reason for c in gen]
+    if not with_adapter:  # a random adapter may keep the model from ever saying "." or EOS
+        assert {c[0].finish_reason for c in loop} == {"stop", "length"}
+    for (a,), (b,) in zip(loop, gen, strict=True):
+        assert (a.token_logprobs is None) == (b.token_logprobs is None)
+        if a.token_logprobs is not None:
+            assert a.token_logprobs == pytest.approx(b.token_logprobs, abs=1e-4)
+    if with_adapter:  # the adapter is applied: answers differ from the base model's
+        base = load_backend(ModelSpec(model=str(w.model), dtype="float32")).generate(reqs)
+        assert [c[0].text for c in base] != [c[0].text for c in loop]
+
+
+def _adapter(w: Any, out: Path, targets: list[str]) -> str:
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(1)
+    model = AutoModelForCausalLM.from_pretrained(str(w.model), dtype=torch.float32)
+    get_peft_model(model, LoraConfig(r=8, lora_alpha=64, target_modules=targets, init_lora_weights=False,
+                                     fan_in_fan_out="c_attn" in targets)).save_pretrained(out)
+    return str(out)
+
+
+def test_loop_prefills_each_prompt_once_and_drops_finished_rows(hf: HFBackend, world: Any) -> None:
+    """Greedy + 4 samples of 6 prompts: one prefill of 6 rows (not 6 + 24), then 30 rows that shrink as they end;
+    generate computes every row to the longest one's end."""
+    prompts = _prompts(world, 6)
+    sampled = SamplingParams(temperature=1.0, n=4, seed=3, max_tokens=12)
+    reqs = [GenerationRequest(p, s) for p in prompts for s in (SamplingParams(max_tokens=12), sampled)]
+    rows: list[int] = []
+    hook = hf._model.register_forward_hook(lambda _m, args, kw, out: rows.append(kw["input_ids"].shape[0]),
+                                           with_kwargs=True)
+    try:
+        hf.generate(reqs)
+    finally:
+        hook.remove()
+    assert rows[0] == 6 and rows[1] == 30
+    assert all(a >= b for a, b in itertools.pairwise(rows[1:])) and rows[-1] < 30
+    lengths = [len(c.text.split()) for cs in hf.generate(reqs) for c in cs]
+    assert min(lengths) < max(lengths)  # some rows did end early, and left
+
+
+def test_loop_samples_are_seeded_and_do_not_depend_on_the_batch(hf: HFBackend, world: Any) -> None:
+    prompts = _prompts(world, 8)
+    s = SamplingParams(temperature=1.5, n=6, seed=7, max_tokens=6)
+    together = hf.generate([GenerationRequest(p, s) for p in prompts])
+    alone = hf.generate([GenerationRequest(prompts[3], s)])[0]
+    assert [c.text for c in together[3]] == [c.text for c in alone]
+    assert [c.text for c in hf.generate([GenerationRequest(prompts[3], s)])[0]] == [c.text for c in alone]
+    other = hf.generate([GenerationRequest(prompts[3], SamplingParams(temperature=1.5, n=6, seed=8, max_tokens=6))])
+    assert [c.text for c in other[0]] != [c.text for c in alone]
+
+
+def test_decode_option_is_checked_and_named_in_the_engine(world: Any) -> None:
+    from workbench.errors import WorkbenchError
+
+    spec = ModelSpec(model=str(world.model), dtype="float32")
+    assert "decode=" not in load_backend(spec).engine()
+    assert load_backend(dataclasses.replace(spec, options=(("decode", "generate"),))).engine().endswith(
+        " decode=generate")
+    with pytest.raises(WorkbenchError, match="Did you mean `loop`"):
+        load_backend(dataclasses.replace(spec, options=(("decode", "lop"),))).generate(
+            [GenerationRequest("Q: x A:", SamplingParams())])
