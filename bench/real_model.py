@@ -4,7 +4,7 @@
     .venv/bin/python bench/real_model.py fix [--questions 16] [--facts 67] [--samples 1] [--steps 30] [--method sft]
         [--lr rule,5e-4] [--out FILE]
     .venv/bin/python bench/real_model.py throughput [--questions 32] [--samples 3] [--max-tokens 48] [--threads 1]
-        [--skip-vllm] [--skip-lmeval] [--out FILE]
+        [--hf-decoders loop,generate] [--skip-vllm] [--skip-lmeval] [--out FILE]
 
 `budget`: how many greedy answers a token budget cuts (finish_reason `length`), per format and template, at
 16/32/64/96/128 new tokens: what the suite's default `max_tokens` rules (workbench/probes/budget.py) rest on.
@@ -22,8 +22,10 @@ the fix, and the known facts (answered right before; in the fix set's replay or 
 wrong), with the issue's goals (`goals`).
 
 `throughput`: the first `--questions` NQ-open questions x (greedy + `--samples`), chat template with the demo's
-system prompt, `--max-tokens` new tokens, side by side in one process: workbench-hf and workbench-vllm
-(bench/vllm_vs_hf.py's `in_process`: model load / engine start, warm-up, eval and close timed apart) and
+system prompt, `--max-tokens` new tokens, side by side in one process: workbench-hf once per `--hf-decoders`
+(the backend option `decode`: `loop`, its own decode loop, is `workbench-hf`; `generate`, transformers' generate,
+is `workbench-hf-generate`), workbench-vllm (bench/vllm_vs_hf.py's `in_process`: model load / engine start,
+warm-up, eval and close timed apart) and
 lm-eval-hf 0.4.13 (its own venv, bench/eval_throughput.py's; the same messages through
 `--apply-chat-template --system-instruction`, the same token budget and sampling settings, batch 64; its load
 timed apart). Ratios of probes per second of generation.
@@ -210,8 +212,16 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
           f"{args.max_tokens} tokens, {args.threads} thread(s), load avg {os.getloadavg()[0]:.2f}", flush=True)
     out: dict[str, Any] = {"questions": len(rows), "samples": args.samples, "max_tokens": args.max_tokens,
                            "threads": args.threads, "load_avg_start": os.getloadavg()[0]}
-    hf = in_process("hf", ModelSpec(model=model, backend="hf", dtype="float32"), suite, loaded, args.samples)
-    runs = {"workbench-hf": hf}
+    runs: dict[str, dict[str, Any]] = {}
+    for decoder in args.hf_decoders.split(","):
+        name = "workbench-hf" + ("" if decoder == "loop" else f"-{decoder}")
+        runs[name] = in_process("hf", ModelSpec(model=model, backend="hf", dtype="float32",
+                                                options=(("decode", decoder),)), suite, loaded, args.samples)
+    hf = runs[next(iter(runs))]
+    if "workbench-hf" in runs and "workbench-hf-generate" in runs:
+        agree = [a == b for a, b in zip(runs["workbench-hf"]["_greedy"], runs["workbench-hf-generate"]["_greedy"],
+                                        strict=True)]
+        out["greedy_agreement_hf_loop_generate"] = sum(agree) / len(agree)
     if not args.skip_vllm:
         runs["workbench-vllm"] = in_process("vllm", ModelSpec(model=model, backend="vllm", dtype="float32"), suite,
                                             loaded, args.samples)
@@ -254,9 +264,10 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
     out["runs"] = runs
     rate = {k: v["probes_per_s"] for k, v in runs.items()}
     if "lm-eval-hf" in rate:
-        out["workbench_hf_over_lmeval_hf"] = rate["workbench-hf"] / rate["lm-eval-hf"]
+        for name in (k for k in rate if k.startswith("workbench-hf")):
+            out[f"{name.replace('-', '_')}_over_lmeval_hf"] = rate[name] / rate["lm-eval-hf"]
     if "workbench-vllm" in rate:
-        out["workbench_vllm_over_workbench_hf"] = rate["workbench-vllm"] / rate["workbench-hf"]
+        out["workbench_vllm_over_workbench_hf"] = rate["workbench-vllm"] / rate[next(iter(rate))]
     out["load_avg_end"] = os.getloadavg()[0]
     print(json.dumps({k: v for k, v in out.items() if k != "runs"}, default=str), flush=True)
     return out
@@ -286,6 +297,8 @@ def main() -> None:
     t.add_argument("--max-tokens", type=int, default=48)
     t.add_argument("--threads", type=int, default=1)
     t.add_argument("--lmeval-batch-size", default="64")
+    t.add_argument("--hf-decoders", default="loop,generate",
+                   help="workbench-hf runs, one per value of the backend option `decode` (loop, generate)")
     t.add_argument("--skip-vllm", action="store_true")
     t.add_argument("--skip-lmeval", action="store_true")
     t.add_argument("--timeout", type=float, default=3600)

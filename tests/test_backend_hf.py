@@ -204,3 +204,23 @@ def test_decode_option_is_checked_and_named_in_the_engine(world: Any) -> None:
     with pytest.raises(WorkbenchError, match="Did you mean `loop`"):
         load_backend(dataclasses.replace(spec, options=(("decode", "lop"),))).generate(
             [GenerationRequest("Q: x A:", SamplingParams())])
+
+
+@pytest.mark.slow
+def test_loop_greedy_equals_generate_on_the_real_model() -> None:
+    """The real chat model (SmolLM2, BPE, a chat template, a Llama with grouped KV heads): the loop's greedy answers,
+    finish reasons and log-probs are generate's, with prompts of different lengths in one batch."""
+    from realmodel import real_model_dir
+
+    spec = ModelSpec(model=str(real_model_dir()), dtype="float32")
+    b = load_backend(spec)
+    questions = ["What is the capital of France?", "Who wrote Hamlet?", "How many legs does a spider have?",
+                 "Which planet is the largest in our solar system, and how far is it from the Sun?"]
+    reqs = [GenerationRequest(b.format_chat(q), SamplingParams(max_tokens=m, logprobs=True))
+            for q in questions for m in (8, 24)]
+    loop = b.generate(reqs)
+    gen = load_backend(dataclasses.replace(spec, options=(("decode", "generate"),))).generate(reqs)
+    assert [(c[0].text, c[0].finish_reason) for c in loop] == [(c[0].text, c[0].finish_reason) for c in gen]
+    assert {c[0].finish_reason for c in loop} == {"stop", "length"}
+    for (a,), (g,) in zip(loop, gen, strict=True):
+        assert a.token_logprobs == pytest.approx(g.token_logprobs, abs=1e-3)

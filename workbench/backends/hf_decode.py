@@ -145,9 +145,17 @@ def _choose(logits: Any, reqs: list[GenerationRequest], generators: list[Any]
         if not greedy[k] and r.sampling.top_p < 1.0:
             scores[k] = _top_p(scores[k], r.sampling.top_p)
     logp = torch.log_softmax(scores, dim=-1)
+    sampled = [k for k, g in enumerate(greedy) if not g]
+    if sampled:
+        # Inverse-CDF draws, one uniform per row from the row's own generator: a per-row torch.multinomial over
+        # SmolLM2's 49,152 tokens took 1.3 ms a call, 9% of a sampled decode (cProfile, 8 chat prompts x 4 rows).
+        cdf = logp[sampled].exp().cumsum(dim=-1)  # (S, V)
+        u = torch.stack([torch.rand((), generator=generators[k], device=logits.device, dtype=cdf.dtype)
+                         for k in sampled])
+        draws = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).clamp_(max=cdf.shape[1] - 1)
+        for k, t in zip(sampled, draws[:, 0].tolist(), strict=True):
+            chosen[k] = t
     for k in range(len(reqs)):
-        if not greedy[k]:
-            chosen[k] = int(torch.multinomial(logp[k].exp(), 1, generator=generators[k]).item())
         if want_lp[k]:
             lps[k] = float(logp[k, chosen[k]])
     return chosen, lps
