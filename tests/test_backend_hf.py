@@ -224,3 +224,19 @@ def test_loop_greedy_equals_generate_on_the_real_model() -> None:
     assert {c[0].finish_reason for c in loop} == {"stop", "length"}
     for (a,), (g,) in zip(loop, gen, strict=True):
         assert a.token_logprobs == pytest.approx(g.token_logprobs, abs=1e-3)
+
+
+def test_each_loop_saving_leaves_the_answers_as_they_are(hf: HFBackend, world: Any) -> None:
+    """The savings bench/real_model.py `--ablate` turns off change only the work, not the answers."""
+    import torch
+
+    from workbench.backends.hf_decode import LoopSavings, decode
+
+    sampled = SamplingParams(temperature=1.0, n=3, seed=5, max_tokens=8, logprobs=True)
+    reqs = [GenerationRequest(p, s) for p in _prompts(world, 6) for s in (SamplingParams(max_tokens=8), sampled)]
+    hf.start()
+    with torch.inference_mode():
+        runs = [[[(row.ids, row.eos) for row in rs] for rs in decode(hf._model, hf.tokenizer, reqs, savings)]
+                for savings in (LoopSavings(), LoopSavings(share_prefill=False), LoopSavings(drop_finished=False))]
+    assert runs[0] == runs[1] == runs[2]
+    assert any(row[1] for rs in runs[0] for row in rs)  # some rows ended early (EOS) while others went on

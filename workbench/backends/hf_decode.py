@@ -46,6 +46,7 @@ class Row:
     ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     eos: bool = False
+    done: bool = False
     generator: Any = None
 
 
@@ -55,7 +56,22 @@ def row_seed(seed: int | None, prompt: str, sample: int) -> int:
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
-def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest]) -> list[list[Row]]:
+@dataclass(frozen=True)
+class LoopSavings:
+    """Which of the loop's savings are on (all, in the backend). Turned off one at a time by
+    bench/real_model.py's `throughput --ablate` to measure what each is worth; the answers stay the same.
+
+    Attributes:
+        share_prefill: Prefill each distinct prompt once for all its answers (else once per answer).
+        drop_finished: Finished rows leave the batch (else they are computed until the last row ends).
+    """
+
+    share_prefill: bool = True
+    drop_finished: bool = True
+
+
+def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest],
+           savings: LoopSavings = LoopSavings()) -> list[list[Row]]:
     """Decode every request's n answers; one list of rows (ids without EOS, log-probs) per request, in order.
 
     All requests run on the model as it is set (one adapter, or none); the caller groups them by adapter and
@@ -63,7 +79,10 @@ def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest]) -> list[list
     model's cache has no `batch_select_indices`."""
     import torch
 
-    prompts = list(dict.fromkeys(r.prompt for r in reqs))
+    if savings.share_prefill:
+        prompts = list(dict.fromkeys(r.prompt for r in reqs))
+    else:
+        prompts = [r.prompt for r in reqs for _ in range(r.sampling.n)]
     enc = tok(prompts, return_tensors="pt", padding=True).to(model.device)
     mask = enc["attention_mask"]
     pos = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)  # as generate: left pads at position 0
@@ -80,7 +99,8 @@ def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest]) -> list[list
     rows: list[list[Row]] = []
     for i, r in enumerate(reqs):
         s = r.sampling
-        rows.append([Row(i, j, prompt_row[r.prompt]) for j in range(s.n)])
+        first = prompt_row[r.prompt] if savings.share_prefill else sum(len(rs) for rs in rows)
+        rows.append([Row(i, j, first if savings.share_prefill else first + j) for j in range(s.n)])
         if not s.greedy:
             for row in rows[-1]:
                 row.generator = torch.Generator(device=model.device).manual_seed(row_seed(s.seed, r.prompt, row.sample))
@@ -90,28 +110,29 @@ def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest]) -> list[list
     logits = out.logits[index, -1, :].float()
     mask, last = mask[index], pos[index, -1]
     eos = tok.eos_token_id
-    while live:
+    pad = tok.pad_token_id if tok.pad_token_id is not None else eos
+    while True:
         tokens, lps = _choose(logits, [reqs[row.req] for row in live], [row.generator for row in live])
-        keep: list[int] = []
-        for k, (row, t, lp) in enumerate(zip(live, tokens, lps, strict=True)):
+        for row, t, lp in zip(live, tokens, lps, strict=True):
+            if row.done:
+                continue
             if t == eos:
-                row.eos = True
+                row.eos = row.done = True
                 continue
             row.ids.append(t)
             if lp is not None:
                 row.logprobs.append(lp)
             s = reqs[row.req].sampling
-            if len(row.ids) >= s.max_tokens or (s.stop and _said_stop(tok, row.ids, s.stop)):
-                continue
-            keep.append(k)
+            row.done = len(row.ids) >= s.max_tokens or bool(s.stop and _said_stop(tok, row.ids, s.stop))
+        keep = [k for k, row in enumerate(live) if not row.done]
         if not keep:
             break
-        if len(keep) < len(live):
+        if savings.drop_finished and len(keep) < len(live):
             sel = torch.tensor(keep, device=model.device)
             cache.batch_select_indices(sel)
             mask, last = mask[sel], last[sel]
             live = [live[k] for k in keep]
-        step = torch.tensor([[row.ids[-1]] for row in live], device=model.device)
+        step = torch.tensor([[pad if row.done else row.ids[-1]] for row in live], device=model.device)
         mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=-1)
         last = last + 1
         out = model(input_ids=step, attention_mask=mask, past_key_values=cache, use_cache=True,
