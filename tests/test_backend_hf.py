@@ -240,3 +240,25 @@ def test_each_loop_saving_leaves_the_answers_as_they_are(hf: HFBackend, world: A
                 for savings in (LoopSavings(), LoopSavings(share_prefill=False), LoopSavings(drop_finished=False))]
     assert runs[0] == runs[1] == runs[2]
     assert any(row[1] for rs in runs[0] for row in rs)  # some rows ended early (EOS) while others went on
+
+
+def test_a_model_without_a_kv_cache_falls_back_to_generate(world: Any, tmp_path: Path) -> None:
+    """A Mamba (a recurrent state, no KV cache to drop rows from; tiny, untrained, built on the world's tokenizer)
+    answers through generate under the default `decode: loop`, the same as with `decode: generate`."""
+    import torch
+    from transformers import AutoTokenizer, MambaConfig, MambaForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(str(world.model))
+    torch.manual_seed(0)
+    MambaForCausalLM(MambaConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, state_size=4,
+                                 pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                                 bos_token_id=tok.bos_token_id)).save_pretrained(tmp_path / "mamba")
+    tok.save_pretrained(tmp_path / "mamba")
+    spec = ModelSpec(model=str(tmp_path / "mamba"), dtype="float32")
+    reqs = [GenerationRequest(p, SamplingParams(max_tokens=4)) for p in _prompts(world, 3)]
+    b = load_backend(spec)
+    assert isinstance(b, HFBackend)
+    loop = b.generate(reqs)
+    assert not b._loop_ok
+    gen = load_backend(dataclasses.replace(spec, options=(("decode", "generate"),))).generate(reqs)
+    assert [c[0].text for c in loop] == [c[0].text for c in gen] and all(c[0].text for c in loop)

@@ -76,9 +76,13 @@ def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest],
 
     All requests run on the model as it is set (one adapter, or none); the caller groups them by adapter and
     bounds how many prompts one call prefills. Raises LoopUnsupported before any token is chosen when the
-    model's cache has no `batch_select_indices`."""
+    model has no KV cache, or one without `batch_select_indices`."""
     import torch
 
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    params = set(inspect.signature(base.forward).parameters)
+    if "past_key_values" not in params:  # e.g. Mamba: a recurrent state, no KV cache
+        raise LoopUnsupported(f"{type(base).__name__}.forward takes no past_key_values")
     if savings.share_prefill:
         prompts = list(dict.fromkeys(r.prompt for r in reqs))
     else:
@@ -86,15 +90,13 @@ def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest],
     enc = tok(prompts, return_tensors="pt", padding=True).to(model.device)
     mask = enc["attention_mask"]
     pos = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)  # as generate: left pads at position 0
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    params = set(inspect.signature(base.forward).parameters)
     extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
     takes_pos = "position_ids" in params
     out = model(input_ids=enc["input_ids"], attention_mask=mask, use_cache=True,
                 **({"position_ids": pos} if takes_pos else {}), **extra)
-    cache = out.past_key_values
+    cache: Any = getattr(out, "past_key_values", None)
     if not hasattr(cache, "batch_select_indices"):
-        raise LoopUnsupported(type(cache).__name__)
+        raise LoopUnsupported(f"{type(cache).__name__} cannot drop batch rows")
     prompt_row = {p: i for i, p in enumerate(prompts)}
     rows: list[list[Row]] = []
     for i, r in enumerate(reqs):
