@@ -262,3 +262,20 @@ def test_a_model_without_a_kv_cache_falls_back_to_generate(world: Any, tmp_path:
     assert not b._loop_ok
     gen = load_backend(dataclasses.replace(spec, options=(("decode", "generate"),))).generate(reqs)
     assert [c[0].text for c in loop] == [c[0].text for c in gen] and all(c[0].text for c in loop)
+
+
+def test_loop_mixes_base_and_adapter_requests_in_one_call(world: Any, tmp_path: Path) -> None:
+    """Per-request adapters: one call holding base and adapter requests answers each as a backend made for it
+    alone does (the adapter loaded on first use, the base answered with the adapter disabled)."""
+    adapter = _adapter(world, tmp_path / "a", ["q_proj", "v_proj"])
+    greedy = SamplingParams(max_tokens=6, stop=(".",))
+    prompts = _prompts(world, 12)
+    mixed = load_backend(ModelSpec(model=str(world.model), dtype="float32")).generate(
+        [GenerationRequest(p, greedy, adapter=adapter if i % 2 else None) for i, p in enumerate(prompts)])
+    base = load_backend(ModelSpec(model=str(world.model), dtype="float32")).generate(
+        [GenerationRequest(p, greedy) for p in prompts])
+    tuned = load_backend(ModelSpec(model=str(world.model), dtype="float32", adapter=adapter)).generate(
+        [GenerationRequest(p, greedy) for p in prompts])
+    expected = [(tuned if i % 2 else base)[i][0].text for i in range(len(prompts))]
+    assert [c[0].text for c in mixed] == expected
+    assert [c[0].text for c in base] != [c[0].text for c in tuned]

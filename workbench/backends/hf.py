@@ -5,7 +5,7 @@ Two decoders, picked by the backend option `decode`:
   - `loop` (default): the backend's own loop over the model's forward and KV cache (hf_decode.py): each prompt
     prefilled once for its greedy answer and samples, finished rows leave the batch, log-probs for free;
   - `generate`: transformers `model.generate` per group of equal decoding settings, n samples through
-    `num_return_sequences`. Used automatically for a model whose cache cannot drop batch rows.
+    `num_return_sequences`. Used automatically for a model without a KV cache that can drop batch rows (Mamba).
 Greedy answers are the same under both; samples differ (another sampler), so the engine string names the decoder.
 """
 
@@ -162,7 +162,8 @@ class HFBackend(Backend):
                 seen.add(requests[i].prompt)
             for chunk in chunks:
                 reqs = [requests[i] for i in chunk]
-                with torch.inference_mode(), self._adapter_context(adapter):
+                ctx = self._adapter_context(adapter)  # loads a new adapter outside inference mode
+                with torch.inference_mode(), ctx:
                     rows = decode(self._model, self._tok, reqs)
                 for i, r, rs in zip(chunk, reqs, rows, strict=True):
                     out[i] = [self._completion(row.ids, row.logprobs if r.sampling.logprobs else None, r.sampling,
