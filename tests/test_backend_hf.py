@@ -279,3 +279,16 @@ def test_loop_mixes_base_and_adapter_requests_in_one_call(world: Any, tmp_path: 
     expected = [(tuned if i % 2 else base)[i][0].text for i in range(len(prompts))]
     assert [c[0].text for c in mixed] == expected
     assert [c[0].text for c in base] != [c[0].text for c in tuned]
+
+
+def test_cli_decode_option(world: Any, tmp_path: Path) -> None:
+    """`workbench eval --backend-option decode=...`: a typo exits 2 naming the choices; `generate` runs the old
+    path, recorded in the run's engine."""
+    from clirun import assert_refused, workbench
+
+    args = ["eval", "--model", str(world.model), "--probes", str(world.suite), "--workspace", str(tmp_path / "ws"),
+            "--samples", "1", "--json"]
+    assert_refused(workbench(*args, "--backend-option", "decode=lop", timeout=120), "Did you mean `loop`")
+    proc = workbench(*args, "--backend-option", "decode=generate", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.splitlines()[0])["engine"].endswith(" decode=generate")
