@@ -292,3 +292,16 @@ def test_cli_decode_option(world: Any, tmp_path: Path) -> None:
     proc = workbench(*args, "--backend-option", "decode=generate", timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.splitlines()[0])["engine"].endswith(" decode=generate")
+
+
+def test_loop_top_p_keeps_the_nucleus(hf: HFBackend, world: Any) -> None:
+    """top_p so small that the nucleus is the most likely token alone: every sample is the greedy answer; at
+    top_p 1 the same temperature scatters them."""
+    prompts = _prompts(world, 6)
+    greedy = [c[0].text for c in hf.generate([GenerationRequest(p, SamplingParams(max_tokens=6)) for p in prompts])]
+    narrow = hf.generate([GenerationRequest(p, SamplingParams(temperature=3.0, top_p=1e-6, n=4, seed=1, max_tokens=6))
+                          for p in prompts])
+    assert [{c.text for c in cs} for cs in narrow] == [{g} for g in greedy]
+    wide = hf.generate([GenerationRequest(p, SamplingParams(temperature=3.0, n=4, seed=1, max_tokens=6))
+                        for p in prompts])
+    assert any(len({c.text for c in cs}) > 1 for cs in wide)

@@ -38,7 +38,9 @@ class LoopUnsupported(Exception):
 
 @dataclass
 class Row:
-    """One answer being decoded: request `req`, sample `sample`, prompt row `prompt` of the prefill batch."""
+    """One answer being decoded: request `req`, sample `sample`, prompt row `prompt` of the prefill batch; its new
+    tokens `ids` (EOS not included) and their `logprobs` (when asked for); `eos`: it ended with EOS; `done`: it
+    ended (EOS, a stop string or its `max_tokens`); `generator`: its own sampler's (None for greedy rows)."""
 
     req: int
     sample: int
