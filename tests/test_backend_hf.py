@@ -305,3 +305,7 @@ def test_loop_top_p_keeps_the_nucleus(hf: HFBackend, world: Any) -> None:
     wide = hf.generate([GenerationRequest(p, SamplingParams(temperature=3.0, n=4, seed=1, max_tokens=6))
                         for p in prompts])
     assert any(len({c.text for c in cs}) > 1 for cs in wide)
+
+
+def test_no_requests_no_completions(hf: HFBackend) -> None:
+    assert hf.generate([]) == []

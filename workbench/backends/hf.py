@@ -124,6 +124,8 @@ class HFBackend(Backend):
     # -- generation ------------------------------------------------------------------------------
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
         self._load()
+        if not requests:
+            return []
         if self.decoder == "loop" and self._loop_ok:
             try:
                 return self._generate_loop(requests)
