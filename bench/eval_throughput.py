@@ -7,6 +7,7 @@ Measured side by side in one process run (each in a fresh workspace, so nothing 
 except the cached rerun; model load / vLLM engine start timed apart from generation):
 
   workbench hf, batched (the backend's batch size) vs one prompt at a time (batch_size 1)   (issue 2)
+  workbench hf, its decode loop (`decode: loop`, default) vs transformers' generate          (issue 13)
   workbench hf, cached rerun of the batched run: wall time and model calls (must be 0)     (issue 2)
   workbench hf / vllm, k samples vs 1 sample                                                (issue 3)
   lm-evaluation-harness (its own venv, .bench-cache/lmeval-venv) hf backend, and vllm if it runs
@@ -43,6 +44,7 @@ LMEVAL_VENV = CACHE / "lmeval-venv"
 LMEVAL_SPEC = "lm-eval[hf]==0.4.13"  # newest on PyPI when written; [hf]: accelerate + peft for its HF backend
 TORCH_SPEC = "torch==2.13.0"  # same as the workbench venv; the CPU wheel (pip's find-links has it)
 BASELINE = "workbench-hf batched"
+GENERATE = "workbench-hf batched, decode=generate"  # transformers' generate, the path before issue 13
 
 
 # -- setup ---------------------------------------------------------------------------------------
@@ -243,8 +245,10 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     extra: dict[str, Any] = {}
 
-    def hf_spec(batch_size: int | None) -> ModelSpec:
-        opts = (("batch_size", batch_size),) if batch_size else ()
+    def hf_spec(batch_size: int | None, decode: str = "loop") -> ModelSpec:
+        opts: tuple[tuple[str, object], ...] = (("decode", decode),)
+        if batch_size:
+            opts += (("batch_size", batch_size),)
         return ModelSpec(model=model, backend="hf", dtype="float32", options=opts)
 
     def hf_backend(spec: ModelSpec) -> tuple[Any, float]:
@@ -281,6 +285,10 @@ def main() -> None:
         del b1
     rows.append(workbench_run("workbench-hf batched, 1 sample", spec, suite, loaded, 1, backend=b))
     del b, b2
+    gspec = hf_spec(args.hf_batch_size or None, "generate")
+    bg, _ = hf_backend(gspec)
+    rows.append(workbench_run(GENERATE, gspec, suite, loaded, k, backend=bg))
+    del bg
 
     # -- lm-eval ---------------------------------------------------------------------------------
     lm_py = None
@@ -375,6 +383,8 @@ def main() -> None:
         "hf cached rerun / first run (probes/s)": ratio("workbench-hf cached rerun", BASELINE),
         "hf cached rerun model calls": by["workbench-hf cached rerun"]["model_calls"],
         "workbench-hf / lm-eval-hf (probes/s, goal >= 1.5)": ratio(BASELINE, lm_best) if lm_best else None,
+        "workbench-hf decode=generate / lm-eval-hf (probes/s)": ratio(GENERATE, lm_best) if lm_best else None,
+        "hf decode loop / decode=generate (probes/s)": ratio(BASELINE, GENERATE),
         "workbench-vllm / workbench-hf (probes/s, goal > 1)": ratio("workbench-vllm", BASELINE),
         "workbench-vllm / lm-eval-vllm (probes/s)": ratio("workbench-vllm", "lm-eval vllm"),
         f"hf cost of {k} samples vs 1 (wall)": ratio(BASELINE, "workbench-hf batched, 1 sample", "wall_s"),

@@ -4,7 +4,7 @@
     .venv/bin/python bench/real_model.py fix [--questions 16] [--facts 67] [--samples 1] [--steps 30] [--method sft]
         [--lr rule,5e-4] [--out FILE]
     .venv/bin/python bench/real_model.py throughput [--questions 32] [--samples 3] [--max-tokens 48] [--threads 1]
-        [--skip-vllm] [--skip-lmeval] [--out FILE]
+        [--hf-decoders loop,generate] [--ablate] [--skip-vllm] [--skip-lmeval] [--out FILE]
 
 `budget`: how many greedy answers a token budget cuts (finish_reason `length`), per format and template, at
 16/32/64/96/128 new tokens: what the suite's default `max_tokens` rules (workbench/probes/budget.py) rest on.
@@ -22,11 +22,15 @@ the fix, and the known facts (answered right before; in the fix set's replay or 
 wrong), with the issue's goals (`goals`).
 
 `throughput`: the first `--questions` NQ-open questions x (greedy + `--samples`), chat template with the demo's
-system prompt, `--max-tokens` new tokens, side by side in one process: workbench-hf and workbench-vllm
-(bench/vllm_vs_hf.py's `in_process`: model load / engine start, warm-up, eval and close timed apart) and
+system prompt, `--max-tokens` new tokens, side by side in one process: workbench-hf once per `--hf-decoders`
+(the backend option `decode`: `loop`, its own decode loop, is `workbench-hf`; `generate`, transformers' generate,
+is `workbench-hf-generate`), workbench-vllm (bench/vllm_vs_hf.py's `in_process`: model load / engine start,
+warm-up, eval and close timed apart) and
 lm-eval-hf 0.4.13 (its own venv, bench/eval_throughput.py's; the same messages through
 `--apply-chat-template --system-instruction`, the same token budget and sampling settings, batch 64; its load
-timed apart). Ratios of probes per second of generation.
+timed apart). Ratios of probes per second of generation. `--ablate`: the hf decode loop on the same requests
+(every question's greedy + sampled request in one call, as the runner sends them), timed with each of its savings
+turned off in turn (hf_decode.LoopSavings), with and without log-probs, and the prefill's share of the time.
 """
 
 from __future__ import annotations
@@ -178,6 +182,54 @@ metadata:
 """
 
 
+def ablate(model: str, prompts: list[str], samples: int, max_tokens: int, rounds: int = 2) -> dict[str, Any]:
+    """Seconds of the hf decode loop per setting on one call holding every prompt's greedy + sampled request,
+    alternated `rounds` times; and the prefill's share (its forward) in the full loop."""
+    import dataclasses
+
+    import torch
+
+    from workbench.backends.hf import HFBackend
+    from workbench.backends.hf_decode import LoopSavings, decode
+    from workbench.types import GenerationRequest, ModelSpec, SamplingParams
+
+    b = HFBackend(ModelSpec(model=model, dtype="float32"))
+    tok = b.tokenizer
+    greedy = SamplingParams(max_tokens=max_tokens, logprobs=True)
+    sampled = dataclasses.replace(greedy, temperature=1.0, n=samples, seed=0)
+    reqs = [GenerationRequest(p, s) for p in prompts for s in (greedy, sampled)]
+    no_lp = [dataclasses.replace(r, sampling=dataclasses.replace(r.sampling, logprobs=False)) for r in reqs]
+    settings = {"loop (all savings)": (LoopSavings(), reqs),
+                "loop, prefill per answer": (LoopSavings(share_prefill=False), reqs),
+                "loop, finished rows kept": (LoopSavings(drop_finished=False), reqs),
+                "loop, neither": (LoopSavings(share_prefill=False, drop_finished=False), reqs),
+                "loop, no log-probs": (LoopSavings(), no_lp)}
+    times: dict[str, list[float]] = {k: [] for k in settings}
+    forwards: list[tuple[int, float]] = []
+    with torch.inference_mode():
+        decode(b._model, tok, reqs[:2])  # warm-up
+        for _ in range(rounds):
+            for name, (savings, rs) in settings.items():
+                t = time.perf_counter()
+                decode(b._model, tok, rs, savings)
+                times[name].append(round(time.perf_counter() - t, 2))
+        start: list[float] = []
+        pre = b._model.register_forward_pre_hook(lambda *_: start.append(time.perf_counter()))
+        post = b._model.register_forward_hook(
+            lambda _m, _a, o: forwards.append((o.logits.shape[0], time.perf_counter() - start[-1])))
+        t = time.perf_counter()
+        decode(b._model, tok, reqs)
+        total = time.perf_counter() - t
+        pre.remove()
+        post.remove()
+    out: dict[str, Any] = {"seconds": times, "profile": {
+        "total_s": round(total, 2), "prefill_s": round(forwards[0][1], 2), "prefill_rows": forwards[0][0],
+        "decode_forwards_s": round(sum(f[1] for f in forwards[1:]), 2), "decode_steps": len(forwards) - 1,
+        "rows_per_step": [f[0] for f in forwards[1:]]}}
+    print(f"  ablation (s, {rounds} rounds alternated): {times}\n  profile: {out['profile']}", flush=True)
+    return out
+
+
 def throughput(args: argparse.Namespace) -> dict[str, Any]:
     """workbench-hf, workbench-vllm and lm-eval-hf on the same questions, chat messages and samples, side by side
     in one run; generation timed apart from model load / engine start (bench/vllm_vs_hf.py's `in_process`)."""
@@ -210,13 +262,28 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
           f"{args.max_tokens} tokens, {args.threads} thread(s), load avg {os.getloadavg()[0]:.2f}", flush=True)
     out: dict[str, Any] = {"questions": len(rows), "samples": args.samples, "max_tokens": args.max_tokens,
                            "threads": args.threads, "load_avg_start": os.getloadavg()[0]}
-    hf = in_process("hf", ModelSpec(model=model, backend="hf", dtype="float32"), suite, loaded, args.samples)
-    runs = {"workbench-hf": hf}
+    runs: dict[str, dict[str, Any]] = {}
+    for decoder in args.hf_decoders.split(","):
+        name = "workbench-hf" + ("" if decoder == "loop" else f"-{decoder}")
+        runs[name] = in_process("hf", ModelSpec(model=model, backend="hf", dtype="float32",
+                                                options=(("decode", decoder),)), suite, loaded, args.samples)
+    hf = runs[next(iter(runs))]
+    if "workbench-hf" in runs and "workbench-hf-generate" in runs:
+        agree = [a == b for a, b in zip(runs["workbench-hf"]["_greedy"], runs["workbench-hf-generate"]["_greedy"],
+                                        strict=True)]
+        out["greedy_agreement_hf_loop_generate"] = sum(agree) / len(agree)
     if not args.skip_vllm:
         runs["workbench-vllm"] = in_process("vllm", ModelSpec(model=model, backend="vllm", dtype="float32"), suite,
                                             loaded, args.samples)
         agree = [a == b for a, b in zip(hf["_greedy"], runs["workbench-vllm"]["_greedy"], strict=True)]
         out["greedy_agreement_vllm_hf"] = sum(agree) / len(agree)
+    if args.ablate:
+        from workbench.backends.hf import HFBackend
+        from workbench.runner import render_prompt
+
+        fmt = HFBackend(ModelSpec(model=model, dtype="float32"))
+        prompts = [render_prompt(suite, None, p.question, fmt) for p in loaded.probes]
+        out["ablation"] = ablate(model, prompts, args.samples, args.max_tokens)
     log: list[str] = []
     py = None if args.skip_lmeval else ensure_lmeval_venv(log)
     if py is not None:
@@ -254,9 +321,10 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
     out["runs"] = runs
     rate = {k: v["probes_per_s"] for k, v in runs.items()}
     if "lm-eval-hf" in rate:
-        out["workbench_hf_over_lmeval_hf"] = rate["workbench-hf"] / rate["lm-eval-hf"]
+        for name in (k for k in rate if k.startswith("workbench-hf")):
+            out[f"{name.replace('-', '_')}_over_lmeval_hf"] = rate[name] / rate["lm-eval-hf"]
     if "workbench-vllm" in rate:
-        out["workbench_vllm_over_workbench_hf"] = rate["workbench-vllm"] / rate["workbench-hf"]
+        out["workbench_vllm_over_workbench_hf"] = rate["workbench-vllm"] / rate[next(iter(rate))]
     out["load_avg_end"] = os.getloadavg()[0]
     print(json.dumps({k: v for k, v in out.items() if k != "runs"}, default=str), flush=True)
     return out
@@ -286,6 +354,9 @@ def main() -> None:
     t.add_argument("--max-tokens", type=int, default=48)
     t.add_argument("--threads", type=int, default=1)
     t.add_argument("--lmeval-batch-size", default="64")
+    t.add_argument("--hf-decoders", default="loop,generate",
+                   help="workbench-hf runs, one per value of the backend option `decode` (loop, generate)")
+    t.add_argument("--ablate", action="store_true", help="time the hf decode loop with each saving turned off")
     t.add_argument("--skip-vllm", action="store_true")
     t.add_argument("--skip-lmeval", action="store_true")
     t.add_argument("--timeout", type=float, default=3600)

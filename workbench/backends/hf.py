@@ -1,5 +1,13 @@
-"""Hugging Face transformers backend: batched `generate` with left padding, n samples through
-`num_return_sequences`, optional peft adapters (several can be loaded; each request picks one)."""
+"""Hugging Face transformers backend: batched decoding with left padding, optional peft adapters (several can be
+loaded; each request picks one).
+
+Two decoders, picked by the backend option `decode`:
+  - `loop` (default): the backend's own loop over the model's forward and KV cache (hf_decode.py): each prompt
+    prefilled once for its greedy answer and samples, finished rows leave the batch, log-probs for free;
+  - `generate`: transformers `model.generate` per group of equal decoding settings, n samples through
+    `num_return_sequences`. Used automatically for a model without a KV cache that can drop batch rows (Mamba).
+Greedy answers are the same under both; samples differ (another sampler), so the engine string names the decoder.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from workbench.backends.base import Backend
-from workbench.errors import MissingDependencyError, WorkbenchError
+from workbench.backends.hf_decode import LoopUnsupported, decode
+from workbench.errors import MissingDependencyError, WorkbenchError, unknown_name
 from workbench.textgen import cut_at_stop
 from workbench.types import Completion, GenerationRequest, ModelSpec, SamplingParams
 
 _BASE = "__base__"
+DECODERS = ("loop", "generate")
 
 
 class HFBackend(Backend):
@@ -27,6 +37,7 @@ class HFBackend(Backend):
         self._model: Any = None
         self._tok: Any = None
         self._adapters: dict[str, str] = {}  # adapter path -> peft adapter name
+        self._loop_ok = True  # False once the model's cache turned out unable to drop rows
 
     # -- loading ---------------------------------------------------------------------------------
     def _load(self) -> None:
@@ -92,7 +103,16 @@ class HFBackend(Backend):
                 cfg = {}
             dtype = str(cfg.get("dtype") or cfg.get("torch_dtype") or "float32")
         device = self.spec.option("device", "cuda" if torch.cuda.is_available() else "cpu")
-        return f"hf transformers-{importlib.metadata.version('transformers')} {dtype} {device}"
+        suffix = "" if self.decoder == "loop" else f" decode={self.decoder}"
+        return f"hf transformers-{importlib.metadata.version('transformers')} {dtype} {device}{suffix}"
+
+    @property
+    def decoder(self) -> str:
+        """The `decode` backend option: `loop` (default) or `generate` (see the module docstring)."""
+        value = str(self.spec.option("decode", "loop"))
+        if value not in DECODERS:
+            raise unknown_name("value for backend option `decode`", value, DECODERS)
+        return value
 
     def start(self) -> None:
         self._load()
@@ -104,6 +124,13 @@ class HFBackend(Backend):
     # -- generation ------------------------------------------------------------------------------
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
         self._load()
+        if not requests:
+            return []
+        if self.decoder == "loop" and self._loop_ok:
+            try:
+                return self._generate_loop(requests)
+            except LoopUnsupported:
+                self._loop_ok = False
         out: list[list[Completion] | None] = [None] * len(requests)
         # Requests with equal decoding settings and adapter share a generate() call.
         order = sorted(range(len(requests)), key=lambda i: _group_key(requests[i]))
@@ -116,16 +143,50 @@ class HFBackend(Backend):
                     out[i] = r
         return [r for r in out if r is not None]
 
-    def _generate_batch(self, reqs: Sequence[GenerationRequest]) -> list[list[Completion]]:
+    def _generate_loop(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
+        """Requests grouped by adapter, sorted by prompt length (less left padding), chunked by `batch_size`
+        distinct prompts; every chunk one prefill and one decode loop."""
         import torch
 
-        s: SamplingParams = reqs[0].sampling
-        adapter = reqs[0].adapter or self.spec.adapter
+        out: list[list[Completion] | None] = [None] * len(requests)
+        prompts = list(dict.fromkeys(r.prompt for r in requests))
+        length = dict(zip(prompts, map(len, self._tok(prompts)["input_ids"]), strict=True))
+        order = sorted(range(len(requests)), key=lambda i: (requests[i].adapter or self.spec.adapter or "",
+                                                             length[requests[i].prompt], requests[i].prompt))
+        for adapter, idxs in itertools.groupby(order, key=lambda i: requests[i].adapter or self.spec.adapter or ""):
+            chunks: list[list[int]] = []
+            seen: set[str] = set()
+            for i in idxs:
+                if not chunks or (requests[i].prompt not in seen and len(seen) >= self.batch_size):
+                    chunks.append([])
+                    seen = set()
+                chunks[-1].append(i)
+                seen.add(requests[i].prompt)
+            for chunk in chunks:
+                reqs = [requests[i] for i in chunk]
+                ctx = self._adapter_context(adapter)  # loads a new adapter outside inference mode
+                with torch.inference_mode(), ctx:
+                    rows = decode(self._model, self._tok, reqs)
+                for i, r, rs in zip(chunk, reqs, rows, strict=True):
+                    out[i] = [self._completion(row.ids, row.logprobs if r.sampling.logprobs else None, r.sampling,
+                                               row.eos) for row in rs]
+        return [r for r in out if r is not None]
+
+    def _adapter_context(self, adapter: str) -> Any:
+        """Make `adapter` (a path; "" for the base model) the active one for the `with` block."""
         if self._adapters:
             if adapter:
                 self._model.set_adapter(self._adapter_name(adapter))
         elif adapter:
             self._adapter_name(adapter)
+        return self._model.disable_adapter() if self._adapters and not adapter else contextlib.nullcontext()
+
+    def _generate_batch(self, reqs: Sequence[GenerationRequest]) -> list[list[Completion]]:
+        import torch
+
+        s: SamplingParams = reqs[0].sampling
+        adapter = reqs[0].adapter or self.spec.adapter or ""
+        ctx = self._adapter_context(adapter)
         enc = self._tok([r.prompt for r in reqs], return_tensors="pt", padding=True).to(self._model.device)
         kwargs: dict[str, Any] = dict(
             max_new_tokens=s.max_tokens, num_return_sequences=s.n, do_sample=not s.greedy,
@@ -139,23 +200,25 @@ class HFBackend(Backend):
             torch.manual_seed(s.seed if s.seed is not None else 0)
         else:  # silence generation_config sampling defaults that do not apply to greedy decoding
             kwargs.update(temperature=None, top_p=None, top_k=None)
-        ctx = self._model.disable_adapter() if self._adapters and not adapter else contextlib.nullcontext()
         with torch.inference_mode(), ctx:
             gen = self._model.generate(**enc, **kwargs)
         new_tokens = gen.sequences[:, enc["input_ids"].shape[1]:]  # (B*n, T_new)
         logprobs = None
         if s.logprobs:
             logprobs = self._model.compute_transition_scores(gen.sequences, gen.scores, normalize_logits=True)
-        completions = [self._completion(new_tokens[j], None if logprobs is None else logprobs[j], s)
-                       for j in range(new_tokens.shape[0])]
+        completions = []
+        for j in range(new_tokens.shape[0]):
+            ids = new_tokens[j].tolist()
+            n_gen = next((k for k, t in enumerate(ids) if t == self._tok.eos_token_id), None)
+            lp = None if logprobs is None else logprobs[j].tolist()
+            completions.append(self._completion(ids[:n_gen], lp, s, n_gen is not None))
         return [completions[i * s.n : (i + 1) * s.n] for i in range(len(reqs))]
 
-    def _completion(self, tokens: Any, logprobs: Any, s: SamplingParams) -> Completion:
-        ids = tokens.tolist()
-        eos, pad = self._tok.eos_token_id, self._tok.pad_token_id
-        n_gen = next((k for k, t in enumerate(ids) if t == eos), None)
-        hit_eos = n_gen is not None
-        ids = ids[: n_gen if hit_eos else len(ids)]
+    def _completion(self, ids: list[int], logprobs: list[float] | None, s: SamplingParams,
+                    hit_eos: bool) -> Completion:
+        """A row's Completion from its new tokens before EOS (and `hit_eos`, whether one followed them) and the
+        log-probs of those tokens (longer lists are cut to the kept tokens)."""
+        pad = self._tok.pad_token_id
         text = self._tok.decode(ids, skip_special_tokens=True)
         text, hit_stop = cut_at_stop(text, s.stop)
         n_keep = len(ids)
@@ -165,8 +228,7 @@ class HFBackend(Backend):
                           len(ids)) - 1
         lp = None
         if logprobs is not None:
-            lp = tuple(float(x) for x, t in zip(logprobs[: max(n_keep, 0)].tolist(), ids, strict=False)
-                       if t != pad)
+            lp = tuple(float(x) for x, t in zip(logprobs[: max(n_keep, 0)], ids, strict=False) if t != pad)
         reason = "stop" if hit_eos or hit_stop else "length"
         return Completion(text=text.strip(), finish_reason=reason, token_logprobs=lp)
 
