@@ -69,7 +69,7 @@ def make_adapter(model_dir: Path, out: Path, seed: int = 1) -> str:
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
     get_peft_model(model, LoraConfig(r=8, lora_alpha=64, target_modules=["q_proj", "v_proj"],
-                                     init_lora_weights=False)).save_pretrained(out)
+                                     init_lora_weights=False)).save_pretrained(str(out))
     return str(out)
 
 

@@ -90,7 +90,7 @@ def budget(args: argparse.Namespace) -> list[dict[str, Any]]:
     model_dir = resolve_model("smollm2", ROOT / ".cache" / "real-model")
     tok = AutoTokenizer.from_pretrained(model_dir)
     tok.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()  # type: ignore[no-untyped-call]
     rows = []
     for fmt, path in SOURCES.items():
         if not path.is_file():
