@@ -136,6 +136,9 @@ class FixSetManifest:
         reserved_probe_ids: Known probes kept out of replay, rehearsal and the validation slice (`reserve_fraction`):
             no job sees them, so breakage measured on them is not the slice rollback chose a checkpoint by.
         rehearsal: What corpus rehearsal added to the SFT rows (finetune/rehearsal.py `RehearsalInfo`), or None.
+        targets: The targeted training probes (probe_id, category, question, prompt, answers, incorrect_answers), the
+            prompt the question rendered as the evaluation renders it: what a job scores as its targets fixed
+            (finetune/job/known.py `Targets`), one verdict per probe as the gate sees it, not per paraphrase row.
     """
 
     path: str
@@ -159,6 +162,7 @@ class FixSetManifest:
     validation: list[dict[str, Any]] = field(default_factory=list)
     reserved_probe_ids: list[str] = field(default_factory=list)
     rehearsal: dict[str, Any] | None = None
+    targets: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def has_abstention(self) -> bool:
@@ -378,9 +382,14 @@ def build_fixset(
         except WorkbenchError:
             first = (suite.abstention_phrases or ["i don't know"])[0]
             picked.append(PhraseChoice(first, spoken(first, "" if form.chat else end)))
+    trained = {r["probe_id"] for r in rows.sft + rows.dpo + rows.prompts if r["split"] == "train"}
+    targets = [{"probe_id": pid, "category": att.category, "question": by_id[pid].probe.question,
+                "prompt": form.prompt_text(by_id[pid].probe.question), "answers": list(by_id[pid].probe.answers),
+                "incorrect_answers": list(by_id[pid].probe.incorrect_answers)}
+               for pid, att in targeted.items() if pid in trained]
     return write_fixset(Path(out_dir), rows, run.id, run.model, strategy, picked[0].text, sorted(heldout), skipped,
                         suite, note=picked[0].note, validation=validation, tokenizer=tokenizer,
-                        reserved=reserved, rehearsal=None if info is None else info.to_dict())
+                        reserved=reserved, rehearsal=None if info is None else info.to_dict(), targets=targets)
 
 
 def _validation_slice(known: list[ProbeResult], render: Callable[[str], str], seed: int, fraction: float,
@@ -544,7 +553,8 @@ def _new_tokens(model: str, phrase: str, tok: Any = None) -> list[str]:
 def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: str, phrase: str, heldout: list[str],
                  skipped: dict[str, str], suite: Suite, *, note: str = "",
                  validation: Sequence[dict[str, Any]] = (), tokenizer: Any = None, reserved: Sequence[str] = (),
-                 rehearsal: dict[str, Any] | None = None) -> FixSetManifest:
+                 rehearsal: dict[str, Any] | None = None,
+                 targets: Sequence[dict[str, Any]] = ()) -> FixSetManifest:
     """Write the rows as a `datasets` DatasetDict (sft, dpo, prompts) with `fixset.json` beside it. `tokenizer`:
     the model's, when the caller has it loaded (None: loaded here again; two loads took 24 s on SmolLM2)."""
     from datasets import Dataset, DatasetDict, Features, List, Value
@@ -586,7 +596,7 @@ def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: st
         new_tokens=_new_tokens(model, phrase, tokenizer), heldout_probe_ids=heldout, skipped=skipped,
         template=suite.template, stop=list(suite.stop), abstention_phrases=list(suite.abstention_phrases),
         grader=suite.grader, grader_options=dict(suite.grader_options), abstention_note=note,
-        validation=list(validation), reserved_probe_ids=list(reserved), rehearsal=rehearsal)
+        validation=list(validation), reserved_probe_ids=list(reserved), rehearsal=rehearsal, targets=list(targets))
     data = manifest.to_dict()
     data.pop("path")
     (out / MANIFEST).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

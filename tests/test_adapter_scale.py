@@ -30,7 +30,7 @@ def test_adapter_scale_values() -> None:
             from_dict({**base, "trainer": {"adapter_scale": bad}})
     assert from_dict({**base, "trainer": {"adapter_scale": "auto"}}).trainer.adapter_scale == "auto"
     assert from_dict({**base, "trainer": {"adapter_scale": 0.5}}).trainer.adapter_scale == 0.5
-    assert from_dict(base).trainer.adapter_scale == 1.0  # off by default
+    assert from_dict(base).trainer.adapter_scale is None  # per method, decided by resolve (tests/test_jobs.py)
 
 
 def _load(w: FtWorld, adapter: Path) -> tuple[Any, Any]:

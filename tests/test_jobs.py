@@ -192,6 +192,11 @@ def test_resolve_autos(w: FtWorld, tmp_path: Path) -> None:
     dpo_rows = load_manifest(w.fixset).train_rows["dpo"]
     assert dpo.trainer.max_steps == max(MIN_DEFAULT_STEPS, math.ceil(DEFAULT_EPOCHS["dpo"] * dpo_rows / 32))
     assert dpo.trainer.learning_rate == 3e-3 and dpo.trainer.dpo_loss_type == ["sigmoid", "sft"]
+    # WiSE-FT: DPO keeps the smallest scale that fixes its targets by default, SFT the whole delta; a spec's wins
+    assert dpo.trainer.adapter_scale == "auto" and sft.trainer.adapter_scale == 1.0
+    given = JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path), method="dpo",
+                    trainer=TrainerSpec(adapter_scale=1.0))
+    assert resolve(given).spec.trainer.adapter_scale == 1.0
     # resolving the decided spec (what a launcher's child process reads) decides nothing again, and still
     # names the rule behind its numbers
     again = resolve(load_spec(save_spec(sft, tmp_path / "job.yaml")))

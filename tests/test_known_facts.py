@@ -164,8 +164,9 @@ def test_fix_validation_fraction_option(w: FtWorld, tmp_path: Path) -> None:
 
 
 def test_targets_of_chat_form_rows_are_the_rendered_prompt_and_the_answer_text(w: FtWorld) -> None:
-    """Rollback's second key scores targeted rows; chat-form rows (prompt/completion as messages) are scored as
-    the prompt the chat template renders and the assistant turn's text, not as the repr of a message list."""
+    """Rollback's second key scores targeted probes; a probe the manifest does not list (a fix set from before
+    `targets`) is scored on its first row, chat-form (prompt/completion as messages) as the prompt the chat
+    template renders and the assistant turn's text (cut at the stop), not as the repr of a message list."""
     from transformers import AutoTokenizer
 
     from finetune.job.known import Targets
@@ -179,8 +180,8 @@ def test_targets_of_chat_form_rows_are_the_rendered_prompt_and_the_answer_text(w
              "completion": [{"role": "assistant", "content": "x"}],
              "probe_id": "p2", "category": "replay", "split": "train"}]
     targets = Targets.of(rows, load_manifest(w.fixset), tok)
-    assert [(r["prompt"], r["completion"]) for r in targets.rows] == [
-        ("<user> Where was Ana born? <assistant>", "I don't know.")]
+    assert [(r["prompt"], r["answers"]) for r in targets.rows] == [
+        ("<user> Where was Ana born? <assistant>", ["I don't know"])]
 
 
 def test_guard_prefers_a_state_that_fixes_its_targets_and_keeps_its_scores_across_a_checkpoint(tmp_path: Path) -> None:
@@ -240,3 +241,40 @@ def test_guard_prefers_a_state_that_fixes_its_targets_and_keeps_its_scores_acros
     train(short, (10, 20), state)
     short.on_train_end(None, state, TrainerControl(), model=model)  # type: ignore[arg-type]
     assert at(0) == 20 and short.kept is None
+
+
+def test_targets_score_each_probe_on_its_own_question_as_the_gate_does(w: FtWorld) -> None:
+    """One verdict per targeted probe, on the probe's question rendered like the evaluation and graded like the
+    bench (correct, or abstained where the fix is abstention): on the base model they are the baseline run's
+    verdicts. Scoring the probe's last training row (a paraphrase) counted prompt-sensitive failures, which the
+    model answers right when paraphrased, as fixed (alt11 DPO at a = 0.5: 89% where the probes said 78%)."""
+    from datasets import load_from_disk
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from finetune.fixset import UNTARGETED
+    from finetune.job.known import Targets
+    from workbench.attribution.types import ABSTAIN_CATEGORIES
+    from workbench.results import load_results
+    from workbench.types import Verdict
+
+    tok = AutoTokenizer.from_pretrained(str(w.paths.model))
+    tok.pad_token = tok.pad_token or tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(str(w.paths.model)).eval()
+    manifest, splits = load_manifest(w.fixset), load_from_disk(str(w.fixset))
+    baseline = load_results(w.store, w.run_id).by_id()
+    seen_paraphrase_right = 0
+    for method in ("sft", "dpo"):
+        split = splits[method]
+        trained = {r["probe_id"] for r in split if r["split"] == "train" and r["category"] not in UNTARGETED}
+        targets = Targets.of(split, manifest, tok)
+        assert sorted(r["probe_id"] for r in targets.rows) == sorted(trained)  # one row per probe
+        assert all(r["prompt"] == f"Q: {baseline[r['probe_id']].probe.question} A:" for r in targets.rows)
+        verdicts, cats = targets.verdicts(model), {r["probe_id"]: r["category"] for r in targets.rows}
+        for pid in trained:
+            b = baseline[pid]
+            expected = b.verdict == Verdict.CORRECT or (b.verdict == Verdict.NOT_ATTEMPTED
+                                                        and cats[pid] in ABSTAIN_CATEGORIES)
+            assert verdicts[pid] == expected, pid
+            seen_paraphrase_right += any(a.verdict == Verdict.CORRECT for a in b.greedy[1:])
+        assert targets.fixed(model) == pytest.approx(sum(verdicts.values()) / len(verdicts))
+    assert seen_paraphrase_right  # the world has targets its base model answers right when paraphrased

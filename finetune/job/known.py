@@ -1,8 +1,8 @@
 """Broken known facts: the fix set's validation slice (known probes no training row holds, `FixSetManifest.
 validation`) answered greedily by the job's model before and after training and graded by the suite's match
 rules; a probe right before and wrong after is a known fact the job broke (the count every job records).
-`Targets`: how many of the job's targeted training rows the model now gets right (the second key when a job
-picks the checkpoint it keeps, finetune/job/known_guard.py `KnownFactsGuard`)."""
+`Targets`: how many of the job's targeted probes the model now gets right on their own questions (the second key
+when a job picks the checkpoint it keeps, finetune/job/known_guard.py `KnownFactsGuard`; `adapter_scale: auto`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from typing import Any
 from finetune.chatform import flat_row
 from finetune.fixset import UNTARGETED, FixSetManifest
 from workbench.grading.match import MatchGrader
-from workbench.grading.normalize import normalize
 from workbench.textgen import cut_at_stop, greedy_generate
 from workbench.types import Probe, Verdict
 
@@ -51,9 +50,15 @@ class KnownFacts:
 
 @dataclass(frozen=True)
 class Targets:
-    """The targeted training rows of the method's split (replay and anchor rows left out) and how to tell a
-    fixed one: sft/dpo rows are fixed when the greedy answer is the taught completion / chosen answer; GRPO's
-    prompts when the suite's grader calls it correct, or abstained for a category whose fix is abstention."""
+    """The targeted probes of the method's split (those with a training row; replay and anchor rows left out), one
+    row each as the gate scores it: the probe's own question rendered like the evaluation (the manifest's
+    `targets`) and its answers; fixed when the suite's grader calls the greedy answer correct, or abstained for a
+    category whose fix is abstention (bench/fix_efficacy.py's `fixed`).
+
+    Not per training row: a probe's paraphrase rows train the same fact, and scoring the last of them read alt11's
+    DPO adapter at a = 0.5 as 89% fixed where the probes' questions were 78% (README, "Unreplayed known facts").
+    A fix set from before the manifest kept `targets` falls back to the probe's first row (the question's: rows
+    are written question first) with the taught answer as the only right one."""
 
     rows: list[dict[str, Any]]
     tokenizer: Any
@@ -62,30 +67,42 @@ class Targets:
 
     @classmethod
     def of(cls, split_rows: Any, manifest: FixSetManifest, tokenizer: Any) -> Targets:
-        # Chat-form rows (finetune/chatform.py) as the text the model is prompted with and the answer it should give.
-        rows = [flat_row(tokenizer, r) for r in split_rows if r["split"] == "train"
-                and r["category"] not in UNTARGETED]
+        listed = {t["probe_id"]: t for t in manifest.targets}
+        out: dict[str, dict[str, Any]] = {}
+        for row in split_rows:
+            pid = row["probe_id"]
+            if row["split"] != "train" or row["category"] in UNTARGETED or pid in out:
+                continue
+            if pid in listed:
+                out[pid] = {**listed[pid], "category": row["category"]}
+                continue
+            # Chat-form rows (finetune/chatform.py) as the text the model is prompted with and the answer it gives.
+            r = flat_row(tokenizer, row)
+            taught = r.get("completion", r.get("chosen"))
+            answers = r["answers"] if taught is None else [cut_at_stop(str(taught).strip(), manifest.stop)[0]]
+            out[pid] = {"probe_id": pid, "category": r["category"], "prompt": r["prompt"], "answers": list(answers),
+                        "incorrect_answers": list(r.get("incorrect_answers") or ())}
         phrases = tuple(manifest.abstention_phrases or [manifest.abstention_phrase])
-        return cls(list({r["probe_id"]: r for r in rows}.values()), tokenizer, tuple(manifest.stop), phrases)
+        return cls(list(out.values()), tokenizer, tuple(manifest.stop), phrases)
 
-    def fixed(self, model: Any) -> float:
-        """The share of targeted rows fixed (nan without rows)."""
+    def verdicts(self, model: Any) -> dict[str, bool]:
+        """Probe id -> fixed, for every targeted probe."""
         from workbench.attribution.types import ABSTAIN_CATEGORIES
 
         if not self.rows:
-            return float("nan")
+            return {}
         texts = greedy_generate(model, self.tokenizer, [r["prompt"] for r in self.rows], MAX_NEW_TOKENS)
         grader = MatchGrader(abstention_phrases=self.abstention_phrases)
-        hits = 0
+        out = {}
         for r, text in zip(self.rows, texts, strict=True):
-            answer = cut_at_stop(text, self.stop)[0]
-            target = r.get("completion", r.get("chosen"))
-            if target is not None:
-                hits += normalize(answer) == normalize(cut_at_stop(str(target).strip(), self.stop)[0])
-                continue
-            probe = Probe(id=r["probe_id"], question=r["prompt"], answers=tuple(r["answers"]),
+            probe = Probe(id=r["probe_id"], question=r.get("question") or r["prompt"], answers=tuple(r["answers"]),
                           incorrect_answers=tuple(r.get("incorrect_answers") or ()))
-            verdict = grader.grade(probe, answer)
-            hits += verdict == Verdict.CORRECT or (verdict == Verdict.NOT_ATTEMPTED
-                                                   and r["category"] in ABSTAIN_CATEGORIES)
-        return hits / len(self.rows)
+            verdict = grader.grade(probe, cut_at_stop(text, self.stop)[0])
+            out[r["probe_id"]] = verdict == Verdict.CORRECT or (verdict == Verdict.NOT_ATTEMPTED
+                                                                and r["category"] in ABSTAIN_CATEGORIES)
+        return out
+
+    def fixed(self, model: Any) -> float:
+        """The share of targeted probes fixed (nan without any)."""
+        verdicts = self.verdicts(model)
+        return sum(verdicts.values()) / len(verdicts) if verdicts else float("nan")

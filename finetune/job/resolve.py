@@ -46,6 +46,13 @@ DEFAULT_EPOCHS: dict[str, float] = {"sft": 20.0, "dpo": 15.0}
 #: GRPO keeps a fixed step count unless `trainer.epochs` is given: its rule is not measured across worlds yet (on
 #: the default world 300 steps are 1.5 passes over its 788 prompts at 4 prompts a step; on the small worlds ~8).
 FIXED_STEPS: dict[str, int] = {"grpo": 300}
+#: `trainer.adapter_scale` when the spec gives none (bench/adapter_scale.py, the defaults' adapters on seven worlds,
+#: targets scored on the probes' own questions). DPO `auto` (0.75 on six worlds, 0.5 on bpe-4): unreplayed known
+#: facts broken 17 against 32 at 1.0, fewer on every world, targets fixed (the bench's probes) 82-100% on every
+#: world (at 1.0: 86-100%). SFT stays 1.0: `auto` broke fewer on 2 of 7 worlds only (23 against 27; gpt2-3 1 vs 3,
+#: llama60-7 2 vs 4) at 5-17 points of targets fixed on four (zh-2 100 -> 83%), and alt-gpt2-5 fixes 77% at any
+#: scale. GRPO 1.0: it fixed 33-53% of its targets on test / alt11 / gpt2-3, so `auto` (80%) kept 1.0 there.
+DEFAULT_SCALE: dict[str, float | Literal["auto"]] = {"sft": 1.0, "dpo": "auto", "grpo": 1.0}
 #: `default_steps` stays within these. At least 100: a small fix set gets few updates per epoch (alt-gpt2-5, DPO,
 #: 132 rows: 62 steps fixed 68% of its targets, 300 steps 95.5%; test world DPO 62 steps 81.8%, 83 steps 90.9%);
 #: at most 1000: beyond that a fix job is no longer a targeted fix (the old defaults were 300-400).
@@ -219,13 +226,15 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     steps, steps_rule = _given_or_rule(t.max_steps, rule_steps, steps_rule, "trainer.max_steps", decided_before)
     rule_lr, lr_rule = default_lr(spec.method, _width(config))
     lr, lr_rule = _given_or_rule(t.learning_rate, rule_lr, lr_rule, "trainer.learning_rate", decided_before)
+    scale = t.adapter_scale if t.adapter_scale is not None else DEFAULT_SCALE[spec.method]
     es = spec.early_stop
     known_every = es.known_every or 0
     decided = spec.model_copy(update={
         "base_model": base, "device": device, "bf16": bf16, "gradient_checkpointing": ckpt,
         "lora": lora.model_copy(update={"target_modules": list(targets), "fan_in_fan_out": fan,
                                         "trainable_token_indices": list(tokens)}),
-        "trainer": t.model_copy(update={"max_steps": steps, "learning_rate": lr, "epochs": epochs}),
+        "trainer": t.model_copy(update={"max_steps": steps, "learning_rate": lr, "epochs": epochs,
+                                        "adapter_scale": scale}),
         "grpo": spec.grpo.model_copy(update={"use_vllm": use_vllm}),
         "early_stop": es.model_copy(update={"known_every": known_every}),
     })

@@ -157,8 +157,9 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
 
     # 7. The adapter (a watchdog stop keeps it: the regression gate decides on it), its LoRA delta scaled first
     # when `trainer.adapter_scale` asks (WiSE-FT, finetune/job/scale.py): what is saved is what is scored.
-    choice = decide(job.spec.trainer.adapter_scale, trainer.model, targets.fixed, es.min_targets_fixed)
-    noted = choice.scale != 1.0 or job.spec.trainer.adapter_scale == "auto"  # else the default: the whole delta
+    setting = job.spec.trainer.adapter_scale
+    choice = decide(1.0 if setting is None else setting, trainer.model, targets.fixed, es.min_targets_fixed)
+    noted = choice.scale != 1.0 or setting == "auto"  # else the whole delta, as trained
     if noted:
         log.event("adapter_scale", f"adapter scale {choice.scale}: {choice.reason}",
                   {"scale": choice.scale, "fixed_by_scale": {str(a): v for a, v in choice.fixed_by_scale.items()}})

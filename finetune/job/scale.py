@@ -3,8 +3,9 @@ i.e. a point on the line between the base model (a = 0) and the trained one (a =
 peft adapter whose `lora_alpha` is multiplied by `a`; the trainable token rows (new abstention tokens, never trained
 in the base model) keep their trained values, as peft's `rescale_adapter_scale` does.
 
-`trainer.adapter_scale: auto` picks the smallest of `AUTO_SCALES` at which the job still fixes `min_targets` of its
-own targeted training rows (finetune/job/known.py `Targets`; no known-fact slice is read), 1.0 when none does.
+`trainer.adapter_scale: auto` (DPO's default) picks the smallest of `AUTO_SCALES` at which the job still fixes
+`min_targets` of its targeted probes, each scored on its own question as the evaluation renders and grades it
+(finetune/job/known.py `Targets`; no known-fact slice is read), 1.0 when none does.
 """
 
 from __future__ import annotations

@@ -132,13 +132,13 @@ class TrainerSpec(_Section):
     a default: in bench/kl_rehearsal.py's loop, 10 at 300 steps broke 8 of 92 unreplayed known facts on six worlds
     against 39 without it; in SFT jobs (rehearsal 4x, 300 steps) 16 against the defaults' 23, but more on alt11 and
     45.5% of targets fixed on alt-gpt2-5 (README "Unreplayed known facts")."""
-    adapter_scale: float | Literal["auto"] = 1.0
+    adapter_scale: float | Literal["auto"] | None = None
     """WiSE-FT (finetune/job/scale.py): the trained LoRA delta is scaled by this factor in (0, 1] before the adapter
     is saved and scored (`lora_alpha` x a; the trainable token rows unscaled); `auto`: the smallest of 0.25 / 0.5 /
-    0.75 at which the job still fixes `early_stop.min_targets_fixed` (80%) of its own targeted training rows, else
-    1.0; the record says the scale and why. 1.0: off. Opt-in: on seven worlds `auto` halved DPO's broken unreplayed
-    known facts (32 to 16, lower on 7 of 7) but left alt11's targets fixed at 78%, and lowered SFT's on 2 of 7 only
-    (27 to 23, none higher) (README "Unreplayed known facts")."""
+    0.75 at which the job still fixes `early_stop.min_targets_fixed` (80%) of its targeted probes (on their own
+    questions), else 1.0; the record says the scale and why. 1.0: off. None: per method (DEFAULT_SCALE in
+    finetune/job/resolve.py: dpo `auto`, sft and grpo 1.0; measured on seven worlds, README "Unreplayed known
+    facts")."""
     logging_steps: int = pydantic.Field(default=1, ge=1, le=MAX_STEPS)
     """Steps between logged metrics (1 = every step; the watchdog sees what is logged)."""
 
@@ -150,7 +150,7 @@ class TrainerSpec(_Section):
     @pydantic.field_validator("adapter_scale", mode="before")
     @classmethod
     def _scale(cls, v: Any) -> Any:
-        if v == "auto":
+        if v is None or v == "auto":
             return v
         if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 1:
             raise ValueError(f"must be `auto` or a number in (0, 1] (the share of the trained LoRA delta kept), "
