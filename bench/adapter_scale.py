@@ -22,6 +22,7 @@ import json
 import shutil
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,8 +115,9 @@ def world_report(run_dir: Path, scales: list[float], out: Path) -> dict[str, Any
 
 
 def print_tables(reps: list[dict[str, Any]], scales: list[float], robust: int) -> None:
-    buckets = [("10 of 10", lambda k: k >= 10), (f"{robust}-9", lambda k: robust <= k < 10),
-               (f"<= {robust - 1}", lambda k: k < robust)]
+    buckets: list[tuple[str, Callable[[int], bool]]] = [
+        ("10 of 10", lambda k: k >= 10), (f"{robust}-9", lambda k: robust <= k < 10),
+        (f"<= {robust - 1}", lambda k: k < robust)]
     print("\n## anatomy: unreplayed known facts (slice + reserved) at a = 1: broken of n, by the base model's samples "
           "right (of 10); median greedy mean log-prob of the broken / kept ones")
     print(f"{'world':<12}{'method':<7}" + "".join(f"{b:>12}" for b, _ in buckets) + f"{'lp broken':>11}{'lp kept':>9}")
