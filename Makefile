@@ -83,7 +83,7 @@ test: setup setup-vllm setup-real setup-scale setup-browser setup-postgres
 
 lint: setup
 	$(BIN)/ruff check hallucination_workbench workbench finetune evals tests bench app.py
-	$(BIN)/mypy hallucination_workbench workbench finetune evals
+	$(BIN)/mypy hallucination_workbench workbench finetune evals bench
 
 bench: setup
 	$(BIN)/python bench/eval_throughput.py
