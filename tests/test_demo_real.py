@@ -12,7 +12,7 @@ from clirun import ENV, assert_refused, workbench
 from realmodel import real_model_dir
 
 from finetune.job.resolve import default_lr
-from finetune.job.spec import TrainerSpec, from_dict
+from finetune.job.spec import from_dict
 from hallucination_workbench.demo import add_arguments
 from hallucination_workbench.demo_real import job_spec
 from workbench.regression.gate import history
@@ -37,6 +37,7 @@ def test_real_demo_runs_the_loop_on_the_real_model(tmp_path: Path) -> None:
     assert set(groups) <= {"known, replayed", "known, not replayed", "targeted, trained", "targeted, held out",
                            "failed, not targeted"}
     assert report["lr_rule"] == default_lr("sft", 576)[1]  # SmolLM2's width: the job's rule, not a passed rate
+    assert report["adapter_scale"] in (0.25, 0.5, 0.75, 1.0) and report["adapter_scale_reason"]  # JOB's auto
     (gate,) = history(Store.open(ws))
     assert gate["adapter"] and Path(gate["report"]).is_file()
     manifest = json.loads(next((ws / "fix-real").glob("*/fixset/fixset.json")).read_text())
@@ -68,7 +69,8 @@ def test_real_demo_bad_options_exit_2(tmp_path: Path, args: list[str], needle: s
 
 
 @pytest.mark.parametrize(("given", "expected"), [
-    ([], TrainerSpec().adapter_scale),  # not given: the job's own default
+    ([], "auto"),  # not given: the demo's WiSE-FT setting (measured on the real model, README)
+    (["--adapter-scale", "1"], 1.0),
     (["--adapter-scale", "auto"], "auto"),
     (["--adapter-scale", "0.5"], 0.5),
 ])
