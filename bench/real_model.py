@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/real_model.py budget [--limit 50] [--max 128] [--threads 1] [--out FILE]
     .venv/bin/python bench/real_model.py fix [--questions 16] [--facts 67] [--samples 1] [--steps 30] [--method sft]
-        [--lr rule,5e-4] [--out FILE]
+        [--lr rule] [--scales 1,auto] [--out FILE]
     .venv/bin/python bench/real_model.py throughput [--questions 32] [--samples 3] [--max-tokens 48] [--threads 1]
         [--hf-decoders loop,generate] [--ablate] [--skip-vllm] [--skip-lmeval] [--out FILE]
 
@@ -16,7 +16,9 @@ newline stop. Formats: every shipped real-benchmark file (tests/data/formats/) a
 when it is there (its first `--limit` rows).
 
 `fix`: `workbench demo --real` as a user runs it (a subprocess, in a fresh workspace) at the given size, once per
-learning rate (side by side on the same baseline and fix set): its wall time and its report, per group of the
+learning rate in `--lr` and adapter scale in `--scales` (`trainer.adapter_scale`, WiSE-FT: `1` all of the trained
+delta, `auto` finetune/job/scale.py's rule; side by side on the same baseline and fix set): its wall time, the
+scale the job kept and its report, per group of the
 baseline's probes: the targeted unknown facts (trained, held out) with how many were hallucinated before and after
 the fix, and the known facts (answered right before; in the fix set's replay or not) the fix broke (now refused or
 wrong), with the issue's goals (`goals`).
@@ -113,30 +115,35 @@ def budget(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def fix(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """`demo --real` once per learning rate in `--lr` (`rule`: the job's default_lr), in one workspace: the
-    baseline, its attribution and the fix set are the same for each (the second run takes the baseline's answers
-    from the cache), only the job's learning rate differs."""
+    """`demo --real` once per learning rate in `--lr` (`rule`: the job's default_lr) x adapter scale in `--scales`,
+    in one workspace: the baseline, its attribution and the fix set are the same for each (later runs take the
+    baseline's answers from the cache), only the job's learning rate or adapter scale differs (same seed: at one
+    thread the same training, then scaled)."""
     import subprocess
     import tempfile
 
     ws = tempfile.mkdtemp(prefix="real-fix-")
     rows = []
     for lr in args.lr.split(","):
-        cmd = [sys.executable, "-m", "hallucination_workbench", "demo", "--real", "--workspace", ws, "--questions",
-               str(args.questions), "--facts", str(args.facts), "--samples", str(args.samples), "--steps",
-               str(args.steps), "--methods", args.method, "--threads", str(args.threads)]
-        cmd += [] if lr == "rule" else ["--lr", lr]
-        t = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, stdin=subprocess.DEVNULL)
-        wall = time.perf_counter() - t
-        if proc.returncode != 0:
-            raise SystemExit(f"demo --real failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-        line = next(x for x in proc.stdout.splitlines() if x.startswith('{"real_demo"'))
-        row = {"lr_asked": lr, "questions": args.questions, "facts": args.facts, "samples": args.samples,
-               "steps": args.steps, "method": args.method, "wall_s": round(wall, 1), **json.loads(line)}
-        row["goals"] = goals(row["real_demo"])
-        print(json.dumps(row), flush=True)
-        rows.append(row)
+        for scale in args.scales.split(","):
+            cmd = [sys.executable, "-m", "hallucination_workbench", "demo", "--real", "--workspace", ws,
+                   "--questions", str(args.questions), "--facts", str(args.facts), "--samples", str(args.samples),
+                   "--steps", str(args.steps), "--methods", args.method, "--threads", str(args.threads),
+                   "--adapter-scale", scale]
+            cmd += [] if lr == "rule" else ["--lr", lr]
+            t = time.perf_counter()
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,
+                                  stdin=subprocess.DEVNULL)
+            wall = time.perf_counter() - t
+            if proc.returncode != 0:
+                raise SystemExit(f"demo --real failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+            line = next(x for x in proc.stdout.splitlines() if x.startswith('{"real_demo"'))
+            row = {"lr_asked": lr, "scale_asked": scale, "questions": args.questions, "facts": args.facts,
+                   "samples": args.samples, "steps": args.steps, "method": args.method, "wall_s": round(wall, 1),
+                   "load_avg_end": os.getloadavg()[0], **json.loads(line)}
+            row["goals"] = goals(row["real_demo"])
+            print(json.dumps(row), flush=True)
+            rows.append(row)
     return rows
 
 
@@ -341,7 +348,8 @@ def main() -> None:
     f = sub.add_parser("fix", help="demo --real's report: hallucination before/after, known facts broken")
     f.add_argument("--questions", type=int, default=16)
     f.add_argument("--facts", type=int, default=67, help="known everyday facts (default: all 67)")
-    f.add_argument("--lr", default="rule,5e-4", help="learning rates side by side (`rule`: the job's default_lr)")
+    f.add_argument("--lr", default="rule", help="learning rates side by side (`rule`: the job's default_lr)")
+    f.add_argument("--scales", default="1", help="trainer.adapter_scale values side by side (`1`, `auto`, a number)")
     f.add_argument("--samples", type=int, default=1)
     f.add_argument("--steps", type=int, default=30)
     f.add_argument("--method", choices=("sft", "dpo"), default="sft")

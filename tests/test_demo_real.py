@@ -12,6 +12,9 @@ from clirun import ENV, assert_refused, workbench
 from realmodel import real_model_dir
 
 from finetune.job.resolve import default_lr
+from finetune.job.spec import from_dict
+from hallucination_workbench.demo import add_arguments
+from hallucination_workbench.demo_real import job_spec
 from workbench.regression.gate import history
 from workbench.store import Store
 
@@ -34,6 +37,7 @@ def test_real_demo_runs_the_loop_on_the_real_model(tmp_path: Path) -> None:
     assert set(groups) <= {"known, replayed", "known, not replayed", "targeted, trained", "targeted, held out",
                            "failed, not targeted"}
     assert report["lr_rule"] == default_lr("sft", 576)[1]  # SmolLM2's width: the job's rule, not a passed rate
+    assert report["adapter_scale"] in (0.25, 0.5, 0.75, 1.0) and report["adapter_scale_reason"]  # JOB's auto
     (gate,) = history(Store.open(ws))
     assert gate["adapter"] and Path(gate["report"]).is_file()
     manifest = json.loads(next((ws / "fix-real").glob("*/fixset/fixset.json")).read_text())
@@ -56,7 +60,26 @@ def test_real_demo_without_the_model_names_the_pip_line(tmp_path: Path) -> None:
     (["--questions", "0"], "--questions must be between 1 and 50"),
     (["--facts", "68"], "--facts must be between 1 and 67"),
     (["--methods", "sft,dpo"], "--real runs one fix job"),
+    (["--adapter-scale", "1.5"], "--adapter-scale must be `auto` or a number in (0, 1]"),
+    (["--adapter-scale", "half"], "got `half`"),
 ])
 def test_real_demo_bad_options_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
     proc = workbench("demo", "--real", "--workspace", str(tmp_path / "ws"), *args, timeout=180)
     assert_refused(proc, needle)
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ([], "auto"),  # not given: the demo's WiSE-FT setting (measured on the real model, README)
+    (["--adapter-scale", "1"], 1.0),
+    (["--adapter-scale", "auto"], "auto"),
+    (["--adapter-scale", "0.5"], 0.5),
+])
+def test_real_demo_adapter_scale_reaches_the_job_spec(tmp_path: Path, given: list[str], expected: object) -> None:
+    import argparse
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(["--real", *given])
+    spec = from_dict(job_spec(args, tmp_path / "fix", "sft"), where="test")
+    assert spec.trainer.adapter_scale == expected
+    assert spec.trainer.max_steps == 30 and spec.method == "sft"
