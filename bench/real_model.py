@@ -137,7 +137,9 @@ def fix(args: argparse.Namespace) -> list[dict[str, Any]]:
             wall = time.perf_counter() - t
             if proc.returncode != 0:
                 raise SystemExit(f"demo --real failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-            line = next(x for x in proc.stdout.splitlines() if x.startswith('{"real_demo"'))
+            line = next((x for x in proc.stdout.splitlines() if x.startswith('{"real_demo"')), None)
+            if line is None:
+                raise SystemExit(f"demo --real printed no summary line:\n{proc.stdout[-3000:]}")
             row = {"lr_asked": lr, "scale_asked": scale, "questions": args.questions, "facts": args.facts,
                    "samples": args.samples, "steps": args.steps, "method": args.method, "wall_s": round(wall, 1),
                    "load_avg_end": os.getloadavg()[0], **json.loads(line)}

@@ -154,7 +154,7 @@ def job_spec(args: argparse.Namespace, out: Path, method: str) -> dict[str, Any]
     and `--lr` / `--adapter-scale` only when given (else the job's rule / JOB's `auto`)."""
     scale = parse_scale(args.adapter_scale)
     trainer = {**JOB["trainer"], "max_steps": args.steps or 30, "seed": args.seed,
-               **({"learning_rate": args.lr} if args.lr else {}),
+               **({"learning_rate": args.lr} if args.lr is not None else {}),  # --lr 0: the spec refuses it
                **({"adapter_scale": scale} if scale is not None else {})}
     return {**JOB, "fixset": str((out / "fixset").resolve()), "output_dir": str((out / method).resolve()),
             "method": method, "trainer": trainer}

@@ -276,5 +276,4 @@ def test_targets_score_each_probe_on_its_own_question_as_the_gate_does(w: FtWorl
                                                         and cats[pid] in ABSTAIN_CATEGORIES)
             assert verdicts[pid] == expected, pid
             seen_paraphrase_right += any(a.verdict == Verdict.CORRECT for a in b.greedy[1:])
-        assert targets.fixed(model) == pytest.approx(sum(verdicts.values()) / len(verdicts))
     assert seen_paraphrase_right  # the world has targets its base model answers right when paraphrased

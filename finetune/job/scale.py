@@ -11,6 +11,7 @@ in the base model) keep their trained values, as peft's `rescale_adapter_scale` 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -63,7 +64,7 @@ def choose_scale(model: Any, fixed: Callable[[Any], float], min_targets: float,
     when the job has no targeted rows to score."""
     full = fixed_at(model, fixed, 1.0)
     scores = {1.0: full}
-    if full != full:  # nan: no targeted rows
+    if math.isnan(full):  # no targeted rows
         return ScaleChoice(1.0, "no targeted training rows to score: the trained adapter is kept", scores)
     for a in sorted(scales):
         scores[a] = fixed_at(model, fixed, a)

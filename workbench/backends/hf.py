@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.backends.base import Backend
-from workbench.backends.hf_decode import LoopUnsupported, decode
+from workbench.backends.hf_decode import STOP_WINDOW, LoopUnsupported, decode
 from workbench.errors import MissingDependencyError, WorkbenchError, unknown_name
 from workbench.textgen import cut_at_stop
 from workbench.types import Completion, GenerationRequest, ModelSpec, SamplingParams
@@ -246,10 +246,8 @@ def _offline() -> bool:
 
 class _StopStrings:
     """Per-row "done" once the row's new text holds a stop string (transformers' own `stop_strings` needs a
-    tokenizer that can spell its probe prefix, which a word-level vocabulary cannot). Only the last WINDOW tokens
-    are decoded each step: every stop string is shorter, and each position passes through the window."""
-
-    WINDOW = 8
+    tokenizer that can spell its probe prefix, which a word-level vocabulary cannot). Only the last STOP_WINDOW
+    tokens are decoded each step, as in the decode loop (hf_decode.py)."""
 
     def __init__(self, tok: Any, stops: tuple[str, ...], prompt_len: int) -> None:
         self.tok, self.stops, self.prompt_len = tok, stops, prompt_len
@@ -257,7 +255,7 @@ class _StopStrings:
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         import torch
 
-        new = input_ids[:, max(self.prompt_len, input_ids.shape[1] - self.WINDOW):]
+        new = input_ids[:, max(self.prompt_len, input_ids.shape[1] - STOP_WINDOW):]
         texts = self.tok.batch_decode(new, skip_special_tokens=True)
         return torch.tensor([any(stop in t for stop in self.stops) for t in texts], device=input_ids.device)
 

@@ -216,7 +216,9 @@ class VLLMBackend(Backend):
             max_tokens=r.sampling.max_tokens, stop=list(r.sampling.stop) or None, seed=r.sampling.seed,
             logprobs=0 if r.sampling.logprobs else None,  # 0: only the chosen token's log-prob
         ) for r in requests]
-        loras = [self._lora(r.adapter or self.spec.adapter) for r in requests]
+        # One check (two reads of adapter_config.json) per distinct adapter of the batch, not per request.
+        by_adapter = {a: self._lora(a) for a in {r.adapter or self.spec.adapter for r in requests}}
+        loras = [by_adapter[r.adapter or self.spec.adapter] for r in requests]
         # One call for the whole batch: vLLM mixes sampling settings and adapters freely per prompt.
         # Except on CPU: its torch LoRA ops (vllm/lora/ops/torch_ops/lora_ops.py, 0.32) index the LoRA
         # slots with the no-adapter id -1, i.e. the last slot, so base prompts batched beside adapter
