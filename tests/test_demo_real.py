@@ -12,7 +12,6 @@ from clirun import ENV, assert_refused, workbench
 from realmodel import real_model_dir
 
 from finetune.job.resolve import default_lr
-from finetune.job.spec import from_dict
 from hallucination_workbench.demo import add_arguments
 from hallucination_workbench.demo_real import job_spec
 from workbench.regression.gate import history
@@ -60,12 +59,31 @@ def test_real_demo_without_the_model_names_the_pip_line(tmp_path: Path) -> None:
     (["--questions", "0"], "--questions must be between 1 and 50"),
     (["--facts", "68"], "--facts must be between 1 and 67"),
     (["--methods", "sft,dpo"], "--real runs one fix job"),
-    (["--adapter-scale", "1.5"], "--adapter-scale must be `auto` or a number in (0, 1]"),
-    (["--adapter-scale", "half"], "got `half`"),
 ])
 def test_real_demo_bad_options_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
     proc = workbench("demo", "--real", "--workspace", str(tmp_path / "ws"), *args, timeout=180)
     assert_refused(proc, needle)
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--lr", "0"], "`--lr` (trainer.learning_rate) must be > 0.0, got 0"),
+    (["--lr", "nan"], "`--lr` (trainer.learning_rate) must be a finite number"),
+    (["--adapter-scale", "1.5"], "`--adapter-scale` (trainer.adapter_scale) must be `auto` or a number in (0, 1]"),
+    (["--adapter-scale", "half"], "got 'half'"),
+    (["--steps", "0"], "`--steps` (trainer.max_steps) must be >= 1"),
+    (["--seed", "-1"], "`--seed` (trainer.seed) must be >= 0"),
+])
+def test_real_demo_refuses_a_bad_job_setting_before_the_model_loads(tmp_path: Path, args: list[str],
+                                                                     needle: str) -> None:
+    """The fix job's spec is validated before anything loads: with the model's package made unfindable, a bad job
+    setting is what the demo names (checked after the model, it would name the missing package instead)."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", _WITHOUT_PACKAGE, "demo", "--real", "--workspace",
+                           str(tmp_path / "ws"), *args], capture_output=True, text=True, timeout=180, env=ENV,
+                          stdin=subprocess.DEVNULL)
+    err = assert_refused(proc, "demo --real, the fix job: ", needle)
+    assert "pip install" not in err
 
 
 @pytest.mark.parametrize(("given", "expected"), [
@@ -74,12 +92,12 @@ def test_real_demo_bad_options_exit_2(tmp_path: Path, args: list[str], needle: s
     (["--adapter-scale", "auto"], "auto"),
     (["--adapter-scale", "0.5"], 0.5),
 ])
-def test_real_demo_adapter_scale_reaches_the_job_spec(tmp_path: Path, given: list[str], expected: object) -> None:
+def test_real_demo_adapter_scale_reaches_the_job_spec(given: list[str], expected: object) -> None:
     import argparse
 
     p = argparse.ArgumentParser()
     add_arguments(p)
     args = p.parse_args(["--real", *given])
-    spec = from_dict(job_spec(args, tmp_path / "fix", "sft"), where="test")
+    spec = job_spec(args, "sft")
     assert spec.trainer.adapter_scale == expected
     assert spec.trainer.max_steps == 30 and spec.method == "sft"
