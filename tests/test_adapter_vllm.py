@@ -58,16 +58,31 @@ def test_adapter_with_trainable_token_rows_is_refused_clearly(w: FtWorld, tmp_pa
     assert hf and base.generate([request])[0][0].text == hf  # alive, and the base model's own answer
 
 
-@needs_vllm
-@pytest.mark.parametrize("config", ["{not json", '["r", 8]', '{"r": "eight"}'])
-def test_malformed_adapter_config_is_a_clear_error_before_the_engine_starts(
-        w: FtWorld, tmp_path: Path, config: str) -> None:
+@pytest.mark.parametrize("config", ["{not json", '["r", 8]', '{"r": "eight"}', None])
+def test_malformed_adapter_config_is_a_clear_error_before_the_engine_starts(tmp_path: Path,
+                                                                            config: str | None) -> None:
+    """The adapter check is plain Python (no vllm needed): a missing or malformed adapter_config.json is an error
+    naming the file, raised while the engine's options are decided, i.e. before a minute of engine start-up."""
+    from workbench.backends.vllm import VLLMBackend, servable_rank
     from workbench.errors import WorkbenchError
 
     bad = tmp_path / "adapter"
     bad.mkdir()
-    (bad / "adapter_config.json").write_text(config)
-    backend: Any = load_backend(engine_spec(w.paths, adapter=str(bad)))
+    if config is not None:
+        (bad / "adapter_config.json").write_text(config)
     with pytest.raises(WorkbenchError, match=r"adapter_config\.json"):
-        backend.generate([GenerationRequest(_prompts(w)[0], GREEDY)])
-    assert backend._llm is None  # refused before a minute of engine start-up
+        servable_rank(str(bad))
+    backend = VLLMBackend(ModelSpec(model="m", backend="vllm", adapter=str(bad)))
+    with pytest.raises(WorkbenchError, match=r"adapter_config\.json"):
+        backend._engine_kwargs({str(bad)}, on_cpu=True)
+
+
+def test_servable_rank_reads_the_rank_and_refuses_trainable_token_rows(tmp_path: Path) -> None:
+    from workbench.backends.vllm import servable_rank
+    from workbench.errors import WorkbenchError
+
+    (tmp_path / "adapter_config.json").write_text('{"r": 32, "trainable_token_indices": null}')
+    assert servable_rank(str(tmp_path)) == 32
+    (tmp_path / "adapter_config.json").write_text('{"r": 8, "trainable_token_indices": [5, 6]}')
+    with pytest.raises(WorkbenchError, match=r"trains embedding rows.*--backend hf"):
+        servable_rank(str(tmp_path))

@@ -94,10 +94,6 @@ def _adapter_config(path: str) -> dict[str, Any]:
     return data
 
 
-def _adapter_rank(path: str) -> int:
-    return int(_adapter_config(path).get("r", 8))
-
-
 class VLLMBackend(Backend):
     name = "vllm"
     preferred_batch_size = 256  # vLLM schedules continuously: bigger batches keep it busy
@@ -133,9 +129,8 @@ class VLLMBackend(Backend):
         if self.spec.revision:
             kw["revision"] = self.spec.revision
         if enable_lora:
-            for a in adapters:  # before the engine starts (a minute on CPU), not at the first request
-                _check_servable(a)
-            need = max((_adapter_rank(a) for a in adapters), default=16)
+            # checked before the engine starts (a minute on CPU), not at the first request
+            need = max((servable_rank(a) for a in adapters), default=16)
             kw.setdefault("max_lora_rank", next((r for r in _LORA_RANKS if r >= max(need, 16)), need))
             kw.setdefault("max_loras", max(1, len(adapters)))
         return kw
@@ -164,8 +159,7 @@ class VLLMBackend(Backend):
         if not self._lora_rank:
             raise WorkbenchError(f"adapter `{adapter}` requested from a vllm engine started without LoRA; "
                                  "set the backend option enable_lora=true (or give the adapter in the model spec)")
-        _check_servable(adapter)
-        rank = _adapter_rank(adapter)
+        rank = servable_rank(adapter)
         if rank > self._lora_rank:
             raise WorkbenchError(f"adapter `{adapter}` has rank {rank} > the engine's max_lora_rank "
                                  f"{self._lora_rank}; set the backend option max_lora_rank")
@@ -216,7 +210,7 @@ class VLLMBackend(Backend):
             max_tokens=r.sampling.max_tokens, stop=list(r.sampling.stop) or None, seed=r.sampling.seed,
             logprobs=0 if r.sampling.logprobs else None,  # 0: only the chosen token's log-prob
         ) for r in requests]
-        # One check (two reads of adapter_config.json) per distinct adapter of the batch, not per request.
+        # One check (one read of adapter_config.json) per distinct adapter of the batch, not per request.
         by_adapter = {a: self._lora(a) for a in {r.adapter or self.spec.adapter for r in requests}}
         loras = [by_adapter[r.adapter or self.spec.adapter] for r in requests]
         # One call for the whole batch: vLLM mixes sampling settings and adapters freely per prompt.
@@ -342,19 +336,26 @@ def _shutdown(llm: Any) -> None:
 
 
 def unservable_reason(adapter: str) -> str | None:
-    """Why vLLM cannot serve this peft adapter, or None when it can. vLLM loads LoRA A/B matrices only: an
-    adapter that trains whole embedding rows (`trainable_token_indices`, used when the abstention phrase's
-    tokens were never trained) makes the engine's worker die mid-request. A missing or malformed config is a
-    WorkbenchError naming the file."""
-    if _adapter_config(adapter).get("trainable_token_indices"):
+    """Why vLLM cannot serve this peft adapter, or None when it can (see `servable_rank`). A missing or malformed
+    config is a WorkbenchError naming the file."""
+    return _unservable(adapter, _adapter_config(adapter))
+
+
+def servable_rank(adapter: str) -> int:
+    """The LoRA rank of a peft adapter vLLM can serve, from one read of its adapter_config.json. An adapter it
+    cannot serve, or a missing or malformed config: WorkbenchError saying why and what to do instead."""
+    config = _adapter_config(adapter)
+    why = _unservable(adapter, config)
+    if why:
+        raise WorkbenchError(why)
+    return int(config.get("r", 8))
+
+
+def _unservable(adapter: str, config: dict[str, Any]) -> str | None:
+    # vLLM loads LoRA A/B matrices only: an adapter that trains whole embedding rows (`trainable_token_indices`,
+    # used when the abstention phrase's tokens were never trained) makes the engine's worker die mid-request.
+    if config.get("trainable_token_indices"):
         return (f"adapter `{adapter}` trains embedding rows (peft trainable_token_indices), which vLLM's LoRA "
                 "cannot load; evaluate it with --backend hf, or retrain it with `lora: {trainable_token_indices: "
                 "[], target_modules: [..., embed_tokens]}` (LoRA on the input embedding, which vLLM serves)")
     return None
-
-
-def _check_servable(adapter: str) -> None:
-    """Refuse an adapter vLLM cannot load up front, with what to do instead."""
-    why = unservable_reason(adapter)
-    if why:
-        raise WorkbenchError(why)
