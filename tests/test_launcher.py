@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from ftworld import FtWorld
 
 from finetune.job import JobSpec, LauncherSpec, from_dict, resolve
 from finetune.job.launcher import accelerate_command, deepspeed_config, job_command
@@ -73,14 +74,10 @@ def test_accelerate_without_gpu_is_a_clear_error(tmp_path: Path) -> None:
 @pytest.mark.gpu
 @pytest.mark.slow
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_sft_job_on_cuda(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-                         tmp_path: Path) -> None:
+def test_sft_job_on_cuda(w: FtWorld, tmp_path: Path) -> None:
     """On a GPU: device auto picks CUDA, bf16 where supported, gradient checkpointing on; the job trains."""
-    from ftworld import setup
-
     from finetune.job import TrainerSpec, run_job
 
-    w = setup(request, tmp_path_factory.mktemp("ft"))
     spec = JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "job"), trainer=TrainerSpec(max_steps=5))
     resolved = resolve(spec)
     assert resolved.device == "cuda" and resolved.gradient_checkpointing is True
@@ -90,20 +87,16 @@ def test_sft_job_on_cuda(request: pytest.FixtureRequest, tmp_path_factory: pytes
 
 
 @pytest.mark.slow
-def test_train_cli_with_the_subprocess_launcher_reads_the_result_file(
-        request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+def test_train_cli_with_the_subprocess_launcher_reads_the_result_file(w: FtWorld, tmp_path: Path) -> None:
     """`workbench train` as a user runs it, on a job whose launcher is a subprocess: the job process writes
     OUT/result.json, the launcher returns it (never JSON scraped from the child's stdout)."""
     import os
     import subprocess
     import sys
 
-    from ftworld import setup
-
     from finetune import records
     from finetune.job import read_result
 
-    w = setup(request, tmp_path_factory.mktemp("ft"))
     out = tmp_path / "job"
     out.mkdir()
     (out / "result.json").write_text("{}")  # stale: removed before the job process starts, never read
@@ -125,3 +118,25 @@ def test_train_cli_with_the_subprocess_launcher_reads_the_result_file(
                            capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "already holds a job; pass --resume" in again.stderr
     assert "Traceback" not in again.stderr and (out / "job.yaml").read_text() == saved
+
+
+@pytest.mark.slow
+def test_train_cli_prints_what_the_adapter_holds(w: FtWorld, tmp_path: Path) -> None:
+    """`workbench train` on a job that scales its adapter (`trainer.adapter_scale: 0.5`) says so in its summary,
+    with the reason (`JobResult.protection_notes()`, the lines the app's job view shows too): a reviewer reading
+    the terminal learns the adapter is not the last step's weights whole."""
+    from clirun import workbench
+
+    from finetune.job import read_result
+
+    job = tmp_path / "job.yaml"
+    job.write_text(f"fixset: {w.fixset}\noutput_dir: job\nworkspace: {w.store.workspace}\ndevice: cpu\n"
+                   "trainer: {max_steps: 2, adapter_scale: 0.5}\n")
+    proc = workbench("train", str(job), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = read_result(tmp_path / "job")
+    assert result is not None and result.status == "done" and result.adapter_scale == 0.5
+    assert result.adapter_scale_reason  # the spec gave it: said so
+    lines = proc.stdout.splitlines()
+    assert f"  adapter scale 0.5: {result.adapter_scale_reason}" in lines, proc.stdout
+    assert all(f"  {note}" in lines for note in result.protection_notes())  # a rollback too, had there been one

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ftworld import FtWorld
 
 from finetune.rehearsal import rehearsal_texts
 from workbench.attribution.build import build_index
@@ -59,20 +60,16 @@ def test_rehearsal_without_an_index_is_a_clear_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_fixset_rehearses_the_corpus_and_reserves_known_facts(tmp_path: Path,
-                                                              tmp_path_factory: pytest.TempPathFactory,
-                                                              request: pytest.FixtureRequest) -> None:
+def test_fixset_rehearses_the_corpus_and_reserves_known_facts(w: FtWorld, tmp_path: Path) -> None:
     """`build_fixset(rehearsal=INDEX, rehearsal_ratio=2, reserve_fraction=0.1)`: plain-text SFT rows from the
     world's corpus (2 x the targeted SFT rows), none naming a validation or reserved fact; reserved known probes
     in no row and not in the slice; the manifest records both. Bad values are clear errors naming the field."""
     from datasets import load_from_disk
-    from ftworld import setup
 
     from finetune.fixset import build_fixset, load_manifest
     from workbench.grading.normalize import normalize
     from workbench.results import load_results
 
-    w = setup(request, tmp_path_factory.mktemp("ft"))
     index = tmp_path / "index.sqlite"
     build_index(w.paths.corpus, index)
     m = build_fixset(w.store, w.run_id, tmp_path / "fix", rehearsal=index, rehearsal_ratio=2.0, reserve_fraction=0.1)
@@ -138,19 +135,15 @@ def _mean_kl(adapter: str, base_model: str, texts: list[str]) -> float:
 
 
 @pytest.mark.slow
-def test_rehearsal_kl_keeps_the_model_closer_to_base_on_rehearsal_text(tmp_path: Path,
-                                                                       tmp_path_factory: pytest.TempPathFactory,
-                                                                       request: pytest.FixtureRequest) -> None:
+def test_rehearsal_kl_keeps_the_model_closer_to_base_on_rehearsal_text(w: FtWorld, tmp_path: Path) -> None:
     """`trainer.rehearsal_kl`: the same SFT job with the KL term ends closer to the base model on the rehearsal
     text (which it no longer trains on as tokens) than without it; on a fix set without rehearsal rows it is a
     clear error naming the field."""
     from datasets import load_from_disk
-    from ftworld import setup
 
     from finetune.fixset import build_fixset
     from finetune.job import JobSpec, TrainerSpec, run_job
 
-    w = setup(request, tmp_path_factory.mktemp("ft"))
     build_index(w.paths.corpus, tmp_path / "index.sqlite")
     m = build_fixset(w.store, w.run_id, tmp_path / "fix", rehearsal=tmp_path / "index.sqlite", rehearsal_ratio=1.0)
     texts = [r["completion"] for r in load_from_disk(m.path)["sft"] if r["source"] == "rehearsal"][:24]
