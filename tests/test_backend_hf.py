@@ -183,6 +183,39 @@ def test_loop_prefills_each_prompt_once_and_drops_finished_rows(hf: HFBackend, w
     assert min(lengths) < max(lengths)  # some rows did end early, and left
 
 
+class _CountingTokenizer:
+    """The backend's tokenizer, recording the texts of every encoding call (decoding passes through)."""
+
+    def __init__(self, tok: Any) -> None:
+        self.tok = tok
+        self.encoded: list[str] = []
+
+    def __call__(self, texts: list[str], **kw: Any) -> Any:
+        self.encoded += list(texts)
+        return self.tok(texts, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tok, name)
+
+
+def test_loop_tokenizes_each_prompt_once(hf: HFBackend, world: Any) -> None:
+    """The loop sorts prompts by token length and prefills them from one encoding (it tokenized every prompt twice),
+    with the same answers: prompts of several lengths, padded on the left by the loop itself."""
+    prompts = _prompts(world, 8)
+    assert len({len(hf.tokenizer(p)["input_ids"]) for p in prompts}) > 1  # the padding is exercised
+    reqs = [GenerationRequest(p, s) for p in prompts
+            for s in (SamplingParams(max_tokens=6), SamplingParams(temperature=1.0, n=3, seed=1, max_tokens=6))]
+    before = hf.generate(reqs)
+    counting = _CountingTokenizer(hf._tok)
+    hf._tok = counting
+    try:
+        again = hf.generate(reqs)
+    finally:
+        hf._tok = counting.tok
+    assert sorted(counting.encoded) == sorted(prompts)
+    assert again == before
+
+
 def test_loop_samples_are_seeded_and_do_not_depend_on_the_batch(hf: HFBackend, world: Any) -> None:
     prompts = _prompts(world, 8)
     s = SamplingParams(temperature=1.5, n=6, seed=7, max_tokens=6)

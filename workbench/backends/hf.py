@@ -150,9 +150,9 @@ class HFBackend(Backend):
 
         out: list[list[Completion] | None] = [None] * len(requests)
         prompts = list(dict.fromkeys(r.prompt for r in requests))
-        length = dict(zip(prompts, map(len, self._tok(prompts)["input_ids"]), strict=True))
+        ids = dict(zip(prompts, self._tok(prompts)["input_ids"], strict=True))  # once: to sort, then to prefill
         order = sorted(range(len(requests)), key=lambda i: (requests[i].adapter or self.spec.adapter or "",
-                                                             length[requests[i].prompt], requests[i].prompt))
+                                                             len(ids[requests[i].prompt]), requests[i].prompt))
         for adapter, idxs in itertools.groupby(order, key=lambda i: requests[i].adapter or self.spec.adapter or ""):
             chunks: list[list[int]] = []
             seen: set[str] = set()
@@ -166,7 +166,7 @@ class HFBackend(Backend):
                 reqs = [requests[i] for i in chunk]
                 ctx = self._adapter_context(adapter)  # loads a new adapter outside inference mode
                 with torch.inference_mode(), ctx:
-                    rows = decode(self._model, self._tok, reqs)
+                    rows = decode(self._model, self._tok, reqs, prompt_ids=ids)
                 for i, r, rs in zip(chunk, reqs, rows, strict=True):
                     out[i] = [self._completion(row.ids, row.logprobs if r.sampling.logprobs else None, r.sampling,
                                                row.eos) for row in rs]

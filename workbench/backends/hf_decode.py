@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,13 +72,15 @@ class LoopSavings:
     drop_finished: bool = True
 
 
-def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest],
-           savings: LoopSavings = LoopSavings()) -> list[list[Row]]:
+def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest], savings: LoopSavings = LoopSavings(),
+           prompt_ids: Mapping[str, list[int]] | None = None) -> list[list[Row]]:
     """Decode every request's n answers; one list of rows (ids without EOS, log-probs) per request, in order.
 
     All requests run on the model as it is set (one adapter, or none); the caller groups them by adapter and
-    bounds how many prompts one call prefills. Raises LoopUnsupported before any token is chosen when the
-    model has no KV cache, or one without `batch_select_indices`."""
+    bounds how many prompts one call prefills. `prompt_ids`: each prompt's token ids (unpadded, as `tok(prompt)`
+    gives them) when the caller has them already (the backend tokenizes once, to sort prompts by length); None:
+    tokenized here. Raises LoopUnsupported before any token is chosen when the model has no KV cache, or one
+    without `batch_select_indices`."""
     import torch
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -89,12 +91,13 @@ def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest],
         prompts = list(dict.fromkeys(r.prompt for r in reqs))
     else:
         prompts = [r.prompt for r in reqs for _ in range(r.sampling.n)]
-    enc = tok(prompts, return_tensors="pt", padding=True).to(model.device)
-    mask = enc["attention_mask"]
+    if prompt_ids is None:
+        prompt_ids = dict(zip(prompts, tok(prompts)["input_ids"], strict=True))
+    input_ids, mask = _left_padded([prompt_ids[p] for p in prompts], tok.pad_token_id, model.device)
     pos = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)  # as generate: left pads at position 0
     extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
     takes_pos = "position_ids" in params
-    out = model(input_ids=enc["input_ids"], attention_mask=mask, use_cache=True,
+    out = model(input_ids=input_ids, attention_mask=mask, use_cache=True,
                 **({"position_ids": pos} if takes_pos else {}), **extra)
     cache: Any = getattr(out, "past_key_values", None)
     if not hasattr(cache, "batch_select_indices"):
@@ -144,6 +147,17 @@ def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest],
         cache = out.past_key_values
         logits = out.logits[:, -1, :].float()
     return rows
+
+
+def _left_padded(seqs: list[list[int]], pad: int, device: Any) -> tuple[Any, Any]:
+    """(input_ids, attention_mask), (B, T): the sequences padded on the left with `pad`, as the backend's tokenizer
+    pads (`padding_side = "left"`)."""
+    import torch
+
+    width = max(map(len, seqs))
+    ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], device=device)
+    mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=device)
+    return ids, mask
 
 
 def _said_stop(tok: Any, ids: list[int], stops: tuple[str, ...]) -> bool:
