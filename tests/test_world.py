@@ -43,6 +43,22 @@ def test_files_exist_and_parse(world: WorldPaths) -> None:
         assert t["count"] == sum(t["phrasings"].values())
 
 
+def test_suite_budget_is_the_tokenizers_answer_budget() -> None:
+    """suite.yaml's `max_tokens` is the tokenizer's greedy answer budget (the one the world's own evaluation
+    uses), as data: the BPE world's suite differs from the word world's by that alone; the Chinese world's loads
+    as a suite in its language."""
+    import yaml
+
+    from evals.world import ANSWER_TOKENS, suite_yaml
+    from workbench.probes import Suite
+
+    word, bpe = (yaml.safe_load(suite_yaml(WorldConfig(tokenizer=t))) for t in ("word", "bpe"))
+    assert word["max_tokens"] == ANSWER_TOKENS["word"] and bpe["max_tokens"] == ANSWER_TOKENS["bpe"] > 6
+    assert {**bpe, "max_tokens": word["max_tokens"]} == word
+    zh = Suite.model_validate(yaml.safe_load(suite_yaml(WorldConfig(lang="zh"))))
+    assert zh.language == "zh" and zh.stop == ["。"] and zh.max_tokens == ANSWER_TOKENS["word"]
+
+
 @pytest.mark.slow
 def test_probes_hide_the_tier(world: WorldPaths) -> None:
     for p in _jsonl(world.probes):

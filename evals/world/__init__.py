@@ -14,28 +14,24 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from evals.world.generate import make_corpus, make_facts, make_probes, make_truth
 
-__all__ = ["TEST_CONFIG", "WorldConfig", "WorldPaths", "build_world", "is_built", "read_meta"]
+__all__ = ["ANSWER_TOKENS", "SUITES", "TEST_CONFIG", "WorldConfig", "WorldPaths", "build_world", "is_built",
+           "read_meta", "suite_yaml"]
 
-SUITE_YAML = """name: world
-data: probes.jsonl
-template: "Q: {question} A:"
-stop: ["."]
-max_tokens: 6
-abstention_phrases: ["i don't know"]
-grader: match
-"""
-# The Chinese world's suite: its prompt, stop string and abstention phrase ("I don't know") in Chinese.
-SUITE_YAML_ZH = """name: world-zh
-data: probes.jsonl
-template: "问：{question}答："
-stop: ["。"]
-max_tokens: 6
-abstention_phrases: ["我不知道"]
-grader: match
-language: zh
-"""
+#: Greedy answer budget per tokenizer, the suite's `max_tokens` (a BPE name is several tokens: 6 would cut answers;
+#: train.py's evaluation uses it too).
+ANSWER_TOKENS = {"word": 6, "bpe": 16}
+#: The world's suite per language (suite.yaml, with the tokenizer's ANSWER_TOKENS as `max_tokens`); the Chinese
+#: world's prompt, stop string and abstention phrase ("I don't know") in Chinese.
+SUITES: dict[str, dict[str, Any]] = {
+    "en": {"name": "world", "data": "probes.jsonl", "template": "Q: {question} A:", "stop": ["."],
+           "abstention_phrases": ["i don't know"], "grader": "match"},
+    "zh": {"name": "world-zh", "data": "probes.jsonl", "template": "问：{question}答：", "stop": ["。"],
+           "abstention_phrases": ["我不知道"], "grader": "match", "language": "zh"},
+}
 LANGS = ("en", "zh")
 EPOCHS = 5
 EPOCHS_ZH = 6
@@ -127,6 +123,12 @@ def is_built(root: str | Path, config: WorldConfig) -> bool:
         WorldPaths.under(Path(root)).model / "config.json").exists()
 
 
+def suite_yaml(config: WorldConfig) -> str:
+    """The world's suite.yaml: its language's SUITES entry with its tokenizer's answer budget."""
+    suite = {**SUITES[config.lang], "max_tokens": ANSWER_TOKENS[config.tokenizer]}
+    return str(yaml.safe_dump(suite, allow_unicode=True, sort_keys=False))
+
+
 def build_world(out: str | Path, config: WorldConfig = WorldConfig(), *, force: bool = False,
                 log: Callable[[str], None] | None = None) -> WorldPaths:
     """Generate the corpus, probes and truth, train the model, measure it; idempotent per config."""
@@ -157,10 +159,7 @@ def build_world(out: str | Path, config: WorldConfig = WorldConfig(), *, force: 
     _write_jsonl(paths.corpus, corpus)
     _write_jsonl(paths.probes, probes)
     _write_jsonl(paths.truth, truth)
-    suite = SUITE_YAML_ZH if config.lang == "zh" else SUITE_YAML
-    if config.tokenizer == "bpe":  # a name is several BPE pieces: 6 tokens would cut answers
-        suite = suite.replace("max_tokens: 6", "max_tokens: 16")
-    paths.suite.write_text(suite, encoding="utf-8")
+    paths.suite.write_text(suite_yaml(config), encoding="utf-8")
     say(f"world: {len(facts)} facts, {len(corpus)} corpus lines -> {root}")
 
     metrics, timings = _train_and_measure(paths, config, corpus, probes, truth, say)
@@ -200,7 +199,7 @@ def _train_and_measure(paths: WorldPaths, config: WorldConfig, corpus: list[dict
         t_train = time.perf_counter() - t0
         T.save(model, tok, paths.model)
         t0 = time.perf_counter()
-        metrics, rows = T.evaluate(model, tok, probes, truth, config.lang, T.ANSWER_TOKENS[config.tokenizer])
+        metrics, rows = T.evaluate(model, tok, probes, truth, config.lang, ANSWER_TOKENS[config.tokenizer])
         _write_jsonl(paths.root / "greedy.jsonl", rows)
         t_eval = time.perf_counter() - t0
     finally:

@@ -29,6 +29,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from evals.world import ANSWER_TOKENS
 from evals.world.generate import EXPECTED_CATEGORY
 
 SPECIALS: tuple[str, ...] = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
@@ -45,8 +46,6 @@ HEAD_DIM = 32  # vLLM's CPU attention supports head_dim 32, not 16
 #: BPE vocabulary: merges seen at least twice saturate at ~590 (24 entities) / ~760 (60) tokens, so 512 leaves
 #: names as 2.5 / 3.0 pieces on average (at most 11 / 9): subword answers, not one token per name.
 BPE_VOCAB = 512
-#: Greedy answer budget per tokenizer (a BPE name is several tokens; the suite's max_tokens matches).
-ANSWER_TOKENS = {"word": 6, "bpe": 16}
 
 
 def _splitter(lang: str = "en") -> tuple[normalizers.Normalizer, pre_tokenizers.PreTokenizer]:
