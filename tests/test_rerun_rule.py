@@ -1,6 +1,6 @@
 """A rerun like a baseline (workbench/regression/gate.py `rerun_like`, what the gate and the demos evaluate a
 candidate with) records the baseline's token-budget rule, not "suite": the budget is the baseline's, and so is
-where it came from."""
+where it came from. Every suite rebuilt from a run (workbench/results.py `suite_of_run`) carries that rule."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from test_budget import chat_world
 from workbench.probes import resolve_probes
 from workbench.probes.budget import CHAT_BUDGET
 from workbench.regression.gate import rerun_like
+from workbench.results import effective_suite, suite_of_run
 from workbench.runner import EvalOptions, run_eval
 from workbench.store import Store
 from workbench.types import ModelSpec
@@ -32,3 +33,7 @@ def test_a_rerun_records_the_baselines_budget_rule(world: Any, workspace: Path, 
     again = store.get_run(rerun_like(store, base.run_id))
     assert (again.suite_config["max_tokens"], again.options["max_tokens_rule"]) == (budget, rule)
     assert again.generated == 0  # the same requests as the baseline's: all from the cache
+    # every suite rebuilt from a run carries its rule: the rerun's (above), a resume's, its fix sets' (results)
+    recorded = store.get_run(base.run_id)
+    assert suite_of_run(recorded).max_tokens_rule == rule and suite_of_run(recorded).max_tokens == budget
+    assert effective_suite(recorded).max_tokens_rule == rule

@@ -97,11 +97,19 @@ def load_results(store: Store, run_id: str) -> RunResults:
     return RunResults(run, tuple(out))
 
 
+def suite_of_run(run: RunRecord) -> Suite:
+    """The suite settings `run` recorded, as a Suite carrying the run's budget rule (`max_tokens_rule`: where its
+    max_tokens came from; "suite" for runs from before it was recorded): every suite rebuilt from a run (a resume,
+    a rerun like it, its fix sets) comes from here."""
+    return Suite.model_validate(run.suite_config).with_max_tokens_rule(
+        str(run.options.get("max_tokens_rule", "suite")))
+
+
 def effective_suite(run: RunRecord, base: Suite | None = None) -> Suite:
     """The suite exactly as `run` generated under it: its recorded suite settings (max_tokens, stop and system
     prompt as the run applied them) with the run's `--template` override in place of the suite's template.
     Fix sets and the tag breaker render their rows with it, so that training prompts are the evaluation's.
     `base`: a suite to use instead of the recorded one (the override still applies)."""
-    suite = base or Suite.model_validate(run.suite_config)
+    suite = base or suite_of_run(run)
     template = run.options.get("template")
     return suite.model_copy(update={"template": template}) if template and template != suite.template else suite

@@ -26,7 +26,7 @@ from workbench.errors import PartialGenerationError, WorkbenchError
 from workbench.grading import Grader, make_grader
 from workbench.grading.metrics import compute_metrics, metrics_by_tag, truncation
 from workbench.probes import LoadResult, Suite
-from workbench.results import load_results, probe_from_dict
+from workbench.results import load_results, probe_from_dict, suite_of_run
 from workbench.store import RunRecord, Store, liveness
 from workbench.store.cache import cache_key, reuse_engines
 from workbench.store.db import utcnow
@@ -258,7 +258,7 @@ def resume_eval(store: Store, run_id: str, *, limits: Limits = Limits(),
         raise WorkbenchError(f"run {run.id} is done: nothing to resume")
     probes = tuple(probe_from_dict(d) for d in store.probe_rows(run.id))
     loaded = LoadResult(probes=probes, skipped=run.skipped_bad, problems=(), source=f"run {run.id}")
-    return run_eval(store, spec_of_run(run), Suite.model_validate(run.suite_config), loaded, options_of_run(run),
+    return run_eval(store, spec_of_run(run), suite_of_run(run), loaded, options_of_run(run),
                     limits=limits, progress=progress, resume=run.id)
 
 

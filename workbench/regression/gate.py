@@ -133,15 +133,13 @@ def rerun_like(store: Store, baseline_id: str, *, model: str | None = None, adap
     pool under --ray); None lets the runner build it."""
     import dataclasses
 
-    from workbench.probes import LoadResult, Suite
-    from workbench.results import probe_from_dict
+    from workbench.probes import LoadResult
+    from workbench.results import probe_from_dict, suite_of_run
     from workbench.runner import options_of_run, run_eval, spec_of_run
 
     base = store.get_run(baseline_id)
     probes = tuple(probe_from_dict(d) for d in store.probe_rows(base.id))
-    # the baseline's budget rule, not "suite": the rerun's max_tokens is the baseline's, and so is where it came from
-    suite = Suite.model_validate(base.suite_config).with_max_tokens_rule(
-        str(base.options.get("max_tokens_rule", "suite")))
+    suite = suite_of_run(base)  # the baseline's max_tokens, and where it came from (its rule, not "suite")
     spec = dataclasses.replace(spec_of_run(base), model=model or base.model, adapter=adapter)
     if backend is not None:
         spec = dataclasses.replace(spec, backend=backend, options=backend_options)
