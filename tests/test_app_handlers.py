@@ -285,6 +285,8 @@ def test_a_signoff_is_tied_to_one_recorded_gate(data: AppData, store: Store) -> 
     """No gate: a sign-off is refused (a block is not). A sign-off records its gate and shows on that gate only;
     after an override changes a grade the gate saw, a sign-off needs an explicit confirmation."""
     from workbench.regression.gate import gate_runs
+    from workbench.regression.records import recorded_gates
+    from workbench.store import shown_time
 
     with pytest.raises(WorkbenchError, match="has no recorded gate: a sign-off is tied to one"):
         reviews.record_release(store, reviewer="ann", run_id=data.candidate, decision="signoff", reason="ok")
@@ -296,6 +298,11 @@ def test_a_signoff_is_tied_to_one_recorded_gate(data: AppData, store: Store) -> 
     r = reviews.record_release(store, reviewer="bob", run_id=data.candidate, decision="signoff", reason="waived")
     assert r.gate_id == g1 and reviews.signoff_check(store, data.candidate).changed == ()
     assert "signoff</b> by bob" in views.compare_runs(store, data.baseline, data.candidate).summary_html
+    # times to the second, as every table shows them (store.shown_time), in the sign-off line and the gate picker
+    line = signoff_views.signoff_line(store, data.baseline, data.candidate)
+    assert f"by bob at {shown_time(r.at)}: " in line and r.at not in line
+    ((label, _),) = signoff_views.gate_choices(store, data.candidate)
+    assert label.endswith(f" · {shown_time(recorded_gates(store, candidate=data.candidate)[0].created_at)}")
     # a reviewer changes a grade the gate saw: a sign-off on g1 now needs confirming, and the note says so
     pid = views.compare_runs(store, data.baseline, data.candidate, transition="broken").probe_ids[0]
     reviews.record_override(store, reviewer="ann", run_id=data.candidate, probe_id=pid, target="verdict",

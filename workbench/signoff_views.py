@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from html import escape
 
-from workbench.store import Store
+from workbench.store import Store, shown_time
 
 
 def signoff_line(store: Store, baseline: str, candidate: str) -> str:
@@ -26,8 +26,8 @@ def signoff_line(store: Store, baseline: str, candidate: str) -> str:
     if decision is None:
         out += "no sign-off yet"
     else:
-        out += (f"<b>{escape(decision.new_value)}</b> by {escape(decision.reviewer)} at {escape(decision.at)}: "
-                f"{escape(decision.reason)}")
+        out += (f"<b>{escape(decision.new_value)}</b> by {escape(decision.reviewer)} at "
+                f"{escape(shown_time(decision.at))}: {escape(decision.reason)}")
     return out + (f"<br><b style='color:#9a6700'>{escape(warn)}</b>" if warn else "") + "</p>"
 
 
@@ -38,7 +38,7 @@ def gate_choices(store: Store, run_id: str) -> list[tuple[str, str]]:
     if not run_id:
         return []
     rid = store.get_run(run_id).id
-    return [(f"{g.id} · {g.verdict} · baseline {g.baseline_run} · {g.created_at[:19]}", g.id)
+    return [(f"{g.id} · {g.verdict} · baseline {g.baseline_run} · {shown_time(g.created_at)}", g.id)
             for g in reversed(recorded_gates(store, candidate=rid))]
 
 
