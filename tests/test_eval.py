@@ -183,6 +183,10 @@ def test_partial_failure_keeps_finished_generations(world: Any, workspace: Path)
     failed = sum(calls)
     assert len(calls) > 1 and len(info.value.failures) == failed  # every batch was asked, not only the first
     n = len(loaded.probes)
+    # counted in one unit, answers (one per request here: greedy only), clause after clause
+    assert str(info.value).startswith(f"{failed} answers failed after retries: request 0: HTTP 503; ")
+    assert f". The {n - failed} of {n} answers that finished are saved; " in str(info.value)
+    assert str(info.value).endswith(f"asks for the other {failed} only")
     assert _cache_rows(workspace) == n - failed
     assert store.list_runs()[0].status == "failed"
     again = run_eval(store, spec, suite, loaded, EvalOptions(bootstrap=0))
@@ -204,9 +208,12 @@ def test_a_batch_with_no_answer_stops_the_run(world: Any, workspace: Path) -> No
 
     suite, loaded = resolve_probes(str(world.suite))
     spec = ModelSpec(model=str(world.model), dtype="float32", options=(("batch_size", 9),))
-    with pytest.raises(PartialGenerationError, match="9 of 9 requests failed"):
+    with pytest.raises(PartialGenerationError, match="9 answers failed after retries") as info:
         run_eval(Store.open(workspace), spec, suite, loaded, EvalOptions(bootstrap=0), backend=DownHF(spec))
     assert calls == [9]
+    n = len(loaded.probes)
+    assert f"The 0 of {n} answers that finished are saved" in str(info.value)
+    assert str(info.value).endswith(f"asks for the other {n} only")  # the failed 9 and those never asked
 
 
 

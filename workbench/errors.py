@@ -47,20 +47,24 @@ class PartialGenerationError(WorkbenchError):
     so a caller can keep (cache) what finished before re-raising.
     """
 
-    def __init__(self, completed: dict[int, list[Any]], failures: dict[int, str], *, hint: str = "") -> None:
+    def __init__(self, completed: dict[int, list[Any]], failures: dict[int, str], *, hint: str = "",
+                 head: str = "") -> None:
         self.completed, self.failures = completed, failures
         shown = "; ".join(f"request {i}: {why}" for i, why in sorted(failures.items())[:3])
         more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
-        super().__init__(f"{len(failures)} of {len(failures) + len(completed)} requests failed after retries: "
-                         f"{shown}{more}{hint}")
+        head = head or f"{len(failures)} of {len(failures) + len(completed)} requests failed after retries"
+        super().__init__(f"{head}: {shown}{more}{hint}")
 
     @classmethod
-    def merged(cls, parts: list[PartialGenerationError], *, hint: str = "") -> PartialGenerationError:
-        """One error for several calls' failures (request indices numbered across the calls, in order)."""
+    def merged(cls, parts: list[PartialGenerationError], *, hint: str = "", head: str = "") -> PartialGenerationError:
+        """One error for several calls' failures (request indices numbered across the calls, in order). `head`
+        and `hint`: the message's first clause (default: failed requests of all requests) and what follows the
+        failures, for a caller that counts in its own unit (the runner counts answers: a request is a prompt with
+        its n samples)."""
         completed: dict[int, list[Any]] = {}
         failures: dict[int, str] = {}
         for e in parts:
             offset = len(completed) + len(failures)
             completed.update({offset + i: c for i, c in e.completed.items()})
             failures.update({offset + i: why for i, why in e.failures.items()})
-        return cls(completed, failures, hint=hint)
+        return cls(completed, failures, hint=hint, head=head)

@@ -199,6 +199,7 @@ def _run(store: Store, spec: ModelSpec, suite: Suite, loaded: LoadResult, option
         # A batch with failed requests (a flaky server) keeps what finished and the run goes on: stopping at
         # the first one would make every rerun of a 1%-failing server advance by one batch.
         partial: list[PartialGenerationError] = []
+        lost = 0  # answers of the failed requests (a request is a prompt with its n samples)
         for batch in _batches(missing, backend.batch_size):
             results, failed = _generate(backend, batch, limits.stall_timeout)
             _keep(store, run_id, grader, fingerprint, engine, results)
@@ -206,14 +207,15 @@ def _run(store: Store, spec: ModelSpec, suite: Suite, loaded: LoadResult, option
             generated += len(results)
             done += len(results)
             partial += [failed] if failed else []
+            lost += len(batch) - len(results) if failed else 0
             if progress:
                 progress(done, total)
             if failed and not results:  # nothing of the batch finished: a server down, not flaky; stop here
                 break
         if partial:
-            raise PartialGenerationError.merged(partial, hint=(
-                f". The {done} answers that finished are saved; `workbench eval --resume {run_id}` asks for the "
-                f"other {total - done} only"))
+            raise PartialGenerationError.merged(partial, head=f"{lost} answers failed after retries", hint=(
+                f". The {done} of {total} answers that finished are saved; `workbench eval --resume {run_id}` asks "
+                f"for the other {total - done} only"))
     except BackendStalled as e:
         finish("failed", None)
         raise BackendStalled(e.what, e.seconds, e.option, _stall_message(e, run_id, done, total)) from None
