@@ -11,7 +11,7 @@ from test_backend_vllm import GREEDY, engine_spec, needs_vllm
 
 from finetune.job import JobSpec, LoraSpec, TrainerSpec, run_job
 from finetune.job.resolve import DEFAULT_TARGETS
-from workbench.backends import load_backend
+from workbench.backends import load_backend, open_backend
 from workbench.types import GenerationRequest, ModelSpec
 
 
@@ -30,8 +30,11 @@ def test_trained_adapter_answers_the_same_in_vllm_and_hf(w: FtWorld, tmp_path: P
                           trainer=TrainerSpec(max_steps=20, learning_rate=3e-3)), w.store)
     assert job.adapter is not None
     requests = [GenerationRequest(p, GREEDY) for p in _prompts(w)]
-    hf = [c[0].text for c in load_backend(ModelSpec(model=str(w.paths.model), adapter=job.adapter)).generate(requests)]
-    base = [c[0].text for c in load_backend(ModelSpec(model=str(w.paths.model))).generate(requests)]
+    # hf in float32, as the vllm engine runs (engine_spec): the same weights, the same arithmetic width
+    with open_backend(ModelSpec(model=str(w.paths.model), adapter=job.adapter, dtype="float32")) as tuned:
+        hf = [c[0].text for c in tuned.generate(requests)]
+    with open_backend(ModelSpec(model=str(w.paths.model), dtype="float32")) as plain:
+        base = [c[0].text for c in plain.generate(requests)]
     vllm_backend: Any = load_backend(engine_spec(w.paths, adapter=job.adapter))
     vl = [c[0].text for c in vllm_backend.generate(requests)]
     agreement = sum(a == b for a, b in zip(hf, vl, strict=True)) / len(hf)
@@ -54,7 +57,8 @@ def test_adapter_with_trainable_token_rows_is_refused_clearly(w: FtWorld, tmp_pa
         backend.generate([GenerationRequest(_prompts(w)[0], GREEDY)])
     base: Any = load_backend(engine_spec(w.paths))
     request = GenerationRequest(_prompts(w)[0], GREEDY)
-    hf = load_backend(ModelSpec(model=str(w.paths.model))).generate([request])[0][0].text
+    with open_backend(ModelSpec(model=str(w.paths.model), dtype="float32")) as plain:
+        hf = plain.generate([request])[0][0].text
     assert hf and base.generate([request])[0][0].text == hf  # alive, and the base model's own answer
 
 
