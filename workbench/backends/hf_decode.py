@@ -92,8 +92,11 @@ def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest], savings: Loo
     else:
         prompts = [r.prompt for r in reqs for _ in range(r.sampling.n)]
     if prompt_ids is None:
-        prompt_ids = dict(zip(prompts, tok(prompts)["input_ids"], strict=True))
-    input_ids, mask = _left_padded([prompt_ids[p] for p in prompts], tok.pad_token_id, model.device)
+        distinct = list(dict.fromkeys(prompts))
+        prompt_ids = dict(zip(distinct, tok(distinct)["input_ids"], strict=True))
+    eos = tok.eos_token_id
+    pad = tok.pad_token_id if tok.pad_token_id is not None else eos
+    input_ids, mask = _left_padded([prompt_ids[p] for p in prompts], pad, model.device)
     pos = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)  # as generate: left pads at position 0
     extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
     takes_pos = "position_ids" in params
@@ -116,8 +119,6 @@ def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest], savings: Loo
     cache.batch_select_indices(index)  # each prompt's prefill repeated once per answer
     logits = out.logits[index, -1, :].float()
     mask, last = mask[index], pos[index, -1]
-    eos = tok.eos_token_id
-    pad = tok.pad_token_id if tok.pad_token_id is not None else eos
     while True:
         tokens, lps = _choose(logits, [reqs[row.req] for row in live], [row.generator for row in live])
         for row, t, lp in zip(live, tokens, lps, strict=True):
