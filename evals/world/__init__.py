@@ -16,14 +16,11 @@ from typing import Any
 
 import yaml
 
-from evals.world.generate import make_corpus, make_facts, make_probes, make_truth
+from evals.world.generate import ANSWER_TOKENS, make_corpus, make_facts, make_probes, make_truth
 
 __all__ = ["ANSWER_TOKENS", "SUITES", "TEST_CONFIG", "WorldConfig", "WorldPaths", "build_world", "is_built",
            "read_meta", "suite_yaml"]
 
-#: Greedy answer budget per tokenizer, the suite's `max_tokens` (a BPE name is several tokens: 6 would cut answers;
-#: train.py's evaluation uses it too).
-ANSWER_TOKENS = {"word": 6, "bpe": 16}
 #: The world's suite per language (suite.yaml, with the tokenizer's ANSWER_TOKENS as `max_tokens`); the Chinese
 #: world's prompt, stop string and abstention phrase ("I don't know") in Chinese.
 SUITES: dict[str, dict[str, Any]] = {

@@ -31,6 +31,9 @@ EXPECTED_CATEGORY: dict[str, str | None] = {
     "absent": "data:missing",
     "conflict": "data:conflict",
 }
+#: Greedy answer budget per tokenizer: the world suite's `max_tokens` and the world's own evaluation (train.py). A
+#: BPE name is several tokens: 6 would cut answers.
+ANSWER_TOKENS: dict[str, int] = {"word": 6, "bpe": 16}
 # How often the true value appears under each phrasing, per tier. Known facts are frequent but
 # never under qa_b (held out to test generalisation); prompt_sensitive facts are frequent ONLY
 # under qa_b; a conflict's true value appears once, its planted value CONFLICT_PLAN times.

@@ -29,8 +29,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from evals.world import ANSWER_TOKENS
-from evals.world.generate import EXPECTED_CATEGORY
+from evals.world.generate import ANSWER_TOKENS, EXPECTED_CATEGORY
 
 SPECIALS: tuple[str, ...] = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
 # Never in the corpus, but given real ids so abstention ("I don't know") can be taught later:
