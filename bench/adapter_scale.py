@@ -34,7 +34,8 @@ from fix_efficacy import OWNS, fixed  # the bench's categories per adapter and i
 
 from finetune.fixset import load_manifest
 from finetune.job.known import Targets
-from finetune.job.scale import AUTO_SCALES, fixed_at, write_scale
+from finetune.job.scale import AUTO_SCALES, choose_scale, fixed_at, write_scale
+from finetune.job.spec import EarlyStopSpec
 from workbench.attribution.types import CATEGORIES, load_attributions
 from workbench.probes import resolve_probes
 from workbench.results import load_results
@@ -42,7 +43,7 @@ from workbench.runner import EvalOptions, run_eval
 from workbench.store import Store
 from workbench.types import ModelSpec, Verdict
 
-MIN_TARGETS = 0.8  # the `auto` rule's floor: issue 5's goal for targets fixed
+MIN_TARGETS = EarlyStopSpec().min_targets_fixed  # the `auto` rule's floor in a job (80%)
 
 
 def own_targets(model_dir: Path, adapter: Path, fixset: Path, method: str, scales: list[float]) -> dict[float, float]:
@@ -109,7 +110,8 @@ def world_report(run_dir: Path, scales: list[float], out: Path) -> dict[str, Any
                 "n_unseen": len(reserved & correct_before), "broken": len(broken),
                 "n_correct_before": len(correct_before),
                 "abstain_known": sum(after[p] == Verdict.NOT_ATTEMPTED for p in known) / len(known)}
-        auto = next((a for a in sorted(scales) if a in AUTO_SCALES and own[a] >= MIN_TARGETS), 1.0)
+        # the job's own rule on the scores read above (the auto scales among --scales)
+        auto = choose_scale(own.__getitem__, MIN_TARGETS, [a for a in AUTO_SCALES if a in own]).scale
         rep["methods"][method] = {"scales": rows, "auto": auto}
     return rep
 

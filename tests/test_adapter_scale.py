@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from finetune import records
 from finetune.fixset import load_manifest
 from finetune.job import EarlyStopSpec, JobSpec, LoraSpec, TrainerSpec, from_dict, run_job
 from finetune.job.known import KnownFacts, Targets
-from finetune.job.scale import AUTO_SCALES, write_scale
+from finetune.job.scale import AUTO_SCALES, choose_scale, decide, write_scale
 from workbench.errors import WorkbenchError
 
 
@@ -43,24 +44,69 @@ def _load(w: FtWorld, adapter: Path) -> tuple[Any, Any]:
     return tok, model.eval()
 
 
+def test_choose_scale_reads_the_trained_adapter_then_the_smallest_scales_up_to_the_first_that_fixes_enough() -> None:
+    read: list[float] = []
+
+    def score(table: dict[float, float]) -> Callable[[float], float]:
+        def at(a: float) -> float:
+            read.append(a)
+            return table[a]
+        return at
+
+    got = choose_scale(score({1.0: 1.0, 0.25: 0.5, 0.5: 0.85, 0.75: 0.9}), 0.8)
+    assert (got.scale, read, got.fixed_by_scale) == (0.5, [1.0, 0.25, 0.5], {1.0: 1.0, 0.25: 0.5, 0.5: 0.85})
+    assert "85%" in got.reason and "100% at 1.0" in got.reason
+    read.clear()
+    none = choose_scale(score({1.0: 0.7, 0.25: 0.1, 0.5: 0.3, 0.75: 0.6}), 0.8)
+    assert none.scale == 1.0 and read == [1.0, *AUTO_SCALES] and "no scale below 1.0 fixes >= 80%" in none.reason
+    read.clear()
+    assert choose_scale(score({1.0: float("nan")}), 0.8).scale == 1.0 and read == [1.0]  # no targeted rows
+    # decide: 1.0 is nothing to record; a number names where it came from; `auto` reads the trained adapter's
+    # score when given (the rollback guard's), not again
+    assert decide(1.0, None, lambda m: 0.0, 0.8) is None
+    half = decide(0.5, None, lambda m: 0.0, 0.8, source="the job spec (`trainer.adapter_scale`)")
+    assert half is not None and half.scale == 0.5 and "from the job spec" in half.reason
+
+
 @pytest.mark.slow
-def test_auto_scale_keeps_the_smallest_scale_that_fixes_the_targets(w: FtWorld, tmp_path: Path) -> None:
+def test_auto_scale_keeps_the_smallest_scale_that_fixes_the_targets(w: FtWorld, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever scale `auto` keeps on this world, it is the rule's pick from the scores it read: the smallest of
+    AUTO_SCALES fixing the floor (80%, the default) with every smaller one short of it, or 1.0 when none does. The
+    score at 1.0 is the rollback guard's evaluation of the end state (`known_every` = the job's steps), not
+    scored again."""
     from datasets import load_from_disk
     from peft.helpers import rescale_adapter_scale
 
-    floor = 0.5  # low enough that a scale below 1 qualifies on this world (0.75 fixed 94% at 107 steps)
+    calls: list[float] = []
+    real = Targets.fixed
+
+    def counted(self: Targets, model: Any) -> float:
+        calls.append(v := real(self, model))
+        return v
+
+    monkeypatch.setattr(Targets, "fixed", counted)
+    floor = EarlyStopSpec().min_targets_fixed
     spec = JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "job"), method="sft",
                    lora=LoraSpec(target_modules=ALL_LINEAR), trainer=TrainerSpec(max_steps=100, adapter_scale="auto"),
-                   early_stop=EarlyStopSpec(known_every=0, min_targets_fixed=floor))
+                   early_stop=EarlyStopSpec(known_every=100))
     result = run_job(spec, w.store)
     assert result.status == "done" and result.adapter
     event = next(e for e in records.events(w.store, result.job_id) if e.kind == "adapter_scale")
     scores = {float(a): v for a, v in (event.data or {})["fixed_by_scale"].items()}
     a = result.adapter_scale
-    assert a < 1.0 and a in AUTO_SCALES and (event.data or {})["scale"] == a
-    # the rule: the smallest scale tried that fixes >= the floor; every smaller one fell short
-    assert scores[a] >= floor and all(v < floor for s, v in scores.items() if s < a)
-    assert result.adapter_scale_reason and f"{scores[a]:.0%}" in result.adapter_scale_reason
+    assert (event.data or {})["scale"] == a and a in (*AUTO_SCALES, 1.0)
+    below = sorted(s for s in scores if s < 1.0)
+    if a < 1.0:  # the smallest scale tried that fixes >= the floor; every smaller one fell short
+        assert scores[a] >= floor and below[-1] == a and all(scores[s] < floor for s in below[:-1])
+        assert f"{scores[a]:.0%}" in (result.adapter_scale_reason or "")
+    else:  # none of them did
+        assert below == sorted(AUTO_SCALES) and all(scores[s] < floor for s in below)
+    assert "`auto` from the job spec" in (result.adapter_scale_reason or "")
+    # the guard scored step 0 and the end (step 100); auto read that score for 1.0 and scored the scales below
+    guard = dict((s, v) for s, _, v in records.metrics(w.store, result.job_id, "targets_fixed"))
+    assert sorted(guard) == [0, 100] and scores[1.0] == guard[100]
+    assert len(calls) == 2 + len(below), calls
     # what is saved is the scaled adapter: lora_alpha x a, and reloaded it fixes what the job scored at a
     config = json.loads((Path(result.adapter) / "adapter_config.json").read_text())
     assert config["lora_alpha"] == pytest.approx(spec.lora.alpha * a)

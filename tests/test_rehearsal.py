@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ftworld import FtWorld
@@ -162,11 +163,94 @@ def test_rehearsal_kl_keeps_the_model_closer_to_base_on_rehearsal_text(w: FtWorl
                         trainer=TrainerSpec(max_steps=2, rehearsal_kl=1.0)), w.store)
 
 
-def test_kl_batch_depends_on_seed_and_step_only() -> None:
-    """A resumed rehearsal_kl job must read the documents an uninterrupted one reads at each step."""
+def test_kl_batch_depends_on_seed_step_and_micro_batch_only() -> None:
+    """A resumed rehearsal_kl job must read the documents an uninterrupted one reads at each micro-batch; the
+    micro-batches of one step read different documents."""
     from finetune.job.methods.sft import kl_batch
 
     texts = [f"doc {i}" for i in range(50)]
     assert kl_batch(texts, 0, 7, 8) == kl_batch(list(texts), 0, 7, 8)  # no hidden state between calls
     assert kl_batch(texts, 0, 7, 8) != kl_batch(texts, 0, 8, 8) != kl_batch(texts, 1, 8, 8)
     assert len(kl_batch(texts, 0, 0, 80)) == 50 and len(set(kl_batch(texts, 0, 3, 8))) == 8
+    seen = {d for micro in range(6) for d in kl_batch(texts, 0, 3, 8, micro)}  # 48 of the 50 documents, each once
+    assert len(seen) == 48
+    assert set(kl_batch(texts, 0, 3, 8, 6)[:2]) == set(texts) - seen  # the last two, then it wraps round
+
+
+@pytest.fixture(scope="module")
+def kl_fixset(w: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The test world's fix set with rehearsal rows (1x) from its corpus index."""
+    from finetune.fixset import build_fixset
+
+    root = tmp_path_factory.mktemp("klfix")
+    build_index(w.paths.corpus, root / "index.sqlite")
+    return build_fixset(w.store, w.run_id, root / "fix", rehearsal=root / "index.sqlite", rehearsal_ratio=1.0).path
+
+
+@pytest.mark.slow
+def test_kl_term_under_gradient_accumulation_trains_as_one_batch(w: Any, kl_fixset: str, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`trainer.rehearsal_kl` with gradient accumulation 2 x batch 8 reads, per step, the 16 documents one batch of
+    16 reads (two different halves; seeding by the step alone gave both micro-batches the same 8), and weighs the
+    KL term as one batch does (a mean over the micro-batches; summed, it counted twice). Step 2's loss shows it:
+    the first step leaves the three jobs alike (the KL term's gradient is 0 at the base model), so there the loss
+    is the same cross-entropy plus weight x KL, and twice the weight adds the KL term once more."""
+    import finetune.job.methods.sft as sft
+    from finetune import records
+    from finetune.job import JobSpec, TrainerSpec, run_job
+
+    read: list[tuple[int, list[str]]] = []
+    real = sft.kl_batch
+
+    def spy(texts: list[str], seed: int, step: int, k: int, micro: int = 0) -> list[str]:
+        docs = real(texts, seed, step, k, micro)
+        read.append((step, docs))
+        return docs
+
+    monkeypatch.setattr(sft, "kl_batch", spy)
+
+    def job(name: str, batch: int, accumulation: int, kl: float) -> tuple[float, dict[int, list[list[str]]]]:
+        read.clear()
+        result = run_job(JobSpec(fixset=kl_fixset, output_dir=str(tmp_path / name), device="cpu",
+                                 trainer=TrainerSpec(max_steps=2, per_device_batch_size=batch, rehearsal_kl=kl,
+                                                     gradient_accumulation=accumulation)), w.store)
+        assert result.status == "done" and result.adapter, result.message
+        by_step: dict[int, list[list[str]]] = {}
+        for step, docs in read:
+            by_step.setdefault(step, []).append(docs)
+        return dict((s, v) for s, _, v in records.metrics(w.store, result.job_id, "loss"))[2], by_step
+
+    one, one_docs = job("one", 16, 1, 30.0)
+    two, two_docs = job("two", 8, 2, 30.0)
+    assert sorted(two_docs) == sorted(one_docs) == [0, 1]
+    for step, ((whole,), (first, second)) in ((s, (one_docs[s], two_docs[s])) for s in one_docs):
+        assert first != second and sorted(first + second) == sorted(whole), step
+    double, _ = job("double", 16, 1, 60.0)
+    assert abs(two - one) < 0.25 * (double - one), (one, two, double)
+
+
+@pytest.mark.slow
+def test_kl_job_resumed_under_gradient_accumulation_matches_an_uninterrupted_one(w: Any, kl_fixset: str,
+                                                                                 tmp_path: Path) -> None:
+    """The micro-batch count the KL term seeds by starts again at every step: a job stopped after step 2 and
+    resumed from its checkpoint reads the documents an uninterrupted one reads, and ends with its weights."""
+    from ftworld import RESUME_TOLERANCE, adapter_weights, max_diff
+    from transformers import TrainerCallback
+
+    from finetune.job import JobSpec, TrainerSpec, run_job
+
+    class StopAfterTwo(TrainerCallback):  # type: ignore[misc]
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            control.should_training_stop = state.global_step == 2
+
+    def spec(name: str) -> JobSpec:
+        return JobSpec(fixset=kl_fixset, output_dir=str(tmp_path / name), device="cpu", checkpoint_every=2,
+                       trainer=TrainerSpec(max_steps=4, per_device_batch_size=8, gradient_accumulation=2,
+                                           rehearsal_kl=30.0))
+
+    whole = run_job(spec("whole"), w.store)
+    first = run_job(spec("resumed"), w.store, callbacks=[StopAfterTwo()])
+    assert first.steps == 2
+    resumed = run_job(spec("resumed"), w.store, resume=True)
+    assert resumed.resumed_from and resumed.steps == whole.steps == 4 and whole.adapter and resumed.adapter
+    assert max_diff(adapter_weights(Path(resumed.adapter)), adapter_weights(Path(whole.adapter))) <= RESUME_TOLERANCE

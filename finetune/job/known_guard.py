@@ -64,6 +64,7 @@ class KnownFactsGuard(TrainerCallback):
         self._best_state: dict[str, Any] = {}
         self.kept: Scored | None = None  # set when the end state was replaced by `best`
         self.kept_reason: str | None = None
+        self.end: Scored | None = None  # the evaluation of the weights the model holds after training, when scored
 
     @property
     def checked(self) -> int:
@@ -121,6 +122,7 @@ class KnownFactsGuard(TrainerCallback):
         last = self.last if self.last is not None and self.last.step == state.global_step else None
         if last is None:
             last = self.evaluate(model, state.global_step)
+        self.end = last
         if not self.rollback or self.best is None or self.best.step == last.step:
             return
         import torch
@@ -129,7 +131,7 @@ class KnownFactsGuard(TrainerCallback):
             for name, p in model.named_parameters():
                 if name in self._best_state:
                     p.copy_(self._best_state[name])
-        self.kept = b = self.best
+        self.kept = self.end = b = self.best
         msg = (f"kept step {b.step} of {last.step}: {len(b.broken)} known facts broken there "
                f"(at the end {len(last.broken)} of {self.checked}), targets fixed {b.targets_fixed:.1%} "
                f"(at the end {last.targets_fixed:.1%})")

@@ -114,6 +114,8 @@ class ResolvedJob:
         steps_rule, lr_rule: Which rule gave `max_steps` / `learning_rate`, with its figures (e.g. `60 (8 epochs
             x 120 rows / batch 16)`), or that the spec gave it (recorded in the job's `start` event and result).
         use_vllm: GRPO rollouts through vLLM.
+        adapter_scale, scale_source: `trainer.adapter_scale` decided (the spec's, else the method's DEFAULT_SCALE)
+            and where it came from, in words (the job's `adapter_scale` event and result say it).
     """
 
     spec: JobSpec
@@ -133,6 +135,8 @@ class ResolvedJob:
     tokens_decision: str = ""
     steps_rule: str = ""
     lr_rule: str = ""
+    adapter_scale: float | Literal["auto"] = 1.0
+    scale_source: str = "the job spec"
 
     @property
     def method(self) -> str:
@@ -227,6 +231,10 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     rule_lr, lr_rule = default_lr(spec.method, _width(config))
     lr, lr_rule = _given_or_rule(t.learning_rate, rule_lr, lr_rule, "trainer.learning_rate", decided_before)
     scale = t.adapter_scale if t.adapter_scale is not None else DEFAULT_SCALE[spec.method]
+    # a saved job.yaml holds the default it was given (`--resume`, a launcher's child): still the default's
+    by_default = t.adapter_scale is None or (decided_before and scale == DEFAULT_SCALE[spec.method])
+    scale_source = f"{spec.method}'s default (the spec gives no `trainer.adapter_scale`)" if by_default \
+        else "the job spec (`trainer.adapter_scale`)"
     es = spec.early_stop
     known_every = es.known_every or 0
     decided = spec.model_copy(update={
@@ -241,7 +249,8 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     return ResolvedJob(spec=decided, manifest=manifest, split=split, output_dir=out, base_model=base, device=device,
                        bf16=bf16, gradient_checkpointing=ckpt, max_steps=steps, learning_rate=lr,
                        target_modules=tuple(targets), fan_in_fan_out=fan, trainable_tokens=tuple(tokens),
-                       use_vllm=use_vllm, tokens_decision=decision, steps_rule=steps_rule, lr_rule=lr_rule)
+                       use_vllm=use_vllm, tokens_decision=decision, steps_rule=steps_rule, lr_rule=lr_rule,
+                       adapter_scale=scale, scale_source=scale_source)
 
 
 def default_steps(epochs: float, rows: int, batch: int) -> tuple[int, str]:

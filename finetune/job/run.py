@@ -156,15 +156,17 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
         return result("failed", None, None, stop.message)
 
     # 7. The adapter (a watchdog stop keeps it: the regression gate decides on it), its LoRA delta scaled first
-    # when `trainer.adapter_scale` asks (WiSE-FT, finetune/job/scale.py): what is saved is what is scored.
-    setting = job.spec.trainer.adapter_scale
-    choice = decide(1.0 if setting is None else setting, trainer.model, targets.fixed, es.min_targets_fixed)
-    noted = choice.scale != 1.0 or setting == "auto"  # else the whole delta, as trained
-    if noted:
+    # when `trainer.adapter_scale` asks (WiSE-FT, finetune/job/scale.py): what is saved is what is scored. The
+    # guard's evaluation of the state kept (when it scored one) is the targets fixed at 1.0: not scored twice.
+    end = known_guard.end
+    choice = decide(job.adapter_scale, trainer.model, targets.fixed, es.min_targets_fixed, source=job.scale_source,
+                    full=end.targets_fixed if end is not None else None)
+    scale = choice.scale if choice is not None else 1.0  # None: the whole delta, as trained
+    if choice is not None:
         log.event("adapter_scale", f"adapter scale {choice.scale}: {choice.reason}",
                   {"scale": choice.scale, "fixed_by_scale": {str(a): v for a, v in choice.fixed_by_scale.items()}})
-    with scaled(trainer.model, choice.scale):
-        adapter = save_adapter(trainer.model, job.output_dir / ADAPTER_DIR, scale=choice.scale)
+    with scaled(trainer.model, scale):
+        adapter = save_adapter(trainer.model, job.output_dir / ADAPTER_DIR, scale=scale)
         after = early.score(trainer.model) if early.has_rows else None
         broken = sorted(known_before - known.correct(trainer.model))
     if after is not None:
@@ -172,9 +174,8 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     if known_before:
         log.metrics(steps, {"known_broken": float(len(broken)), "known_checked": float(len(known_before))})
     if stop is not None:
-        return result("stopped", str(adapter), after, stop.message, broken, choice if noted else None)
-    return result("done", str(adapter), after, method.summary(steps, final_loss, history), broken,
-                  choice if noted else None)
+        return result("stopped", str(adapter), after, stop.message, broken, choice)
+    return result("done", str(adapter), after, method.summary(steps, final_loss, history), broken, choice)
 
 
 def load_base(job: ResolvedJob) -> tuple[Any, Any]:

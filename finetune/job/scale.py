@@ -10,6 +10,7 @@ in the base model) keep their trained values, as peft's `rescale_adapter_scale` 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -49,25 +50,33 @@ def fixed_at(model: Any, fixed: Callable[[Any], float], scale: float) -> float:
         return fixed(model)
 
 
-def decide(setting: float | str, model: Any, fixed: Callable[[Any], float], min_targets: float) -> ScaleChoice:
-    """The scale a job keeps for `trainer.adapter_scale` = `setting` (a number: as given; `auto`: `choose_scale`)."""
+def decide(setting: float | str, model: Any, fixed: Callable[[Any], float], min_targets: float, *,
+           source: str = "the job spec", full: float | None = None) -> ScaleChoice | None:
+    """The scale a job keeps for `trainer.adapter_scale` = `setting` (a number: as given; `auto`: `choose_scale`);
+    None for 1.0 (the whole delta, as trained: nothing to record). `source` says where the setting came from (the
+    job spec, or the method's default) in the reason. `full`: the targets the trained adapter fixes when they were
+    scored already (the rollback guard's evaluation of the state the job keeps), not scored again."""
     if setting == "auto":
-        return choose_scale(model, fixed, min_targets)
+        def score(a: float) -> float:
+            return full if a == 1.0 and full is not None else fixed_at(model, fixed, a)
+
+        choice = choose_scale(score, min_targets)
+        return dataclasses.replace(choice, reason=f"{choice.reason}; `auto` from {source}")
     scale = float(setting)
-    return ScaleChoice(scale, "all of the trained delta (trainer.adapter_scale: 1.0)" if scale == 1.0
-                       else f"given by the job spec: `trainer.adapter_scale: {scale}`", {})
+    return None if scale == 1.0 else ScaleChoice(scale, f"`trainer.adapter_scale: {scale}` from {source}", {})
 
 
-def choose_scale(model: Any, fixed: Callable[[Any], float], min_targets: float,
+def choose_scale(score: Callable[[float], float], min_targets: float,
                  scales: Sequence[float] = AUTO_SCALES) -> ScaleChoice:
-    """The smallest of `scales` whose targets fixed is >= `min_targets`; 1.0 (the trained adapter) when none is, or
-    when the job has no targeted rows to score."""
-    full = fixed_at(model, fixed, 1.0)
+    """The smallest of `scales` whose targets fixed (`score(a)`: the share fixed at scale a) is >= `min_targets`;
+    1.0 (the trained adapter) when none is, or when the job has no targeted rows to score (score(1.0) is nan).
+    Scores 1.0 first, then the scales from the smallest up, and no further than the one it keeps."""
+    full = score(1.0)
     scores = {1.0: full}
     if math.isnan(full):  # no targeted rows
         return ScaleChoice(1.0, "no targeted training rows to score: the trained adapter is kept", scores)
     for a in sorted(scales):
-        scores[a] = fixed_at(model, fixed, a)
+        scores[a] = score(a)
         if scores[a] >= min_targets:
             return ScaleChoice(a, f"the smallest scale fixing >= {min_targets:.0%} of the targets "
                                   f"({scores[a]:.0%}; {full:.0%} at 1.0)", scores)

@@ -130,8 +130,8 @@ class TrainerSpec(_Section):
     """SFT: weight of a KL term to the base model (the adapter disabled) over the fix set's rehearsal rows
     (`workbench fix --rehearsal`), which then train by that term instead of by their tokens; 0: off. Opt-in, not
     a default: in bench/kl_rehearsal.py's loop, 10 at 300 steps broke 8 of 92 unreplayed known facts on six worlds
-    against 39 without it; in SFT jobs (rehearsal 4x, 300 steps) 16 against the defaults' 23, but more on alt11 and
-    45.5% of targets fixed on alt-gpt2-5 (README "Unreplayed known facts")."""
+    against 39 without it; in SFT jobs (rehearsal 4x, 300 steps, seven worlds) 18 of 96 against 32 at the same steps
+    without it, fewer on six worlds, but 43% of targets fixed on alt-gpt2-5 (README "Unreplayed known facts")."""
     adapter_scale: float | Literal["auto"] | None = None
     """WiSE-FT (finetune/job/scale.py): the trained LoRA delta is scaled by this factor in (0, 1] before the adapter
     is saved and scored (`lora_alpha` x a; the trainable token rows unscaled); `auto`: the smallest of 0.25 / 0.5 /
