@@ -108,8 +108,9 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
     manifest = build_fixset(store, base.run_id, out / "fixset", strategy="auto" if method == "sft" else "dpo",
                             seed=args.seed)
     console.print(f"fix set: {json.dumps(manifest.counts)}; held-out probes: {len(manifest.heldout_probe_ids)}")
-    job = run_job(fix_job.model_copy(update={"fixset": str((out / "fixset").resolve()),
-                                             "output_dir": str((out / method).resolve())}), store)
+    # validated again with the real paths (model_copy would skip the checks the placeholders passed)
+    job = run_job(type(fix_job).model_validate({**fix_job.model_dump(), "fixset": str((out / "fixset").resolve()),
+                                                "output_dir": str((out / method).resolve())}), store)
     console.print(f"{method}: {job.status}, {job.steps} steps, lr {job.learning_rate_rule}, loss {job.final_loss}, "
                   f"adapter scale {job.adapter_scale:g}, {job.seconds:.0f}s")
     clock.done("fix")

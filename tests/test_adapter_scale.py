@@ -67,6 +67,13 @@ def test_choose_scale_reads_the_trained_adapter_then_the_smallest_scales_up_to_t
     half = decide(0.5, None, lambda m: 0.0, 0.8, source="the job spec (`trainer.adapter_scale`)")
     assert half is not None and half.scale == 0.5 and "from the job spec" in half.reason
 
+    def boom(model: Any) -> float:
+        raise AssertionError("scored a scale below 1.0 although the given score for 1.0 is nan")
+
+    kept = decide("auto", None, boom, 0.8, full=float("nan"))  # the guard's score stands for 1.0: not re-scored
+    assert kept is not None and kept.scale == 1.0 and kept.fixed_by_scale == {1.0: pytest.approx(float("nan"),
+                                                                                                   nan_ok=True)}
+
 
 @pytest.mark.slow
 def test_auto_scale_keeps_the_smallest_scale_that_fixes_the_targets(w: FtWorld, tmp_path: Path,

@@ -17,7 +17,7 @@ from workbench.grading.normalize import normalize
 from workbench.regression.gate import history
 from workbench.results import load_results
 from workbench.safepath import UnsafePathError
-from workbench.store import Store
+from workbench.store import Store, shown_time
 from workbench.types import Verdict
 
 
@@ -209,6 +209,7 @@ def test_overrides_are_append_only_and_feed_compare_and_fix_sets(data: AppData, 
     assert store.answer_rows(data.baseline) == before  # the grader's verdicts are never touched
     html = views.probe_detail(store, pid, [data.baseline])
     assert "grade overridden" in html and "bob" in html and "<script>" not in html
+    assert f"at {shown_time(r2.at)}:" in html and r2.at not in html  # to the second, as every table shows times
     # A corrected grade that marks the model's answer wrong becomes a DPO pair for the next fix set.
     bad = views.compare_runs(store, data.baseline, data.candidate, transition="correct -> incorrect")
     cand_pid = next(p for p in bad.probe_ids if p != pid)

@@ -275,6 +275,35 @@ def test_each_loop_saving_leaves_the_answers_as_they_are(hf: HFBackend, world: A
     assert any(row[1] for rs in runs[0] for row in rs)  # some rows ended early (EOS) while others went on
 
 
+def test_loop_pads_a_tokenizer_without_pad_or_eos(hf: HFBackend, world: Any) -> None:
+    """Pads are masked out, so a tokenizer with neither a pad nor an EOS token decodes the same tokens (a bare
+    TypeError from torch.tensor([None, ...]) before); without EOS no row ends early, so compare up to the row's
+    end."""
+    import torch
+
+    from workbench.backends.hf_decode import decode
+
+    class Bare:  # the world's tokenizer, its pad and EOS ids hidden
+        pad_token_id = eos_token_id = None
+
+        def __init__(self, tok: Any) -> None:
+            self._tok = tok
+
+        def __call__(self, *a: Any, **k: Any) -> Any:
+            return self._tok(*a, **k)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._tok, name)
+
+    reqs = [GenerationRequest(p, SamplingParams(max_tokens=6)) for p in _prompts(world, 5)]
+    assert len({len(hf.tokenizer(r.prompt)["input_ids"]) for r in reqs}) > 1  # so some prompts are padded
+    hf.start()
+    with torch.inference_mode():
+        usual = [rs[0].ids for rs in decode(hf._model, hf.tokenizer, reqs)]
+        bare = [rs[0].ids for rs in decode(hf._model, Bare(hf.tokenizer), reqs)]
+    assert all(len(b) == 6 for b in bare) and [b[: len(u)] for b, u in zip(bare, usual, strict=True)] == usual
+
+
 def test_a_model_without_a_kv_cache_falls_back_to_generate(world: Any, tmp_path: Path) -> None:
     """A Mamba (a recurrent state, no KV cache to drop rows from; tiny, untrained, built on the world's tokenizer)
     answers through generate under the default `decode: loop`, the same as with `decode: generate`."""

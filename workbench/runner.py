@@ -207,7 +207,7 @@ def _run(store: Store, spec: ModelSpec, suite: Suite, loaded: LoadResult, option
             generated += len(results)
             done += len(results)
             partial += [failed] if failed else []
-            lost += len(batch) - len(results) if failed else 0
+            lost += len(batch) - len(results)
             if progress:
                 progress(done, total)
             if failed and not results:  # nothing of the batch finished: a server down, not flaky; stop here

@@ -446,7 +446,7 @@ def _run_answers(run: RunRecord, pr: Any, reviews: Sequence[Any]) -> str:
     if verdict_reviews:
         r = verdict_reviews[-1]
         out.append(f"<p class='wb-override'>grade overridden: {_verdict(r.old_value or '')} → {_verdict(r.new_value)}"
-                   f" by {escape(r.reviewer)} at {escape(r.at)}: {escape(r.reason)}</p>")
+                   f" by {escape(r.reviewer)} at {escape(shown_time(r.at))}: {escape(r.reason)}</p>")
     samples0 = [a.text for a in pr.samples if a.variant == 0]
     agreement = f"{pr.agreement:.2f}" if pr.agreement is not None else "-"
     ent = entropy(samples0)

@@ -95,7 +95,8 @@ def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest], savings: Loo
         distinct = list(dict.fromkeys(prompts))
         prompt_ids = dict(zip(distinct, tok(distinct)["input_ids"], strict=True))
     eos = tok.eos_token_id
-    pad = tok.pad_token_id if tok.pad_token_id is not None else eos
+    # pads are masked out, so any id serves when a tokenizer has neither a pad nor an EOS token
+    pad = next((t for t in (tok.pad_token_id, eos) if t is not None), 0)
     input_ids, mask = _left_padded([prompt_ids[p] for p in prompts], pad, model.device)
     pos = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)  # as generate: left pads at position 0
     extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
