@@ -44,13 +44,14 @@ class PartialGenerationError(WorkbenchError):
     """Some requests of a `generate` call failed after their retries; the others completed.
 
     `completed` maps request index -> its completions, `failures` maps request index -> why it failed,
-    so a caller can keep (cache) what finished before re-raising.
+    so a caller can keep (cache) what finished before re-raising. `names`: what the message calls a failed
+    request (default "request i"; the runner names its probes, which a reader can look up).
     """
 
     def __init__(self, completed: dict[int, list[Any]], failures: dict[int, str], *, hint: str = "",
-                 head: str = "") -> None:
-        self.completed, self.failures = completed, failures
-        shown = "; ".join(f"request {i}: {why}" for i, why in sorted(failures.items())[:3])
+                 head: str = "", names: dict[int, str] | None = None) -> None:
+        self.completed, self.failures, self.names = completed, failures, names or {}
+        shown = "; ".join(f"{self.names.get(i, f'request {i}')}: {why}" for i, why in sorted(failures.items())[:3])
         more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
         head = head or f"{len(failures)} of {len(failures) + len(completed)} requests failed after retries"
         super().__init__(f"{head}: {shown}{more}{hint}")
@@ -63,8 +64,10 @@ class PartialGenerationError(WorkbenchError):
         its n samples)."""
         completed: dict[int, list[Any]] = {}
         failures: dict[int, str] = {}
+        names: dict[int, str] = {}
         for e in parts:
             offset = len(completed) + len(failures)
             completed.update({offset + i: c for i, c in e.completed.items()})
             failures.update({offset + i: why for i, why in e.failures.items()})
-        return cls(completed, failures, hint=hint, head=head)
+            names.update({offset + i: name for i, name in e.names.items()})
+        return cls(completed, failures, hint=hint, head=head, names=names)

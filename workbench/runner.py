@@ -350,7 +350,10 @@ def _generate(backend: Backend, batch: Sequence[_Slot], stall_timeout: float
                               what=f"the {backend.name} backend to finish a batch of {len(requests)} prompts "
                                    f"({len(batch)} answers) of `{backend.spec.model}`")
     except PartialGenerationError as e:
-        return [p for i, c in sorted(e.completed.items()) for p in _pair(groups[i], c)], e
+        # the backend's request numbers mean nothing outside this batch: the message names the probes
+        names = {i: "probe " + ", ".join(dict.fromkeys(s.probe.id for s in groups[i])) for i in e.failures}
+        kept = [p for i, c in sorted(e.completed.items()) for p in _pair(groups[i], c)]
+        return kept, PartialGenerationError(e.completed, e.failures, names=names)
     return [p for group, completions in zip(groups, outputs, strict=True) for p in _pair(group, completions)], None
 
 
