@@ -199,7 +199,8 @@ def test_resolve_autos(w: FtWorld, tmp_path: Path) -> None:
     assert resolve(given).spec.trainer.adapter_scale == 1.0
     # the record says whether `auto` is the method's default or the spec's, also from a saved (decided) job.yaml
     dpo_job = resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path), method="dpo"))
-    assert dpo_job.adapter_scale == "auto" and dpo_job.scale_source.startswith("dpo's default")
+    assert dpo_job.spec.trainer.adapter_scale == "auto" and dpo_job.scale_source.startswith("dpo's default")
+    assert not hasattr(dpo_job, "adapter_scale")  # decided once, in the spec the job saves: no copy to drift
     assert resolve(load_spec(save_spec(dpo_job.spec, tmp_path / "dpo.yaml"))).scale_source == dpo_job.scale_source
     assert resolve(given).scale_source.startswith("the job spec")
     # resolving the decided spec (what a launcher's child process reads) decides nothing again, and still

@@ -135,25 +135,35 @@ def _mean_kl(adapter: str, base_model: str, texts: list[str]) -> float:
     return total / n
 
 
+@pytest.fixture(scope="module")
+def kl_fixset(w: FtWorld, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The test world's fix set with rehearsal rows (1x) from its corpus index."""
+    from finetune.fixset import build_fixset
+
+    root = tmp_path_factory.mktemp("klfix")
+    build_index(w.paths.corpus, root / "index.sqlite")
+    return build_fixset(w.store, w.run_id, root / "fix", rehearsal=root / "index.sqlite", rehearsal_ratio=1.0).path
+
+
 @pytest.mark.slow
-def test_rehearsal_kl_keeps_the_model_closer_to_base_on_rehearsal_text(w: FtWorld, tmp_path: Path) -> None:
+def test_rehearsal_kl_keeps_the_model_closer_to_base_on_rehearsal_text(w: FtWorld, kl_fixset: str,
+                                                                       tmp_path: Path) -> None:
     """`trainer.rehearsal_kl`: the same SFT job with the KL term ends closer to the base model on the rehearsal
     text (which it no longer trains on as tokens) than without it; on a fix set without rehearsal rows it is a
     clear error naming the field."""
     from datasets import load_from_disk
 
-    from finetune.fixset import build_fixset
+    from finetune.fixset import build_fixset, load_manifest
     from finetune.job import JobSpec, TrainerSpec, run_job
 
-    build_index(w.paths.corpus, tmp_path / "index.sqlite")
-    m = build_fixset(w.store, w.run_id, tmp_path / "fix", rehearsal=tmp_path / "index.sqlite", rehearsal_ratio=1.0)
-    texts = [r["completion"] for r in load_from_disk(m.path)["sft"] if r["source"] == "rehearsal"][:24]
+    model = load_manifest(kl_fixset).model
+    texts = [r["completion"] for r in load_from_disk(kl_fixset)["sft"] if r["source"] == "rehearsal"][:24]
 
     def job(name: str, kl: float) -> float:
-        result = run_job(JobSpec(fixset=m.path, output_dir=str(tmp_path / name), device="cpu",
+        result = run_job(JobSpec(fixset=kl_fixset, output_dir=str(tmp_path / name), device="cpu",
                                  trainer=TrainerSpec(max_steps=8, rehearsal_kl=kl)), w.store)
         assert result.status == "done" and result.adapter, result.message
-        return _mean_kl(result.adapter, m.model, texts)
+        return _mean_kl(result.adapter, model, texts)
 
     plain, with_kl = job("plain", 0.0), job("kl", 30.0)
     assert with_kl < 0.5 * plain, (with_kl, plain)
@@ -177,18 +187,8 @@ def test_kl_batch_depends_on_seed_step_and_micro_batch_only() -> None:
     assert set(kl_batch(texts, 0, 3, 8, 6)[:2]) == set(texts) - seen  # the last two, then it wraps round
 
 
-@pytest.fixture(scope="module")
-def kl_fixset(w: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The test world's fix set with rehearsal rows (1x) from its corpus index."""
-    from finetune.fixset import build_fixset
-
-    root = tmp_path_factory.mktemp("klfix")
-    build_index(w.paths.corpus, root / "index.sqlite")
-    return build_fixset(w.store, w.run_id, root / "fix", rehearsal=root / "index.sqlite", rehearsal_ratio=1.0).path
-
-
 @pytest.mark.slow
-def test_kl_term_under_gradient_accumulation_trains_as_one_batch(w: Any, kl_fixset: str, tmp_path: Path,
+def test_kl_term_under_gradient_accumulation_trains_as_one_batch(w: FtWorld, kl_fixset: str, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """`trainer.rehearsal_kl` with gradient accumulation 2 x batch 8 reads, per step, the 16 documents one batch of
     16 reads (two different halves; seeding by the step alone gave both micro-batches the same 8), and weighs the
@@ -230,7 +230,7 @@ def test_kl_term_under_gradient_accumulation_trains_as_one_batch(w: Any, kl_fixs
 
 
 @pytest.mark.slow
-def test_kl_job_resumed_under_gradient_accumulation_matches_an_uninterrupted_one(w: Any, kl_fixset: str,
+def test_kl_job_resumed_under_gradient_accumulation_matches_an_uninterrupted_one(w: FtWorld, kl_fixset: str,
                                                                                  tmp_path: Path) -> None:
     """The micro-batch count the KL term seeds by starts again at every step: a job stopped after step 2 and
     resumed from its checkpoint reads the documents an uninterrupted one reads, and ends with its weights."""

@@ -114,8 +114,8 @@ class ResolvedJob:
         steps_rule, lr_rule: Which rule gave `max_steps` / `learning_rate`, with its figures (e.g. `60 (8 epochs
             x 120 rows / batch 16)`), or that the spec gave it (recorded in the job's `start` event and result).
         use_vllm: GRPO rollouts through vLLM.
-        adapter_scale, scale_source: `trainer.adapter_scale` decided (the spec's, else the method's DEFAULT_SCALE)
-            and where it came from, in words (the job's `adapter_scale` event and result say it).
+        scale_source: Where the decided `spec.trainer.adapter_scale` (the spec's, else the method's DEFAULT_SCALE)
+            came from, in words (the job's `adapter_scale` event and result say it).
     """
 
     spec: JobSpec
@@ -135,7 +135,6 @@ class ResolvedJob:
     tokens_decision: str = ""
     steps_rule: str = ""
     lr_rule: str = ""
-    adapter_scale: float | Literal["auto"] = 1.0
     scale_source: str = "the job spec"
 
     @property
@@ -250,7 +249,7 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
                        bf16=bf16, gradient_checkpointing=ckpt, max_steps=steps, learning_rate=lr,
                        target_modules=tuple(targets), fan_in_fan_out=fan, trainable_tokens=tuple(tokens),
                        use_vllm=use_vllm, tokens_decision=decision, steps_rule=steps_rule, lr_rule=lr_rule,
-                       adapter_scale=scale, scale_source=scale_source)
+                       scale_source=scale_source)
 
 
 def default_steps(epochs: float, rows: int, batch: int) -> tuple[int, str]:

@@ -159,8 +159,9 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     # when `trainer.adapter_scale` asks (WiSE-FT, finetune/job/scale.py): what is saved is what is scored. The
     # guard's evaluation of the state kept (when it scored one) is the targets fixed at 1.0: not scored twice.
     end = known_guard.end
-    choice = decide(job.adapter_scale, trainer.model, targets.fixed, es.min_targets_fixed, source=job.scale_source,
-                    full=end.targets_fixed if end is not None else None)
+    setting = job.spec.trainer.adapter_scale  # decided by resolve; None only in a spec it never saw: as trained
+    choice = decide(1.0 if setting is None else setting, trainer.model, targets.fixed, es.min_targets_fixed,
+                    source=job.scale_source, full=end.targets_fixed if end is not None else None)
     scale = choice.scale if choice is not None else 1.0  # None: the whole delta, as trained
     if choice is not None:
         log.event("adapter_scale", f"adapter scale {choice.scale}: {choice.reason}",
