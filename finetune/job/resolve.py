@@ -266,7 +266,7 @@ def default_lr(method: str, width: int | None) -> tuple[float, str]:
     1 of 20 not replayed, none refused) vs 7 of 68 (5e-4: 7 of 48 replayed, 4 of them refused; 0 of 20). The rule
     stays as it is; the demo uses it.
     DPO on the same model, size and settings (adapter scale auto; 2026-11-24, one run each): trained unknown facts
-    hallucinated 12 -> 2 (rule, 6.7e-4), 12 -> 11 (2e-4), 12 -> 12 (1e-4); known facts broken 25, 30, 24 of 68. A
+    hallucinated 12 -> 2 (rule, 6.7e-4), 12 -> 11 (2e-4), 12 -> 12 (1e-4); known facts broken 20, 30, 24 of 68. A
     lower rate stops the fix without sparing the known facts (they break through the fix set's bare-word anchor
     pairs, README "The real-model demo"), so DPO keeps the rule too."""
     base = BASE_LR[method]
