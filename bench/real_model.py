@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -124,8 +125,8 @@ def fix(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     ws = tempfile.mkdtemp(prefix="real-fix-")
     rows = []
-    for lr in args.lr.split(","):
-        for scale in args.scales.split(","):
+    for lr in args.lr:
+        for scale in args.scales:
             cmd = [sys.executable, "-m", "hallucination_workbench", "demo", "--real", "--workspace", ws,
                    "--questions", str(args.questions), "--facts", str(args.facts), "--samples", str(args.samples),
                    "--steps", str(args.steps), "--methods", args.method, "--threads", str(args.threads),
@@ -147,6 +148,32 @@ def fix(args: argparse.Namespace) -> list[dict[str, Any]]:
             print(json.dumps(row), flush=True)
             rows.append(row)
     return rows
+
+
+def lr_list(text: str) -> list[str]:
+    """`--lr`: comma-separated `rule` or positive numbers, checked before any run (a bad one would otherwise fail
+    only after the baseline's evaluation, minutes in)."""
+    values = [v.strip() for v in text.split(",")]
+    for v in values:
+        if v != "rule" and not _positive(v):
+            raise argparse.ArgumentTypeError(f"each value must be `rule` or a positive number, got `{v}`")
+    return values
+
+
+def scale_list(text: str) -> list[str]:
+    """`--scales`: comma-separated `auto` or numbers in (0, 1] (`trainer.adapter_scale`), checked before any run."""
+    values = [v.strip() for v in text.split(",")]
+    for v in values:
+        if v != "auto" and not (_positive(v) and float(v) <= 1):
+            raise argparse.ArgumentTypeError(f"each value must be `auto` or a number in (0, 1], got `{v}`")
+    return values
+
+
+def _positive(v: str) -> bool:
+    try:
+        return math.isfinite(float(v)) and float(v) > 0
+    except ValueError:
+        return False
 
 
 def goals(report: dict[str, dict[str, int]]) -> dict[str, Any]:
@@ -191,18 +218,17 @@ metadata:
 """
 
 
-def ablate(model: str, prompts: list[str], samples: int, max_tokens: int, rounds: int = 2) -> dict[str, Any]:
+def ablate(b: Any, prompts: list[str], samples: int, max_tokens: int, rounds: int = 2) -> dict[str, Any]:
     """Seconds of the hf decode loop per setting on one call holding every prompt's greedy + sampled request,
-    alternated `rounds` times; and the prefill's share (its forward) in the full loop."""
+    alternated `rounds` times; and the prefill's share (its forward) in the full loop. `b`: an HFBackend, the
+    one that rendered the prompts (the model loads once)."""
     import dataclasses
 
     import torch
 
-    from workbench.backends.hf import HFBackend
     from workbench.backends.hf_decode import LoopSavings, decode
-    from workbench.types import GenerationRequest, ModelSpec, SamplingParams
+    from workbench.types import GenerationRequest, SamplingParams
 
-    b = HFBackend(ModelSpec(model=model, dtype="float32"))
     tok = b.tokenizer
     greedy = SamplingParams(max_tokens=max_tokens, logprobs=True)
     sampled = dataclasses.replace(greedy, temperature=1.0, n=samples, seed=0)
@@ -290,9 +316,9 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
         from workbench.backends.hf import HFBackend
         from workbench.runner import render_prompt
 
-        fmt = HFBackend(ModelSpec(model=model, dtype="float32"))
-        prompts = [render_prompt(suite, None, p.question, fmt) for p in loaded.probes]
-        out["ablation"] = ablate(model, prompts, args.samples, args.max_tokens)
+        backend = HFBackend(ModelSpec(model=model, dtype="float32"))  # renders the prompts and runs the ablation
+        prompts = [render_prompt(suite, None, p.question, backend) for p in loaded.probes]
+        out["ablation"] = ablate(backend, prompts, args.samples, args.max_tokens)
     log: list[str] = []
     py = None if args.skip_lmeval else ensure_lmeval_venv(log)
     if py is not None:
@@ -350,8 +376,10 @@ def main() -> None:
     f = sub.add_parser("fix", help="demo --real's report: hallucination before/after, known facts broken")
     f.add_argument("--questions", type=int, default=16)
     f.add_argument("--facts", type=int, default=67, help="known everyday facts (default: all 67)")
-    f.add_argument("--lr", default="rule", help="learning rates side by side (`rule`: the job's default_lr)")
-    f.add_argument("--scales", default="1", help="trainer.adapter_scale values side by side (`1`, `auto`, a number)")
+    f.add_argument("--lr", type=lr_list, default=["rule"],
+                   help="learning rates side by side (`rule`: the job's default_lr)")
+    f.add_argument("--scales", type=scale_list, default=["1"],
+                   help="trainer.adapter_scale values side by side (`1`, `auto`, a number)")
     f.add_argument("--samples", type=int, default=1)
     f.add_argument("--steps", type=int, default=30)
     f.add_argument("--method", choices=("sft", "dpo"), default="sft")

@@ -272,7 +272,11 @@ def default_lr(method: str, width: int | None) -> tuple[float, str]:
     abstention SFT, 30 steps, batch 8, LoRA r 8 q/v; 2026-11-23, one run): trained unknown facts hallucinated
     12 -> 1 (rule) vs 12 -> 2 (5e-4), held out 3 -> 0 both; known facts broken 3 of 68 (rule: 2 of 48 replayed,
     1 of 20 not replayed, none refused) vs 7 of 68 (5e-4: 7 of 48 replayed, 4 of them refused; 0 of 20). The rule
-    stays as it is; the demo uses it."""
+    stays as it is; the demo uses it.
+    DPO on the same model, size and settings (adapter scale auto; 2026-11-24, one run each): trained unknown facts
+    hallucinated 12 -> 2 (rule, 6.7e-4), 12 -> 11 (2e-4), 12 -> 12 (1e-4); known facts broken 20, 30, 24 of 68. A
+    lower rate stops the fix without sparing the known facts (they break through the fix set's bare-word anchor
+    pairs, README "The real-model demo"), so DPO keeps the rule too."""
     base = BASE_LR[method]
     if width is None or width <= LR_REFERENCE_WIDTH:
         return base, f"{base:g} ({method} at width {width or 'unknown'} <= {LR_REFERENCE_WIDTH})"
