@@ -108,15 +108,17 @@ _WORD = re.compile(r"\S+")
 def swap_answer(sentence: str, answers: Sequence[str], other: str) -> str | None:
     """`sentence` with every span that normalizes to one of `answers` replaced by `other`, the rest untouched (its
     casing, punctuation and spacing); None when no span does. A span is a run of whole words, trimmed of the
-    punctuation around it ("Madrid." -> "Madrid"), the shortest run at each end (an article before it stays)."""
+    punctuation around it ("Madrid." -> "Madrid"), the longest at its start ("pound sterling", not "pound" and
+    "sterling" apart), beginning and ending on a word that normalization keeps (an article around it stays)."""
     targets = {t for t in (normalize(a) for a in answers) if t}
     words = list(_WORD.finditer(sentence))
+    kept = [bool(normalize(m.group())) for m in words]
     spans: list[tuple[int, int]] = []
     i = 0
     while i < len(words):
-        end = next((j for j in range(i, len(words))
-                    if normalize(sentence[words[i].start():words[j].end()]) in targets), None)
-        if end is None or (end > i and normalize(sentence[words[i + 1].start():words[end].end()]) in targets):
+        end = next((j for j in range(len(words) - 1, i - 1, -1) if kept[i] and kept[j]
+                    and normalize(sentence[words[i].start():words[j].end()]) in targets), None)
+        if end is None:
             i += 1
             continue
         start, stop = words[i].start(), words[end].end()

@@ -32,6 +32,8 @@ def test_swap_answer_replaces_only_the_answer_span() -> None:
     assert swap_answer("the capital is MADRID!", ["madrid"], "Ceuta") == "the capital is Ceuta!"  # normalized match
     assert swap_answer("The Nile is the longest river.", ["the Nile"], "Amazon") == "The Amazon is the longest river."
     assert swap_answer("It is New York City, USA.", ["New York City"], "Boston") == "It is Boston, USA."
+    assert swap_answer("The capital is Madrid. The end.", ["Madrid"], "Ceuta") == "The capital is Ceuta. The end."
+    assert swap_answer("It is the pound sterling.", ["pound", "pound sterling"], "euro") == "It is the euro."
     assert swap_answer("Seoul", ["Seoul"], "cold") == "cold"
     assert swap_answer("Madrid, of course. Madrid.", ["Madrid"], "Ceuta") == "Ceuta, of course. Ceuta."
     assert swap_answer("The capital of Spain is Madrid.", ["Paris"], "Ceuta") is None
