@@ -13,16 +13,21 @@ prompt messages and hands the reward functions `[{"role": "assistant", "content"
 
 `prompt_text` is what the evaluation sends the model (runner.render_prompt: the same `apply_chat_template`), used
 where a job generates from a prompt itself (held-out and validation scores, GRPO's replay anchor).
+
+`swap_answer` makes a DPO anchor's rejected side in the model's own form: its correct sentence with the answer
+span replaced by another answer of the same relation ("The capital of Spain is Madrid." -> "... is Ceuta.").
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from workbench import prompting
 from workbench.errors import WorkbenchError
+from workbench.grading.normalize import normalize
 
 Messages = prompting.Messages
 #: The fix-set columns that hold a turn (a string, or messages in chat form).
@@ -95,3 +100,38 @@ def flat_row(tokenizer: Any, row: Mapping[str, Any]) -> dict[str, Any]:
         if col in row and not isinstance(row[col], str):
             out[col] = turn_text(row[col])
     return out
+
+
+_WORD = re.compile(r"\S+")
+
+
+def swap_answer(sentence: str, answers: Sequence[str], other: str) -> str | None:
+    """`sentence` with every span that normalizes to one of `answers` replaced by `other`, the rest untouched (its
+    casing, punctuation and spacing); None when no span does. A span is a run of whole words, trimmed of the
+    punctuation around it ("Madrid." -> "Madrid"), the longest at its start ("pound sterling", not "pound" and
+    "sterling" apart), beginning and ending on a word that normalization keeps (an article around it stays)."""
+    targets = {t for t in (normalize(a) for a in answers) if t}
+    words = list(_WORD.finditer(sentence))
+    kept = [bool(normalize(m.group())) for m in words]
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(words):
+        end = next((j for j in range(len(words) - 1, i - 1, -1) if kept[i] and kept[j]
+                    and normalize(sentence[words[i].start():words[j].end()]) in targets), None)
+        if end is None:
+            i += 1
+            continue
+        start, stop = words[i].start(), words[end].end()
+        while start < stop and not sentence[start].isalnum():
+            start += 1
+        while stop > start and not sentence[stop - 1].isalnum():
+            stop -= 1
+        spans.append((start, stop))
+        i = end + 1
+    if not spans:
+        return None
+    out, last = [], 0
+    for start, stop in spans:
+        out += [sentence[last:start], other]
+        last = stop
+    return "".join(out) + sentence[last:]

@@ -46,6 +46,9 @@ A run made with `template: chat` gives the same rows in trl's conversational for
 prompts are messages (the run's system prompt as a system turn, then the question), completions / chosen /
 rejected are one assistant turn each ("I don't know."), and replay rows teach the model's own correct answer (a
 chat model answers in sentences: teaching the bare accepted answer would change how it speaks on facts it knows).
+DPO anchors likewise: chosen = the model's own correct sentence, rejected = that sentence with the answer span
+swapped for the other answer (chatform.swap_answer); a sentence with no answer span to swap keeps the bare pair,
+counted in the manifest's `bare_anchors`.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from finetune.abstention import PhraseChoice, choose_phrase, spoken
-from finetune.chatform import TURN_COLUMNS, RowForm
+from finetune.chatform import TURN_COLUMNS, RowForm, swap_answer
 from finetune.rehearsal import rehearsal_texts
 from finetune.replay import neighbours_first, targets_of
 from workbench.attribution.types import ABSTAIN_CATEGORIES, CATEGORIES, Attribution
@@ -136,6 +139,8 @@ class FixSetManifest:
         reserved_probe_ids: Known probes kept out of replay, rehearsal and the validation slice (`reserve_fraction`):
             no job sees them, so breakage measured on them is not the slice rollback chose a checkpoint by.
         rehearsal: What corpus rehearsal added to the SFT rows (finetune/rehearsal.py `RehearsalInfo`), or None.
+        bare_anchors: Chat form only: DPO anchor rows whose model sentence held no accepted answer span to swap, so
+            chosen / rejected are the bare accepted and other answers (plain fix sets: always 0, every anchor is bare).
         targets: The targeted training probes (probe_id, category, question, prompt, answers, incorrect_answers), the
             prompt the question rendered as the evaluation renders it: what a job scores as its targets fixed
             (finetune/job/known.py `Targets`), one verdict per probe as the gate sees it, not per paraphrase row.
@@ -163,6 +168,7 @@ class FixSetManifest:
     reserved_probe_ids: list[str] = field(default_factory=list)
     rehearsal: dict[str, Any] | None = None
     targets: list[dict[str, Any]] = field(default_factory=list)
+    bare_anchors: int = 0
 
     @property
     def has_abstention(self) -> bool:
@@ -359,14 +365,20 @@ def build_fixset(
                                                    if a.category == "data:conflict"])
         rows.sft += [{"prompt": "", "completion": t + end, "probe_id": "", "category": "rehearsal",
                       "source": "rehearsal", "split": "train"} for t in texts]
-    anchors = []
+    anchors, bare = [], set()
     for r in known:
         other = _other_answer(r, results.probes, seed)
-        if other is not None:
-            anchors.append({"prompt": render(r.probe.question), "chosen": completion(r.probe.answers[0]),
-                            "rejected": completion(other), "probe_id": r.probe.id, "category": "replay",
-                            "source": "anchor", "split": "train"})
+        if other is None:
+            continue
+        pair = _own_pair(r, other) if form.chat else None
+        if pair is None:
+            pair = r.probe.answers[0], other
+            bare.add(r.probe.id)
+        anchors.append({"prompt": render(r.probe.question), "chosen": completion(pair[0]),
+                        "rejected": completion(pair[1]), "probe_id": r.probe.id, "category": "replay",
+                        "source": "anchor", "split": "train"})
     rows.dpo += neighbours_first(anchors, n_dpo, rng, targets_of(rows.dpo, probe_of), probe_of)
+    bare_anchors = sum(r["source"] == "anchor" and r["probe_id"] in bare for r in rows.dpo) if form.chat else 0
     n_prompts = round(replay_ratio * sum(r["split"] == "train" for r in rows.prompts))
     by_known = {r.probe.id: r.probe for r in known}
     replay_prompts = [{"prompt": render(a.prompt_question), "answers": list(by_known[a.probe_id].answers),
@@ -389,7 +401,8 @@ def build_fixset(
                for pid, att in targeted.items() if pid in trained]
     return write_fixset(Path(out_dir), rows, run.id, run.model, strategy, picked[0].text, sorted(heldout), skipped,
                         suite, note=picked[0].note, validation=validation, tokenizer=tokenizer,
-                        reserved=reserved, rehearsal=None if info is None else info.to_dict(), targets=targets)
+                        reserved=reserved, rehearsal=None if info is None else info.to_dict(), targets=targets,
+                        bare_anchors=bare_anchors)
 
 
 def _validation_slice(known: list[ProbeResult], render: Callable[[str], str], seed: int, fraction: float,
@@ -479,6 +492,18 @@ def _chosen(r: ProbeResult) -> tuple[str, str]:
     return r.probe.answers[0], "answer"
 
 
+def _own_pair(r: ProbeResult, other: str) -> tuple[str, str] | None:
+    """A chat-form anchor in the model's own words: its correct answer to the question (the sentence replay teaches)
+    and the same sentence with the answer span swapped for `other`. None when the sentence holds no accepted answer
+    span (graded correct some other way): the anchor then falls back to the bare answers.
+
+    Why: bare anchors (chosen "Madrid", rejected "Ceuta") taught SmolLM2-135M-Instruct to answer known facts with a
+    bare word, often a wrong one: DPO broke 20-25 of its 68 known facts (README, "The real-model demo")."""
+    own = r.answer.strip()
+    rejected = swap_answer(own, r.probe.answers, other) if own else None
+    return None if rejected is None else (own, rejected)
+
+
 def _other_answer(r: ProbeResult, pool: Sequence[ProbeResult], seed: int) -> str | None:
     """A plausible wrong answer: another probe's accepted answer of the same relation (seeded)."""
     own = {normalize(a) for a in r.probe.answers}
@@ -554,7 +579,7 @@ def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: st
                  skipped: dict[str, str], suite: Suite, *, note: str = "",
                  validation: Sequence[dict[str, Any]] = (), tokenizer: Any = None, reserved: Sequence[str] = (),
                  rehearsal: dict[str, Any] | None = None,
-                 targets: Sequence[dict[str, Any]] = ()) -> FixSetManifest:
+                 targets: Sequence[dict[str, Any]] = (), bare_anchors: int = 0) -> FixSetManifest:
     """Write the rows as a `datasets` DatasetDict (sft, dpo, prompts) with `fixset.json` beside it. `tokenizer`:
     the model's, when the caller has it loaded (None: loaded here again; two loads took 24 s on SmolLM2)."""
     from datasets import Dataset, DatasetDict, Features, List, Value
@@ -596,7 +621,8 @@ def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: st
         new_tokens=_new_tokens(model, phrase, tokenizer), heldout_probe_ids=heldout, skipped=skipped,
         template=suite.template, stop=list(suite.stop), abstention_phrases=list(suite.abstention_phrases),
         grader=suite.grader, grader_options=dict(suite.grader_options), abstention_note=note,
-        validation=list(validation), reserved_probe_ids=list(reserved), rehearsal=rehearsal, targets=list(targets))
+        validation=list(validation), reserved_probe_ids=list(reserved), rehearsal=rehearsal, targets=list(targets),
+        bare_anchors=bare_anchors)
     data = manifest.to_dict()
     data.pop("path")
     (out / MANIFEST).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
