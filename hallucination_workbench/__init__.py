@@ -14,6 +14,7 @@ imports torch, transformers or gradio. A command module defines:
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import importlib
 import os
@@ -74,6 +75,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit code. With no `argv` (the `workbench` program itself) it may end the process
+    at once when a backend call is left running (see `_leave_past_busy_backend`)."""
+    argv_given = argv
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(only=command if command in COMMANDS else None)
@@ -81,6 +85,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    code = _run(args)
+    if argv_given is None:  # the program itself, not a caller's main([...]): see _leave_past_busy_backend
+        _leave_past_busy_backend(code)
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
     # SIGTERM (a CI timeout, `kill`, systemd) ends a command like Ctrl-C: the exception unwinds through
     # every `with` block, so engines shut down and a run in progress is marked interrupted.
     in_main = threading.current_thread() is threading.main_thread()
@@ -97,6 +108,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         if in_main:
             signal.signal(signal.SIGTERM, previous)
     return code
+
+
+#: The name `workbench.backends.watchdog.call_within` gives the thread a backend call runs in.
+BACKEND_CALL_THREAD = "workbench-backend-call"
+
+
+def _leave_past_busy_backend(code: int) -> None:
+    """Exit now with `code` when a backend call is still running in its thread (a batch abandoned by Ctrl-C,
+    SIGTERM or the stall watchdog); return otherwise.
+
+    Why: that thread is inside torch (hf `generate`). Python's finalization ends a daemon thread that takes
+    the GIL back with pthread_exit, whose forced unwinding through torch's C++ frames makes the C++ runtime
+    abort: "terminate called without an active exception", exit 134 instead of 143 (seen 1 in 3 SIGTERMs
+    during `workbench eval` on the test world, and on `demo --real`). So the finalization is skipped: the
+    atexit handlers run (engines shut down, logs flushed), output is flushed, and os._exit leaves. Nothing
+    finished is lost: each batch is committed before the next starts, and the run is already marked."""
+    if not any(t.name == BACKEND_CALL_THREAD and t.is_alive() for t in threading.enumerate()):
+        return
+    atexit._run_exitfuncs()  # what the finalization would run first; no public name does it
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 class Terminated(KeyboardInterrupt):
