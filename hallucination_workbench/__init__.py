@@ -110,10 +110,6 @@ def _run(args: argparse.Namespace) -> int:
     return code
 
 
-#: The name `workbench.backends.watchdog.call_within` gives the thread a backend call runs in.
-BACKEND_CALL_THREAD = "workbench-backend-call"
-
-
 def _leave_past_busy_backend(code: int) -> None:
     """Exit now with `code` when a backend call is still running in its thread (a batch abandoned by Ctrl-C,
     SIGTERM or the stall watchdog); return otherwise.
@@ -124,7 +120,9 @@ def _leave_past_busy_backend(code: int) -> None:
     during `workbench eval` on the test world, and on `demo --real`). So the finalization is skipped: the
     atexit handlers run (engines shut down, logs flushed), output is flushed, and os._exit leaves. Nothing
     finished is lost: each batch is committed before the next starts, and the run is already marked."""
-    if not any(t.name == BACKEND_CALL_THREAD and t.is_alive() for t in threading.enumerate()):
+    from workbench.backends.watchdog import CALL_THREAD
+
+    if not any(t.name == CALL_THREAD and t.is_alive() for t in threading.enumerate()):
         return
     atexit._run_exitfuncs()  # what the finalization would run first; no public name does it
     for stream in (sys.stdout, sys.stderr):

@@ -20,6 +20,9 @@ from typing import TypeVar
 
 from workbench.errors import WorkbenchError
 
+#: The name of the thread a backend call runs in (the CLI looks for one still running when it exits).
+CALL_THREAD = "workbench-backend-call"
+
 T = TypeVar("T")
 
 # One batch may legitimately take long: the slowest measured here is the real SmolLM2-135M on the hf
@@ -56,7 +59,7 @@ def call_within(seconds: float, fn: Callable[[], T], *, what: str, option: str) 
         finally:
             finished.set()
 
-    threading.Thread(target=work, daemon=True, name="workbench-backend-call").start()
+    threading.Thread(target=work, daemon=True, name=CALL_THREAD).start()
     if not finished.wait(seconds):
         raise BackendStalled(what, seconds, option)
     if error:
