@@ -4,14 +4,13 @@ decode-loop ablation on the test world's tiny model, loading the model once."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from benchload import load_bench
 from clirun import ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,14 +20,6 @@ BENCH = ROOT / "bench" / "real_model.py"
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, env=ENV, timeout=60,
                           stdin=subprocess.DEVNULL)
-
-
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("real_model_bench", BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize(("what", "option"), [("fix", "--scales"), ("throughput", "--ablate")])
@@ -70,7 +61,7 @@ def test_ablation_runs_on_the_backend_that_rendered_the_prompts(world: Any, monk
     backend = HFBackend(ModelSpec(model=str(world.model), dtype="float32"))
     prompts = ["Q: Where was Alba Moreno born?\nA:", "Q: What does Tomas Berg do?\nA:"]
     backend.tokenizer  # noqa: B018 - loads the model, as rendering a chat prompt does
-    out = _bench().ablate(backend, prompts, samples=2, max_tokens=4, rounds=1)
+    out = load_bench("real_model").ablate(backend, prompts, samples=2, max_tokens=4, rounds=1)
     assert len(loads) == 1  # the ablation reused the loaded model
     assert set(out["seconds"]) == {"loop (all savings)", "loop, prefill per answer", "loop, finished rows kept",
                                    "loop, neither", "loop, no log-probs"}

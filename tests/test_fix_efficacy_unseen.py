@@ -3,28 +3,19 @@ training row, not the validation slice rollback chooses by) that the adapter get
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
+
+from benchload import load_bench
 
 from finetune.job import JobResult
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fix_efficacy", ROOT / "bench" / "fix_efficacy.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fix_efficacy"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_unseen_broken_counts_only_the_reserved_known_probes() -> None:
-    fe = _bench()
+    fe = load_bench("fix_efficacy")
     probes = [fe.Probe("k1", "known", "known", "", "correct", {"sft": "incorrect"}),  # reserved, broken
               fe.Probe("k2", "known", "known", "", "correct", {"sft": "correct"}),  # reserved, kept
               fe.Probe("k3", "known", "known", "", "correct", {"sft": "not_attempted"}),  # slice / replay: not unseen

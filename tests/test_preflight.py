@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from benchload import load_bench
 
 from finetune.commands import preflight as cmd
 from finetune.preflight import (
@@ -198,7 +198,7 @@ def test_cli_json_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
 def test_activation_formula_matches_autograd() -> None:
     """Bytes autograd saves for a tiny HF Llama (CPU, bf16) against the per-layer formula."""
     torch = pytest.importorskip("torch")
-    bench = _load_bench()
+    bench = load_bench("preflight_accuracy")
     for impl, method in (("eager", "full"), ("sdpa", "full"), ("sdpa", "lora")):
         measured = bench.saved_bytes_per_layer(impl, method)
         shape = ModelShape(**bench.TINY)
@@ -215,21 +215,12 @@ def test_activation_formula_matches_autograd() -> None:
     assert torch is not None
 
 
-def _load_bench():  # type: ignore[no-untyped-def]
-    path = Path(__file__).resolve().parents[1] / "bench" / "preflight_accuracy.py"
-    spec = importlib.util.spec_from_file_location("preflight_accuracy", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.gpu
 def test_gpu_peak_within_tolerance() -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    bench = _load_bench()
+    bench = load_bench("preflight_accuracy")
     predicted, measured = bench.measure_one(
         {"method": "full", "micro_batch": 2, "seq_len": 512, "ckpt": False}
     )

@@ -3,25 +3,15 @@ real-model bench reads off a demo report: known facts no training row showed, br
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from benchload import load_bench
 
 from hallucination_workbench.demo_real import EVERYDAY, KNOWN_TAG, everyday_facts, spread
 from workbench.errors import WorkbenchError
-
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "real_model.py"
-
-
-def _bench() -> Any:
-    spec = importlib.util.spec_from_file_location("real_model_bench", BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_everyday_facts_load_with_their_known_tag() -> None:
@@ -54,7 +44,7 @@ def _group(n: int, before: int, correct: int, refused: int, wrong: int) -> dict[
 
 
 def test_the_bench_counts_known_facts_broken_outside_the_replay() -> None:
-    goals = _bench().goals
+    goals = load_bench("real_model").goals
     report = {"targeted, trained": _group(10, 10, 1, 5, 4), "targeted, held out": _group(3, 3, 0, 1, 2),
               "known, replayed": _group(40, 0, 40, 0, 0), "known, not replayed": _group(50, 0, 48, 1, 1)}
     got = goals(report)
