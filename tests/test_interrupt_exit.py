@@ -93,5 +93,8 @@ def test_sigterm_mid_generation_exits_143_keeping_finished_answers(world: Any, w
     assert rest.returncode == 0, rest.stderr[-2000:]
     summary = json.loads(rest.stdout)
     total = n_probes * (1 + SAMPLES)  # a greedy answer and the samples of each probe
-    assert (summary["kept"], summary["generated"], summary["cached"]) == (kept, total - kept, 0), summary
+    # the rest only: generated anew, or read from the cache when SIGTERM fell between a batch's cache commit and
+    # its answers' commit (two transactions; the cache row is what keeps that generation)
+    assert summary["kept"] == kept and summary["generated"] + summary["cached"] == total - kept, summary
+    assert summary["cached"] <= ROUNDS * (1 + SAMPLES), summary  # at most the batch (one prompt) each SIGTERM cut
     assert _stored(ws) == (total, "done")
