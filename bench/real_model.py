@@ -4,7 +4,7 @@
     .venv/bin/python bench/real_model.py fix [--questions 16] [--facts 67] [--samples 1] [--steps 30] [--method sft]
         [--lr rule] [--scales 1,auto] [--out FILE]
     .venv/bin/python bench/real_model.py throughput [--questions 32] [--samples 3] [--max-tokens 48] [--threads 1]
-        [--hf-decoders loop,generate] [--ablate] [--skip-vllm] [--skip-lmeval] [--out FILE]
+        [--hf-decoders loop,generate] [--dtype float32] [--ablate] [--skip-vllm] [--skip-lmeval] [--out FILE]
 
 `budget`: how many greedy answers a token budget cuts (finish_reason `length`), per format and template, at
 16/32/64/96/128 new tokens: what the suite's default `max_tokens` rules (workbench/probes/budget.py) rest on.
@@ -296,11 +296,11 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
     print(f"{len(rows)} NQ-open questions x (greedy + {args.samples} samples), chat template + system prompt, "
           f"{args.max_tokens} tokens, {args.threads} thread(s), load avg {os.getloadavg()[0]:.2f}", flush=True)
     out: dict[str, Any] = {"questions": len(rows), "samples": args.samples, "max_tokens": args.max_tokens,
-                           "threads": args.threads, "load_avg_start": os.getloadavg()[0]}
+                           "threads": args.threads, "dtype": args.dtype, "load_avg_start": os.getloadavg()[0]}
     runs: dict[str, dict[str, Any]] = {}
     for decoder in args.hf_decoders.split(","):
         name = "workbench-hf" + ("" if decoder == "loop" else f"-{decoder}")
-        runs[name] = in_process("hf", ModelSpec(model=model, backend="hf", dtype="float32",
+        runs[name] = in_process("hf", ModelSpec(model=model, backend="hf", dtype=args.dtype,
                                                 options=(("decode", decoder),)), suite, loaded, args.samples)
     hf = runs[next(iter(runs))]
     if "workbench-hf" in runs and "workbench-hf-generate" in runs:
@@ -308,7 +308,7 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
                                         strict=True)]
         out["greedy_agreement_hf_loop_generate"] = sum(agree) / len(agree)
     if not args.skip_vllm:
-        runs["workbench-vllm"] = in_process("vllm", ModelSpec(model=model, backend="vllm", dtype="float32"), suite,
+        runs["workbench-vllm"] = in_process("vllm", ModelSpec(model=model, backend="vllm", dtype=args.dtype), suite,
                                             loaded, args.samples)
         agree = [a == b for a, b in zip(hf["_greedy"], runs["workbench-vllm"]["_greedy"], strict=True)]
         out["greedy_agreement_vllm_hf"] = sum(agree) / len(agree)
@@ -391,6 +391,8 @@ def main() -> None:
     t.add_argument("--samples", type=int, default=3)
     t.add_argument("--max-tokens", type=int, default=48)
     t.add_argument("--threads", type=int, default=1)
+    t.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="workbench-hf and workbench-vllm (default float32: vLLM's choice on CPU for `auto`)")
     t.add_argument("--lmeval-batch-size", default="64")
     t.add_argument("--hf-decoders", default="loop,generate",
                    help="workbench-hf runs, one per value of the backend option `decode` (loop, generate)")
