@@ -129,7 +129,9 @@ def job_spec(fixset: Path, out: Path, method: str, extra: Mapping[str, Any]) -> 
     return from_dict({"fixset": str(fixset), "output_dir": str(out), "method": method, **extra})
 
 
-def run(args: argparse.Namespace, cfg: WorldConfig, root: Path) -> dict[str, Any]:
+def run(args: argparse.Namespace, cfg: WorldConfig, root: Path, callbacks: tuple[Any, ...] = ()) -> dict[str, Any]:
+    """One world: build (or reuse) it, evaluate, attribute, build the fix set, train and evaluate each job.
+    `callbacks`: extra trainer callbacks for every job (bench/forgetting_levers.py's levers)."""
     if args.fresh and root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
@@ -171,11 +173,11 @@ def run(args: argparse.Namespace, cfg: WorldConfig, root: Path) -> dict[str, Any
     jobs: dict[str, JobResult] = {}
     for method in [m for m in args.methods.split(",") if m and m != "grpo"]:
         jobs[method] = timed(times, f"job_{method}", functools.partial(
-            run_job, job_spec(out / "fix", out / method, method, extras[method]), store))
+            run_job, job_spec(out / "fix", out / method, method, extras[method]), store, callbacks=callbacks))
     if args.combined:
         cfix = combined_fixset(manifest, out / "fix-combined")
         jobs["combined"] = timed(times, "job_combined", functools.partial(
-            run_job, job_spec(cfix, out / "combined", "sft", extras["sft"]), store))
+            run_job, job_spec(cfix, out / "combined", "sft", extras["sft"]), store, callbacks=callbacks))
     if args.rl or "grpo" in args.methods.split(","):
         rl_kw = {k: v for k, v in fix_kw.items() if k not in ("replay_ratio", "rehearsal", "rehearsal_ratio")}
         if args.rl_replay_ratio is not None:
@@ -184,7 +186,7 @@ def run(args: argparse.Namespace, cfg: WorldConfig, root: Path) -> dict[str, Any
                                                                  **rl_kw))
         print(f"rl fix set: prompts {rl_fix.counts['prompts']}", flush=True)
         jobs["rl"] = timed(times, "job_rl", functools.partial(
-            run_job, job_spec(out / "fix-rl", out / "rl", "grpo", extras["grpo"]), store))
+            run_job, job_spec(out / "fix-rl", out / "rl", "grpo", extras["grpo"]), store, callbacks=callbacks))
     after: dict[str, dict[str, str]] = {}
     for name, job in jobs.items():
         if job.adapter is None:
@@ -207,6 +209,8 @@ def run(args: argparse.Namespace, cfg: WorldConfig, root: Path) -> dict[str, Any
                             {k: v[r.probe.id] for k, v in after.items()}))
     result = report(probes, jobs, times, manifest, set(manifest.reserved_probe_ids))
     result["times"] = times
+    result["probes"] = [dataclasses.asdict(p) for p in probes]  # per probe: tier, split, before, after per adapter
+    result["fixset"] = str(out / "fix")
     return result
 
 
@@ -295,7 +299,7 @@ def check(name: str, ok: bool, detail: str) -> None:
         FAILED.append(name)
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entities", type=int, default=120, help="world size (default 120, the default world)")
     ap.add_argument("--seed", type=int, default=0, help="world seed (also the fix set's)")
@@ -323,7 +327,15 @@ def main() -> int:
     ap.add_argument("--worlds", help=f"comma-separated names of WORLDS ({', '.join(WORLDS)}) or `all`; "
                     "default: the one world of --entities/--seed/--lang")
     ap.add_argument("--json", help="also write the results here")
-    args = ap.parse_args()
+    return ap
+
+
+def parse(argv: list[str] | None = None, ap: argparse.ArgumentParser | None = None) -> tuple[argparse.Namespace,
+                                                                                               list[str]]:
+    """The arguments, checked, and the names of the worlds to run ([]: the one world of --entities/--seed/--lang).
+    `ap`: a parser with more arguments (bench/forgetting_levers.py), else `parser()`."""
+    ap = ap or parser()
+    args = ap.parse_args(argv)
     # bad arguments fail here, not after minutes of eval and attribution
     unknown = [m for m in args.methods.split(",") if m and m not in ("sft", "dpo", "grpo")]
     if unknown:
@@ -340,6 +352,11 @@ def main() -> int:
         ap.error("--reserve-fraction must be in [0, 1) and --rehearsal >= 0")
     if args.entities < 8 or args.threads < 1:
         ap.error("--entities must be >= 8 and --threads >= 1")
+    return args, names
+
+
+def main() -> int:
+    args, names = parse()
     import datasets
     import transformers
 
