@@ -147,7 +147,8 @@ def nullspace(tau: float) -> Any:
 def anatomy(world: str, result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per adapter: targeted fixed, broken correct-before probes, and the broken unreplayed ones by tier and mode."""
     manifest = json.loads((Path(result["fixset"]) / "fixset.json").read_text())
-    unreplayed = {v["probe_id"] for v in manifest["validation"]} | set(manifest["reserved_probe_ids"])
+    reserved = set(manifest["reserved_probe_ids"])  # no job saw these, not even rollback's scoring
+    unreplayed = {v["probe_id"] for v in manifest["validation"]} | reserved
     out: dict[str, dict[str, Any]] = {}
     for name, a in result["adapters"].items():
         g = a["goals"]
@@ -156,13 +157,16 @@ def anatomy(world: str, result: dict[str, Any]) -> dict[str, dict[str, Any]]:
         out[name] = {
             "targeted_fixed": g["targeted_fixed"], "broken": round(g["broken"] * g["n_correct_before"]),
             "unreplayed": len(seen), "unreplayed_broken": len(broken),
+            "reserved": sum(p["pid"] in reserved for p in seen),
+            "reserved_broken": sum(p["pid"] in reserved for p in broken),
             "tier_known": [sum(p["tier"] == "known" for p in broken), sum(p["tier"] == "known" for p in seen)],
             "tier_weaker": [sum(p["tier"] != "known" for p in broken), sum(p["tier"] != "known" for p in seen)],
             "mode": dict(Counter("abstains" if p["after"][name] == "not_attempted" else "wrong" for p in broken)),
         }
+        f = out[name]
         print(f"{world:<12}{name:<5} fixed {100 * g['targeted_fixed']:5.1f}%  unreplayed broken {len(broken):>2} of "
-              f"{len(seen):<3} known tier {out[name]['tier_known'][0]} of {out[name]['tier_known'][1]}, weaker tiers "
-              f"{out[name]['tier_weaker'][0]} of {out[name]['tier_weaker'][1]}; {out[name]['mode']}")
+              f"{len(seen):<3}(reserved {f['reserved_broken']} of {f['reserved']}); known tier {f['tier_known'][0]} of "
+              f"{f['tier_known'][1]}, weaker tiers {f['tier_weaker'][0]} of {f['tier_weaker'][1]}; {f['mode']}")
     return out
 
 
@@ -201,10 +205,13 @@ def main() -> int:
             t = total.setdefault(method, Counter())
             t["broken"] += f["unreplayed_broken"]
             t["of"] += f["unreplayed"]
+            t["reserved_broken"] += f["reserved_broken"]
+            t["reserved"] += f["reserved"]
             t["fixed80"] += f["targeted_fixed"] >= fix_efficacy.GOAL_FIXED
             t["worlds"] += 1
     for method, t in total.items():
-        print(f"all worlds {method}: unreplayed broken {t['broken']} of {t['of']}; targets fixed >= 80% on "
+        print(f"all worlds {method}: unreplayed broken {t['broken']} of {t['of']} (reserved, which rollback does not "
+              f"score: {t['reserved_broken']} of {t['reserved']}); targets fixed >= 80% on "
               f"{t['fixed80']} of {t['worlds']}")
     if args.summary:
         args.summary.write_text(json.dumps(figures, indent=2))
