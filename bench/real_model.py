@@ -3,6 +3,8 @@
     .venv/bin/python bench/real_model.py budget [--limit 50] [--max 128] [--threads 1] [--out FILE]
     .venv/bin/python bench/real_model.py fix [--questions 16] [--facts 67] [--samples 1] [--steps 30] [--method sft]
         [--lr rule] [--scales 1,auto] [--out FILE]
+    .venv/bin/python bench/real_model.py jobs --workspace WS [--settings cli,world] [--seeds 0] [--threads 1]
+        [--out FILE]
     .venv/bin/python bench/real_model.py throughput [--questions 32] [--samples 3] [--max-tokens 48] [--threads 1]
         [--hf-decoders loop,generate] [--dtype float32] [--ablate] [--skip-vllm] [--skip-lmeval] [--out FILE]
 
@@ -22,6 +24,13 @@ scale the job kept and its report, per group of the
 baseline's probes: the targeted unknown facts (trained, held out) with how many were hallucinated before and after
 the fix, and the known facts (answered right before; in the fix set's replay or not) the fix broke (now refused or
 wrong), with the issue's goals (`goals`).
+
+`jobs`: job settings side by side on the baseline and fix set a `fix` run (or `workbench demo --real`) left in
+`--workspace` (its `fix-real/RUN/fixset`): each setting of SETTINGS is one SFT job on that fix set per `--seeds`
+(`trainer.seed`: LoRA init and data order), its adapter evaluated like the baseline and read into the same report
+and goals as `fix`, with the settings the job resolved (LoRA, batch, steps and the rule that gave them, learning
+rate, adapter scale kept) and its wall time. Settings run one after another in the workspace; copy it (the store
+with sqlite's backup, the fix set, the probe file) to run two at once.
 
 `throughput`: the first `--questions` NQ-open questions x (greedy + `--samples`), chat template with the demo's
 system prompt, `--max-tokens` new tokens, side by side in one process: workbench-hf once per `--hf-decoders`
@@ -150,6 +159,85 @@ def fix(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+#: `jobs` settings: job-spec fields over {fixset, method: sft, output_dir}. `cli`: nothing more, what `workbench fix
+#: RUN --train` resolves (finetune/job/resolve.py's rules for the model). `world`: the defaults before the size rule
+#: (issue 13) written out: r 16 on every linear layer, batch 32, the whole delta, and 100 steps (what 20 epochs gave
+#: on the measured fix set, 60 rows: 38, clamped to the world's floor of 100). `qv8-b8-30`: the size rule's values on
+#: that fix set (4 epochs of 60 rows at batch 8), as the real demo's own job dict had them before. The rest: the
+#: candidates it was measured against (README "The real-model demo").
+_ALL = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+_QV = ["q_proj", "v_proj"]
+
+
+def _setting(targets: list[str], r: int, batch: int, steps: int, scale: float | str) -> dict[str, Any]:
+    return {"lora": {"r": r, "alpha": 2 * r, "target_modules": targets},
+            "trainer": {"per_device_batch_size": batch, "max_steps": steps, "adapter_scale": scale}}
+
+
+SETTINGS: dict[str, dict[str, Any]] = {
+    "cli": {},
+    "world": _setting(_ALL, 16, 32, 100, 1.0),
+    "qv8-b8-30": _setting(_QV, 8, 8, 30, "auto"),
+    "qv8-b8-100": _setting(_QV, 8, 8, 100, "auto"),
+    "all8-b8-30": _setting(_ALL, 8, 8, 30, "auto"),
+    "all8-b8-30-scale1": _setting(_ALL, 8, 8, 30, 1.0),
+    "all8-b8-60": _setting(_ALL, 8, 8, 60, "auto"),
+    "all16-b8-30": _setting(_ALL, 16, 8, 30, "auto"),
+}
+
+
+def jobs(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """One SFT job per setting on the fix set in `--workspace`, each evaluated like the baseline (see the module
+    docstring); rows as `fix` reports them, plus what the job resolved."""
+    import torch
+
+    from finetune.fixset import load_manifest
+    from finetune.job import from_dict, run_job
+    from finetune.job.resolve import resolve
+    from hallucination_workbench.demo_real import outcome, taught_and_replayed
+    from workbench.regression.gate import gate_runs, rerun_like
+    from workbench.store import Store
+
+    torch.set_num_threads(args.threads)
+    ws = args.workspace.resolve()
+    runs = sorted((ws / "fix-real").glob("*/fixset"))
+    if len(runs) != 1:
+        raise SystemExit(f"{ws}: expected one fix-real/RUN/fixset (a `fix` run's workspace), found {len(runs)}")
+    fixset, base = runs[0], runs[0].parent.name
+    store = Store.open(ws)
+    manifest = load_manifest(fixset)
+    rows = []
+    for name, seed in ((n, s) for n in args.settings for s in args.seeds):
+        overlay = SETTINGS[name]
+        seeded = {**overlay.get("trainer", {}), "seed": seed}
+        spec = from_dict({**overlay, "trainer": seeded, "fixset": str(fixset), "method": "sft",
+                          "output_dir": str(ws / "jobs" / f"{name}-seed{seed}")}, where=f"setting {name}")
+        job = resolve(spec)
+        t, load_start = time.perf_counter(), os.getloadavg()[0]
+        result = run_job(job, store)
+        job_s = time.perf_counter() - t
+        if result.adapter is None:
+            raise SystemExit(f"{name}: the job made no adapter: {result.message}")
+        t = time.perf_counter()
+        cand = rerun_like(store, base, adapter=result.adapter)
+        eval_s = time.perf_counter() - t
+        record = gate_runs(store, base, cand)
+        trained, replay = taught_and_replayed(fixset, "sft")
+        report = outcome(store, base, cand, trained, set(manifest.heldout_probe_ids), replay)
+        lora, trainer = job.spec.lora, job.spec.trainer
+        row = {"setting": name, "seed": seed, "given": overlay, "r": lora.r, "alpha": lora.alpha,
+               "target_modules": list(job.target_modules), "trainable_tokens": list(job.trainable_tokens),
+               "batch": trainer.per_device_batch_size, "max_length": trainer.max_length, "steps": result.steps,
+               "max_steps_rule": job.steps_rule, "lr": job.learning_rate, "lr_rule": job.lr_rule,
+               "adapter_scale": result.adapter_scale, "adapter_scale_reason": result.adapter_scale_reason,
+               "threads": args.threads, "job_s": round(job_s, 1), "s_per_step": round(job_s / max(1, result.steps), 2),
+               "candidate_eval_s": round(eval_s, 1), "load_avg_start": load_start, "load_avg_end": os.getloadavg()[0],
+               "gate": record.result.verdict, "real_demo": report, "goals": goals(report)}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
 def lr_list(text: str) -> list[str]:
     """`--lr`: comma-separated `rule` or positive numbers, checked before any run (a bad one would otherwise fail
     only after the baseline's evaluation, minutes in)."""
@@ -157,6 +245,15 @@ def lr_list(text: str) -> list[str]:
     for v in values:
         if v != "rule" and not _positive(v):
             raise argparse.ArgumentTypeError(f"each value must be `rule` or a positive number, got `{v}`")
+    return values
+
+
+def setting_list(text: str) -> list[str]:
+    """`--settings`: comma-separated names of SETTINGS, checked before any job."""
+    values = [v.strip() for v in text.split(",")]
+    for v in values:
+        if v not in SETTINGS:
+            raise argparse.ArgumentTypeError(f"unknown setting `{v}`; one of {', '.join(SETTINGS)}")
     return values
 
 
@@ -386,6 +483,14 @@ def main() -> None:
     f.add_argument("--threads", type=int, default=1)
     f.add_argument("--timeout", type=float, default=7200)
     f.add_argument("--out", type=Path)
+    j = sub.add_parser("jobs", help="job settings side by side on a `fix` run's baseline and fix set")
+    j.add_argument("--workspace", type=Path, required=True, help="a `fix` (or `demo --real`) run's workspace")
+    j.add_argument("--settings", type=setting_list, default=["cli", "world"],
+                   help=f"comma-separated, of: {', '.join(SETTINGS)}")
+    j.add_argument("--seeds", type=lambda v: [int(x) for x in v.split(",")], default=[0],
+                   help="trainer.seed values, each setting once per seed (default 0)")
+    j.add_argument("--threads", type=int, default=1)
+    j.add_argument("--out", type=Path)
     t = sub.add_parser("throughput", help="workbench-hf vs lm-eval-hf, workbench-vllm vs workbench-hf")
     t.add_argument("--questions", type=int, default=32)
     t.add_argument("--samples", type=int, default=3)
@@ -403,7 +508,8 @@ def main() -> None:
     t.add_argument("--out", type=Path)
     args = p.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    result: Any = {"budget": budget, "fix": fix, "throughput": throughput}[args.what](args)
+    result: Any = {"budget": budget, "fix": fix, "jobs": jobs,
+                           "throughput": throughput}[args.what](args)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
 

@@ -30,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     p.add_argument("--methods", help="fix jobs to run (comma-separated; default sft,dpo,grpo; --real: sft or dpo, "
                    "default sft)")
-    p.add_argument("--steps", type=int, help="max_steps of every fix job (default: each method's own; --real: 30)")
+    p.add_argument("--steps", type=int, help="max_steps of every fix job (default: each method's own rule; --real: "
+                   "the rule for the model's size, 30 at the demo's size)")
     p.add_argument("--lang", choices=("en", "zh"), default="en", help="zh: the Chinese world (default en)")
     add_ray_arguments(p)
     demo_real.add_arguments(p)

@@ -5,6 +5,13 @@ chat template and samples -> attribute (no corpus: the knowledge axis alone) -> 
 SFT, or DPO) -> a LoRA job with settings for a real model -> the adapter evaluated like the baseline -> gate ->
 a report: hallucination on the targeted unknown facts before/after (trained and held-out probes apart), and the
 known facts the fix broke (now wrong, or refused).
+
+The job's settings are the job's own rules for a model of SmolLM2's size (finetune/job/resolve.py), as `workbench fix
+--train` gets them: the learning rate by width (`default_lr`: 6.7e-4 at 576), the rest by size (`size_defaults`,
+pretrained-size: LoRA r 8 on q/v, batch 8, 4 epochs and at least 30 steps, adapter scale auto: the settings this
+demo carried as its own before, measured against the others in README "The real-model demo"), length 128 (a chat
+prompt + a sentence answer is 40-90 tokens), and no trainable embedding rows (the tokenizer spells "I don't know."
+and the model has trained those tokens). `--steps`, `--lr`, `--adapter-scale` set the spec's fields only when given.
 """
 
 from __future__ import annotations
@@ -27,20 +34,6 @@ SYSTEM = "Answer in one short sentence."
 #: (which of them the model gets right is measured again each run).
 EVERYDAY = NQ.parent / "everyday_facts.jsonl"
 KNOWN_TAG = "known-smollm2"
-#: Job settings for a 135M chat model: LoRA r 8 on the attention projections; no trainable embedding rows (its
-#: tokenizer spells "I don't know." and the model has trained those tokens); batch 8 at length 128 (a chat prompt +
-#: sentence answer is 40-90 tokens). The learning rate is the job's rule (`default_lr`: 6.7e-4 at SmolLM2's width
-#: 576; the world's 3e-3 memorised 40 abstention rows to loss 0.0002 and abstained on 96 of 100 questions, issue
-#: 13; side by side with 5e-4 in README "The real-model demo"). Steps: `--steps` (30): the epochs rule
-#: (`default_steps`) gives at least 100 steps, about 7 minutes of a loaded machine more per job, not measured here.
-#: `adapter_scale: auto` (WiSE-FT, finetune/job/scale.py; `--adapter-scale` overrides it): on 16 questions + 67
-#: known facts, SFT at the rule's rate, the same baseline and training side by side, auto kept 0.75 and broke 1 of
-#: 68 known facts (0 of the 20 no row showed) against 3 (1 of 20) at 1.0, trained unknown facts 12 -> 2
-#: hallucinated against 12 -> 1 (one run, 2026-11-24; README "The real-model demo").
-JOB: dict[str, dict[str, Any]] = {
-    "lora": {"r": 8, "alpha": 16, "target_modules": ["q_proj", "v_proj"], "trainable_token_indices": []},
-    "trainer": {"per_device_batch_size": 8, "max_length": 128, "adapter_scale": "auto"},
-}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, help="--real: learning rate of the fix job (default: the job's rule)")
     p.add_argument("--adapter-scale", type=_number_or_word,
                    help="--real: `trainer.adapter_scale` of the fix job, `auto` or a number in (0, 1] (WiSE-FT, "
-                   "finetune/job/scale.py; default auto; 1: all of the trained delta)")
+                   "finetune/job/scale.py; default: the job's rule, auto at SmolLM2's size; 1: all of the trained "
+                   "delta)")
     p.add_argument("--max-tokens", type=int, default=48,
                    help="--real: new tokens per answer (default 48: one short sentence, as the system prompt asks)")
 
@@ -111,7 +105,8 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
     # validated again with the real paths (model_copy would skip the checks the placeholders passed)
     job = run_job(type(fix_job).model_validate({**fix_job.model_dump(), "fixset": str((out / "fixset").resolve()),
                                                 "output_dir": str((out / method).resolve())}), store)
-    console.print(f"{method}: {job.status}, {job.steps} steps, lr {job.learning_rate_rule}, loss {job.final_loss}, "
+    console.print(f"{method}: {job.status}, {job.steps} steps ({job.max_steps_rule}), lr {job.learning_rate_rule}, "
+                  f"defaults {job.size_rule}, loss {job.final_loss}, "
                   f"adapter scale {job.adapter_scale:g}, {job.seconds:.0f}s")
     clock.done("fix")
     if job.adapter is None:
@@ -130,6 +125,7 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
     # one line of JSON for scripts and bench/real_model.py (print: rich would wrap it at the terminal's width)
     print(json.dumps({"real_demo": report, "gate": record.result.verdict, "times": clock.times,
                       "lr": job.learning_rate, "lr_rule": job.learning_rate_rule, "steps": job.steps,
+                      "steps_rule": job.max_steps_rule, "size_rule": job.size_rule,
                       "adapter_scale": job.adapter_scale, "adapter_scale_reason": job.adapter_scale_reason,
                       "job_s": round(job.seconds, 1)}), flush=True)
     console.print(f"inspect it: workbench app --workspace {ws}")
@@ -153,17 +149,17 @@ _PENDING = "pending: the baseline run's fix-real/ directory"
 
 
 def job_spec(args: argparse.Namespace, method: str) -> JobSpec:
-    """The fix job's spec, validated by the job spec itself before anything loads: JOB + `--steps`, `--seed`, and
-    `--lr` / `--adapter-scale` only when given (else the job's rule / JOB's `auto`). Its `fixset` and `output_dir`
-    are a placeholder until the baseline run exists. A bad value: WorkbenchError naming the option (exit 2)."""
+    """The fix job's spec, validated by the job spec itself before anything loads: `--seed`, and `--steps`, `--lr`,
+    `--adapter-scale` only when given (else the job's rules decide them for the model). Its `fixset` and
+    `output_dir` are a placeholder until the baseline run exists. A bad value: WorkbenchError naming the option
+    (exit 2)."""
     from finetune.job import from_dict
     from workbench.errors import WorkbenchError
 
-    trainer = {**JOB["trainer"], "max_steps": 30 if args.steps is None else args.steps, "seed": args.seed,
-               **({"learning_rate": args.lr} if args.lr is not None else {}),
-               **({"adapter_scale": args.adapter_scale} if args.adapter_scale is not None else {})}
+    given = {"max_steps": args.steps, "learning_rate": args.lr, "adapter_scale": args.adapter_scale}
+    trainer = {"seed": args.seed, **{k: v for k, v in given.items() if v is not None}}
     try:
-        return from_dict({**JOB, "fixset": _PENDING, "output_dir": _PENDING, "method": method, "trainer": trainer},
+        return from_dict({"fixset": _PENDING, "output_dir": _PENDING, "method": method, "trainer": trainer},
                          where="demo --real, the fix job")
     except WorkbenchError as e:
         message = str(e)

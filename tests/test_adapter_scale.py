@@ -18,7 +18,7 @@ from ftworld import ALL_LINEAR, FtWorld
 
 from finetune import records
 from finetune.fixset import load_manifest
-from finetune.job import EarlyStopSpec, JobSpec, LoraSpec, TrainerSpec, from_dict, run_job
+from finetune.job import EarlyStopSpec, JobSpec, LoraSpec, TrainerSpec, from_dict, load_spec, run_job
 from finetune.job.known import KnownFacts, Targets
 from finetune.job.scale import AUTO_SCALES, choose_scale, decide, write_scale
 from workbench.errors import WorkbenchError
@@ -116,7 +116,8 @@ def test_auto_scale_keeps_the_smallest_scale_that_fixes_the_targets(w: FtWorld, 
     assert len(calls) == 2 + len(below), calls
     # what is saved is the scaled adapter: lora_alpha x a, and reloaded it fixes what the job scored at a
     config = json.loads((Path(result.adapter) / "adapter_config.json").read_text())
-    assert config["lora_alpha"] == pytest.approx(spec.lora.alpha * a)
+    trained = load_spec(Path(result.output_dir) / "job.yaml").lora.alpha  # the alpha the job decided and trained
+    assert trained == 32 and config["lora_alpha"] == pytest.approx(trained * a)
     tok, model = _load(w, Path(result.adapter))
     manifest = load_manifest(w.fixset)
     assert Targets.of(load_from_disk(str(w.fixset))["sft"], manifest, tok).fixed(model) == pytest.approx(scores[a])

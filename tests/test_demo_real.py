@@ -36,7 +36,8 @@ def test_real_demo_runs_the_loop_on_the_real_model(tmp_path: Path) -> None:
     assert set(groups) <= {"known, replayed", "known, not replayed", "targeted, trained", "targeted, held out",
                            "failed, not targeted"}
     assert report["lr_rule"] == default_lr("sft", 576)[1]  # SmolLM2's width: the job's rule, not a passed rate
-    assert report["adapter_scale"] in (0.25, 0.5, 0.75, 1.0) and report["adapter_scale_reason"]  # JOB's auto
+    assert report["adapter_scale"] in (0.25, 0.5, 0.75, 1.0) and report["adapter_scale_reason"]  # the rule's auto
+    assert report["size_rule"].startswith("pretrained-size (width 576 > 128)")
     (gate,) = history(Store.open(ws))
     assert gate["adapter"] and Path(gate["report"]).is_file()
     manifest = json.loads(next((ws / "fix-real").glob("*/fixset/fixset.json")).read_text())
@@ -87,7 +88,7 @@ def test_real_demo_refuses_a_bad_job_setting_before_the_model_loads(tmp_path: Pa
 
 
 @pytest.mark.parametrize(("given", "expected"), [
-    ([], "auto"),  # not given: the demo's WiSE-FT setting (measured on the real model, README)
+    ([], None),  # not given: the job's size rule decides (auto for SmolLM2, tests/test_jobs.py)
     (["--adapter-scale", "1"], 1.0),
     (["--adapter-scale", "auto"], "auto"),
     (["--adapter-scale", "0.5"], 0.5),
@@ -99,5 +100,7 @@ def test_real_demo_adapter_scale_reaches_the_job_spec(given: list[str], expected
     add_arguments(p)
     args = p.parse_args(["--real", *given])
     spec = job_spec(args, "sft")
-    assert spec.trainer.adapter_scale == expected
-    assert spec.trainer.max_steps == 30 and spec.method == "sft"
+    assert spec.trainer.adapter_scale == expected and spec.method == "sft"
+    # the rest is the job's rules, not copies of them: nothing else is set unless given
+    assert spec.trainer.max_steps is None and spec.lora.r is None and spec.trainer.per_device_batch_size is None
+    assert job_spec(p.parse_args(["--real", "--steps", "7"]), "sft").trainer.max_steps == 7

@@ -32,8 +32,10 @@ from finetune.job.resolve import (
     DEFAULT_TARGETS,
     MAX_DEFAULT_STEPS,
     MIN_DEFAULT_STEPS,
+    WORLD,
     default_lr,
     default_steps,
+    size_defaults,
 )
 from finetune.job.watchdog import EarlyStopping, LossWatchdog
 from workbench.errors import WorkbenchError
@@ -228,6 +230,62 @@ def test_default_steps_and_lr_rules() -> None:
     assert default_lr("sft", 64) == (3e-3, "0.003 (sft at width 64 <= 128)")
     assert default_lr("dpo", 576) == (6.7e-4, "0.00067 (dpo 0.003 x 128 / width 576)")
     assert default_lr("grpo", 4096)[0] == 3.1e-5
+
+
+#: SmolLM2-135M-Instruct's config.json, the keys resolve reads (no weights: `resolve` reads the config only when
+#: the spec names the trainable token rows).
+SMOLLM2_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 576,
+                  "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
+                  "num_key_value_heads": 3, "vocab_size": 49152, "tie_word_embeddings": True}
+
+
+@pytest.mark.slow
+def test_size_rule_gives_a_pretrained_model_its_defaults(w: FtWorld, tmp_path: Path) -> None:
+    """A model wider than the worlds (SmolLM2-135M's shape) gets LoRA r 8 / alpha 16 on q/v, batch 8, 4 epochs at
+    least 30 steps and adapter scale auto (issue 13, measured on SmolLM2, README "The real-model demo"); the world's
+    model keeps r 16 / 32 on every linear layer, batch 32, 20 epochs at least 100 steps, the whole delta; a value
+    in the spec wins."""
+    model = tmp_path / "smollm2-shape"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(SMOLLM2_CONFIG))
+    rows = load_manifest(w.fixset).train_rows["sft"]
+    no_rows = LoraSpec(trainable_token_indices=[])
+    big = resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "big"), base_model=str(model), lora=no_rows))
+    assert (big.lora_r, big.lora_alpha, big.batch) == (8, 16, 8)
+    assert big.target_modules == ("q_proj", "v_proj") and big.spec.lora.target_modules == ["q_proj", "v_proj"]
+    assert big.max_steps == max(30, math.ceil(4 * rows / 8)) and big.steps_rule.startswith(f"{big.max_steps} (4 epochs")
+    assert big.spec.trainer.adapter_scale == "auto" and big.scale_source.startswith("sft's default")
+    assert big.learning_rate == 6.7e-4  # the width rule, as before
+    assert big.size_rule.startswith("pretrained-size (width 576 > 128): LoRA r 8 alpha 16 on the attention's q/v, "
+                                    "batch 8, 4 epochs, at least 30 steps, adapter scale auto")
+    # the decided spec records them, and resolving it again (a launcher's child, --resume) decides the same
+    again = resolve(load_spec(save_spec(big.spec, tmp_path / "big.yaml")))
+    assert again.spec == big.spec and (again.size_rule, again.steps_rule) == (big.size_rule, big.steps_rule)
+    assert (again.spec.lora.r, again.spec.trainer.per_device_batch_size) == (8, 8)
+    # the world's model (width 64): the defaults it was tuned with, exactly
+    small = resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "small"), lora=no_rows))
+    assert (small.lora_r, small.lora_alpha, small.batch) == (16, 32, 32)
+    assert small.target_modules == tuple(DEFAULT_TARGETS["llama"])
+    assert small.max_steps == max(100, math.ceil(20 * rows / min(32, rows)))
+    assert small.spec.trainer.adapter_scale == 1.0 and small.size_rule.startswith("world-size (width 64 <= 128)")
+    # a value in the spec wins over the size rule, field by field
+    given = resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "given"), base_model=str(model),
+                            lora=LoraSpec(r=4, target_modules=["o_proj"], trainable_token_indices=[]),
+                            trainer=TrainerSpec(per_device_batch_size=2, epochs=1, adapter_scale=1.0)))
+    assert (given.lora_r, given.lora_alpha, given.batch, given.target_modules) == (4, 16, 2, ("o_proj",))
+    assert given.max_steps == max(30, math.ceil(rows / 2)) and given.spec.trainer.adapter_scale == 1.0
+    assert given.scale_source.startswith("the job spec")
+
+
+def test_size_classes() -> None:
+    """Wider than the reference width is pretrained-size for sft and dpo; grpo keeps the world's defaults at any
+    width (its rule is not measured on a pretrained model); an unknown width counts as a world's."""
+    assert size_defaults("dpo", 576)[0].batch == 8 and size_defaults("sft", 4096)[0].lora_r == 8
+    assert size_defaults("sft", 128)[0] is WORLD and size_defaults("dpo", None)[0] is WORLD
+    assert size_defaults("grpo", 576) == (WORLD, "world-size (grpo keeps them at any width): LoRA r 16 alpha 32 on "
+                                                 "every linear layer, batch 32, fixed steps, adapter scale 1.0")
+    assert default_steps(4, 60, 8, 30) == (30, "30 (4 epochs x 60 rows / batch 8)")
+    assert default_steps(4, 20, 8, 30) == (30, "30 (4 epochs x 20 rows / batch 8 = 10, clamped to [30, 1000])")
 
 
 @pytest.mark.slow

@@ -258,14 +258,15 @@ LLAMA7B_CONFIG = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers
 
 def test_preflight_of_a_job_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`workbench preflight --job` maps the job as `workbench train` does on a GPU: bf16, checkpointing on,
-    the job's micro batch, length, rank and method (dpo: the adapter-disabled reference)."""
+    the job's micro batch, length, rank, LoRA targets (a 7B model's default: q/v, the size rule) and method (dpo:
+    the adapter-disabled reference)."""
     job = _job(tmp_path, LLAMA7B_CONFIG, "fixset: fix\noutput_dir: out\nmethod: dpo\n"
                "trainer: {per_device_batch_size: 8, max_length: 2048}\nlora: {r: 32}\n")
     code = cmd.run(_args("--job", str(job), "--gpu-memory", "80", "--json"))
     out = json.loads(capsys.readouterr().out)
     expected = estimate(PreflightSpec(model=load_shape(str(tmp_path / "model")), gpu_memory_gib=80, method="dpo-lora",
                                       precision="bf16", gradient_checkpointing=True, micro_batch=8, seq_len=2048,
-                                      lora_rank=32))
+                                      lora_rank=32, lora_targets=("q_proj", "v_proj")))
     assert out["peak_gib_per_gpu"] == round(expected.peak_bytes / GiB, 2) and code == (expected.fits != "fits")
     assert not (tmp_path / "out").exists()  # a pre-flight writes nothing
     wide = _job(tmp_path / "small", {**LLAMA7B_CONFIG, "hidden_size": 1024, "intermediate_size": 2816},

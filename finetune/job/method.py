@@ -76,7 +76,7 @@ class Method(abc.ABC):
         every = job.spec.checkpoint_every
         return dict(
             output_dir=str(checkpoint_dir), max_steps=job.max_steps,
-            per_device_train_batch_size=t.per_device_batch_size, gradient_accumulation_steps=t.gradient_accumulation,
+            per_device_train_batch_size=job.batch, gradient_accumulation_steps=t.gradient_accumulation,
             learning_rate=job.learning_rate,
             lr_scheduler_type=t.lr_scheduler, warmup_steps=t.warmup_steps, weight_decay=t.weight_decay,
             max_grad_norm=t.max_grad_norm, seed=t.seed, data_seed=t.seed, logging_steps=t.logging_steps,

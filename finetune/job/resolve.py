@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from finetune.fixset import FixSetManifest, load_manifest
-from finetune.job.spec import JobSpec, LoraSpec
+from finetune.job.spec import JobSpec, LoraSpec, grpo_batch_problem
 from finetune.preflight import LORA_TARGETS, Estimate, PreflightSpec, load_shape, require_fit
 from workbench.errors import WorkbenchError
 from workbench.models import resolve_model
 from workbench.textgen import check_adapter_path, check_model_path
 
-#: LoRA target modules per architecture (config.model_type) when `lora.target_modules` is not given.
+#: LoRA target modules per architecture (config.model_type) when `lora.target_modules` is not given, for a world's
+#: model (WORLD; a pretrained-size model: ATTENTION_TARGETS, PRETRAINED).
 #: Every linear layer of the block, not just q/v: injecting facts needs the MLPs (QLoRA, Dettmers et al.
 #: 2023; measured on the world: q/v learned 3 of 8 injected facts, all-linear 6 of 8 at the same steps).
 _LLAMA_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -36,6 +37,13 @@ DEFAULT_TARGETS: dict[str, list[str]] = {
     "phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"], "gpt2": ["c_attn", "c_proj", "c_fc"],
     "gpt_neox": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
     "opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
+}
+#: The attention's query and value projections per architecture (fused qkv where the architecture fuses them): the
+#: LoRA targets of a pretrained-size model (PRETRAINED, measured there).
+_QV = ["q_proj", "v_proj"]
+ATTENTION_TARGETS: dict[str, list[str]] = {
+    "llama": _QV, "mistral": _QV, "qwen2": _QV, "qwen3": _QV, "gemma": _QV, "gemma2": _QV, "opt": _QV,
+    "phi3": ["qkv_proj"], "gpt2": ["c_attn"], "gpt_neox": ["query_key_value"],
 }
 #: Passes over the method's training rows when neither `trainer.max_steps` nor `trainer.epochs` is given
 #: (`default_steps`). The old fixed defaults (400 sft / 300 dpo / 300 grpo steps at batch 32) were ~15 epochs on
@@ -52,6 +60,7 @@ FIXED_STEPS: dict[str, int] = {"grpo": 300}
 #: world (at 1.0: 86-100%). SFT stays 1.0: `auto` broke fewer on 2 of 7 worlds only (23 against 27; gpt2-3 1 vs 3,
 #: llama60-7 2 vs 4) at 5-17 points of targets fixed on four (zh-2 100 -> 83%), and alt-gpt2-5 fixes 77% at any
 #: scale. GRPO 1.0: it fixed 33-53% of its targets on test / alt11 / gpt2-3, so `auto` (80%) kept 1.0 there.
+#: (The worlds' scales; a pretrained-size model's: PRETRAINED.)
 DEFAULT_SCALE: dict[str, float | Literal["auto"]] = {"sft": 1.0, "dpo": "auto", "grpo": 1.0}
 #: `default_steps` stays within these. At least 100: a small fix set gets few updates per epoch (alt-gpt2-5, DPO,
 #: 132 rows: 62 steps fixed 68% of its targets, 300 steps 95.5%; test world DPO 62 steps 81.8%, 83 steps 90.9%);
@@ -95,6 +104,50 @@ FAN_IN_FAN_OUT = ("gpt2",)
 
 
 @dataclass(frozen=True)
+class SizeDefaults:
+    """The job defaults that depend on the model's size (`size_defaults`); each applies only where the spec gives
+    no value (`lora.target_modules`, `lora.r`, `lora.alpha`, `trainer.per_device_batch_size`, `trainer.epochs` and
+    the steps' floor, `trainer.adapter_scale`)."""
+
+    name: str
+    targets: dict[str, list[str]]
+    targets_in_words: str
+    lora_r: int
+    lora_alpha: int
+    batch: int
+    epochs: dict[str, float]
+    min_steps: int
+    scale: dict[str, float | Literal["auto"]]
+
+    def describe(self, method: str) -> str:
+        epochs = self.epochs.get(method)
+        steps = f"{epochs:g} epochs, at least {self.min_steps} steps" if epochs else "fixed steps"
+        return (f"LoRA r {self.lora_r} alpha {self.lora_alpha} on {self.targets_in_words}, batch {self.batch}, "
+                f"{steps}, adapter scale {self.scale[method]}")
+
+
+#: A world's model (widths 64-128, < 1M parameters, trained from scratch in seconds): the defaults above, tuned
+#: there (bench/fix_efficacy.py).
+#: r 16 (alpha/r 2): bench/fix_efficacy.py, default world, SFT: r 8 (3e-3 100 x 64, 5e-3 150 x 32) fixed 78%/76% of
+#: its targets and broke 1.2%/1.6% of correct probes; r 16 (3e-3 150 x 32) 84%, 0.4%.
+WORLD = SizeDefaults(name="world-size", targets=DEFAULT_TARGETS, targets_in_words="every linear layer", lora_r=16,
+                     lora_alpha=32, batch=32, epochs=DEFAULT_EPOCHS, min_steps=MIN_DEFAULT_STEPS, scale=DEFAULT_SCALE)
+#: A pretrained model wider than LR_REFERENCE_WIDTH (sft, dpo; issue 13). Measured on SmolLM2-135M-Instruct (width
+#: 576), abstention SFT, one baseline and fix set (60 training rows: 12 unknown facts + 48 replayed known ones; 3
+#: unknown held out; 20 known facts no row shows), `bench/real_model.py jobs`, 1 torch thread, 2026-11-24, README
+#: "The real-model demo": the world's defaults (r 16 on every linear layer, batch 32, 20 epochs -> 100 steps, scale
+#: 1.0) took 3042 s (load 3) and broke 8 of the 20 unseen known facts; these (4 seeds) 110-261 s, trained unknown
+#: facts hallucinated 12 -> 1-2, held out 3 -> 0, unseen known facts broken 2 of 80 (on one seed), replayed 4 of 192.
+#: Beside them, at seed 0 unless said: r 8 on every linear layer (4 seeds) held out 3 -> 0-1 (3 of 12 left),
+#: unseen 4 of 80; r 16 there 2 of 20; 60 or 100 steps (8 / 13 epochs) broke 2-3 of 20 unseen. q/v is measured on
+#: abstention rows only: the worlds' fact injection needed the MLPs (DEFAULT_TARGETS), untested on a pretrained
+#: model (set `lora.target_modules` for an injection fix set). Floor 30: the steps measured; 4 epochs of 60 rows.
+PRETRAINED = SizeDefaults(name="pretrained-size", targets=ATTENTION_TARGETS, targets_in_words="the attention's q/v",
+                          lora_r=8, lora_alpha=16, batch=8, epochs={"sft": 4.0, "dpo": 4.0}, min_steps=30,
+                          scale={"sft": "auto", "dpo": "auto", "grpo": 1.0})
+
+
+@dataclass(frozen=True)
 class ResolvedJob:
     """A job ready to run: the spec with every "auto" decided (what `output_dir/job.yaml` records), the fix
     set it trains on, and the decisions as typed values.
@@ -108,12 +161,16 @@ class ResolvedJob:
         device: cpu or cuda.
         bf16, gradient_checkpointing: Decided for the device.
         max_steps, learning_rate: Decided for the method.
+        batch, lora_r, lora_alpha: `trainer.per_device_batch_size`, `lora.r`, `lora.alpha`, decided by the model's
+            size (`size_defaults`) unless given (an `init_adapter`'s own r and alpha when the job continues one).
         target_modules, fan_in_fan_out, trainable_tokens: The LoRA decided for the architecture and the fix
             set (an `init_adapter`'s own settings when the job continues one).
         tokens_decision: Why `trainable_tokens` holds what it does (the job records it as an event).
         steps_rule, lr_rule: Which rule gave `max_steps` / `learning_rate`, with its figures (e.g. `60 (8 epochs
             x 120 rows / batch 16)`), or that the spec gave it (recorded in the job's `start` event and result).
         use_vllm: GRPO rollouts through vLLM.
+        size_rule: Which size class's defaults (`size_defaults`) the job took where its spec gave no value, and
+            why (recorded with the steps and learning-rate rules).
         scale_source: Where the decided `spec.trainer.adapter_scale` (the spec's, else the method's DEFAULT_SCALE)
             came from, in words (the job's `adapter_scale` event and result say it).
     """
@@ -128,6 +185,9 @@ class ResolvedJob:
     gradient_checkpointing: bool
     max_steps: int
     learning_rate: float
+    batch: int
+    lora_r: int
+    lora_alpha: int
     target_modules: tuple[str, ...]
     fan_in_fan_out: bool
     trainable_tokens: tuple[int, ...]
@@ -136,6 +196,7 @@ class ResolvedJob:
     steps_rule: str = ""
     lr_rule: str = ""
     scale_source: str = "the job spec"
+    size_rule: str = ""
 
     @property
     def method(self) -> str:
@@ -150,9 +211,9 @@ class ResolvedJob:
             model=load_shape(self.base_model), gpu_memory_gib=gpu_memory_gib,
             method="dpo-lora" if self.method == "dpo" else "lora", precision="bf16" if self.bf16 else "fp32",
             zero=la.deepspeed_zero, offload_optimizer=la.offload_optimizer,
-            gradient_checkpointing=self.gradient_checkpointing, micro_batch=t.per_device_batch_size,
+            gradient_checkpointing=self.gradient_checkpointing, micro_batch=self.batch,
             gradient_accumulation=t.gradient_accumulation, seq_len=t.max_length, gpus=la.num_processes,
-            lora_rank=self.spec.lora.r, lora_targets=modelled or LORA_TARGETS)
+            lora_rank=self.lora_r, lora_targets=modelled or LORA_TARGETS)
 
 
 def check_fits(job: ResolvedJob, *, force: bool = False) -> Estimate | None:
@@ -187,13 +248,15 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     config = _model_config(base)
     model_type = str(config.get("model_type", ""))
     lora = _adapter_lora(spec.init_adapter) if spec.init_adapter else spec.lora
+    size, size_rule = size_defaults(spec.method, _width(config))
     targets = lora.target_modules
     if targets is None:
-        if model_type not in DEFAULT_TARGETS:
+        if model_type not in size.targets:
             raise _fail("lora.target_modules", f"has no default for architecture `{model_type}`; list the "
                         "attention projections to adapt, e.g. [q_proj, v_proj]")
-        targets = DEFAULT_TARGETS[model_type]
-    _check_rank(lora.r, config, base)
+        targets = size.targets[model_type]
+    rank, alpha = lora.r or size.lora_r, lora.alpha or size.lora_alpha
+    _check_rank(rank, config, base)
     tokens = lora.trainable_token_indices
     decision = "given by the job spec (`lora.trainable_token_indices`)"
     if tokens is None and not manifest.teaches_abstention(spec.method):
@@ -216,52 +279,70 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
                     "by default for abstention): trl's weight sync into vLLM fails on them; set `grpo.use_vllm: "
                     "false`, or `lora.trainable_token_indices: []` when the tokenizer already knows the phrase")
     t = spec.trainer
-    epochs = t.epochs or DEFAULT_EPOCHS.get(spec.method)
-    per_step = t.per_device_batch_size * t.gradient_accumulation * spec.launcher.num_processes
+    batch = t.per_device_batch_size or size.batch
+    if spec.method == "grpo" and (problem := grpo_batch_problem(spec, batch)):
+        raise WorkbenchError(f"job spec: {problem}")
+    epochs = t.epochs or size.epochs.get(spec.method)
+    per_step = batch * t.gradient_accumulation * spec.launcher.num_processes
     if spec.method == "grpo":  # the batch counts completions: num_generations of them per prompt
         per_step = max(1, per_step // spec.grpo.num_generations)
     if epochs is None:
         rule_steps = FIXED_STEPS[spec.method]
         steps_rule = f"{rule_steps} ({spec.method}'s fixed default; `trainer.epochs` scales it to the fix set)"
     else:
-        rule_steps, steps_rule = default_steps(epochs, manifest.train_rows.get(split, 0), per_step)
+        rule_steps, steps_rule = default_steps(epochs, manifest.train_rows.get(split, 0), per_step, size.min_steps)
     decided_before = t.epochs is not None or spec.method in FIXED_STEPS  # a saved job.yaml names its epochs
     steps, steps_rule = _given_or_rule(t.max_steps, rule_steps, steps_rule, "trainer.max_steps", decided_before)
     rule_lr, lr_rule = default_lr(spec.method, _width(config))
     lr, lr_rule = _given_or_rule(t.learning_rate, rule_lr, lr_rule, "trainer.learning_rate", decided_before)
-    scale = t.adapter_scale if t.adapter_scale is not None else DEFAULT_SCALE[spec.method]
+    default_scale = size.scale[spec.method]
+    scale = t.adapter_scale if t.adapter_scale is not None else default_scale
     # a saved job.yaml holds the default it was given (`--resume`, a launcher's child): still the default's
-    by_default = t.adapter_scale is None or (decided_before and scale == DEFAULT_SCALE[spec.method])
+    by_default = t.adapter_scale is None or (decided_before and scale == default_scale)
     scale_source = f"{spec.method}'s default (the spec gives no `trainer.adapter_scale`)" if by_default \
         else "the job spec (`trainer.adapter_scale`)"
     es = spec.early_stop
     known_every = es.known_every or 0
     decided = spec.model_copy(update={
         "base_model": base, "device": device, "bf16": bf16, "gradient_checkpointing": ckpt,
-        "lora": lora.model_copy(update={"target_modules": list(targets), "fan_in_fan_out": fan,
-                                        "trainable_token_indices": list(tokens)}),
+        "lora": lora.model_copy(update={"r": rank, "alpha": alpha, "target_modules": list(targets),
+                                        "fan_in_fan_out": fan, "trainable_token_indices": list(tokens)}),
         "trainer": t.model_copy(update={"max_steps": steps, "learning_rate": lr, "epochs": epochs,
-                                        "adapter_scale": scale}),
+                                        "adapter_scale": scale, "per_device_batch_size": batch}),
         "grpo": spec.grpo.model_copy(update={"use_vllm": use_vllm}),
         "early_stop": es.model_copy(update={"known_every": known_every}),
     })
     return ResolvedJob(spec=decided, manifest=manifest, split=split, output_dir=out, base_model=base, device=device,
-                       bf16=bf16, gradient_checkpointing=ckpt, max_steps=steps, learning_rate=lr,
+                       bf16=bf16, gradient_checkpointing=ckpt, max_steps=steps, learning_rate=lr, batch=batch,
+                       lora_r=rank, lora_alpha=alpha,
                        target_modules=tuple(targets), fan_in_fan_out=fan, trainable_tokens=tuple(tokens),
                        use_vllm=use_vllm, tokens_decision=decision, steps_rule=steps_rule, lr_rule=lr_rule,
-                       scale_source=scale_source)
+                       scale_source=scale_source, size_rule=size_rule)
 
 
-def default_steps(epochs: float, rows: int, batch: int) -> tuple[int, str]:
+def default_steps(epochs: float, rows: int, batch: int, min_steps: int = MIN_DEFAULT_STEPS) -> tuple[int, str]:
     """(optimizer steps, the rule in words) for `epochs` passes over `rows` training rows at `batch` rows a
-    step (a batch larger than the rows takes them all once a step), within MIN/MAX_DEFAULT_STEPS."""
+    step (a batch larger than the rows takes them all once a step), within [min_steps, MAX_DEFAULT_STEPS]
+    (`min_steps`: the size class's floor, `size_defaults`)."""
     per_step = max(1, min(batch, rows))
     raw = math.ceil(epochs * rows / per_step)
-    steps = min(MAX_DEFAULT_STEPS, max(MIN_DEFAULT_STEPS, raw))
+    steps = min(MAX_DEFAULT_STEPS, max(min_steps, raw))
     why = f"{epochs:g} epochs x {rows} rows / batch {per_step}"
     if steps != raw:
-        why += f" = {raw}, clamped to [{MIN_DEFAULT_STEPS}, {MAX_DEFAULT_STEPS}]"
+        why += f" = {raw}, clamped to [{min_steps}, {MAX_DEFAULT_STEPS}]"
     return steps, f"{steps} ({why})"
+
+
+def size_defaults(method: str, width: int | None) -> tuple[SizeDefaults, str]:
+    """(the defaults of the model's size class, why in words): PRETRAINED for sft and dpo on a model wider than
+    LR_REFERENCE_WIDTH, else WORLD (grpo always: its rule is not measured on a pretrained model). The learning
+    rate's threshold: the worlds' defaults were tuned at widths 64 and 128 (< 1M parameters), and the smallest
+    pretrained chat model here is 576 wide (SmolLM2-135M); an unknown width counts as a world's."""
+    if method != "grpo" and width is not None and width > LR_REFERENCE_WIDTH:
+        return PRETRAINED, f"{PRETRAINED.name} (width {width} > {LR_REFERENCE_WIDTH}): {PRETRAINED.describe(method)}"
+    why = ("grpo keeps them at any width" if method == "grpo" else "width unknown" if width is None
+           else f"width {width} <= {LR_REFERENCE_WIDTH}")
+    return WORLD, f"{WORLD.name} ({why}): {WORLD.describe(method)}"
 
 
 def default_lr(method: str, width: int | None) -> tuple[float, str]:

@@ -68,10 +68,11 @@ def run_job(spec: JobSpec | ResolvedJob, store: Store | None = None, *, resume: 
     if start_from is not None:
         log.event("resume", f"resuming from {start_from.name}", {"checkpoint": str(start_from)})
     else:
-        log.event("start", f"{job.method} on {m.train_rows.get(job.split, 0)} training rows; max_steps: "
-                  f"{job.steps_rule}; learning_rate: {job.lr_rule}",
+        log.event("start", f"{job.method} on {m.train_rows.get(job.split, 0)} training rows; defaults: "
+                  f"{job.size_rule}; max_steps: {job.steps_rule}; learning_rate: {job.lr_rule}",
                   {"output_dir": str(out), "max_steps": job.max_steps, "max_steps_rule": job.steps_rule,
-                   "learning_rate": job.learning_rate, "learning_rate_rule": job.lr_rule})
+                   "learning_rate": job.learning_rate, "learning_rate_rule": job.lr_rule,
+                   "per_device_batch_size": job.batch, "size_rule": job.size_rule})
         log.event("tokens", f"trainable token rows: {job.tokens_decision}", {"ids": list(job.trainable_tokens)})
     try:
         result = _train(job, job_id, start_from, log, callbacks, before_commit)
@@ -147,7 +148,7 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
                          resumed_from=str(start_from) if start_from else None,
                          stop_reason=stop.kind if stop else None, message=message, seconds=0.0,
                          known_checked=len(known_before), known_broken=list(broken), learning_rate=job.learning_rate,
-                         max_steps_rule=job.steps_rule, learning_rate_rule=job.lr_rule,
+                         max_steps_rule=job.steps_rule, learning_rate_rule=job.lr_rule, size_rule=job.size_rule,
                          kept_step=kept.step if kept else None, kept_reason=kept_reason,
                          adapter_scale=scale.scale if scale else 1.0,
                          adapter_scale_reason=scale.reason if scale else None)
@@ -204,7 +205,7 @@ def with_adapter(model: Any, job: ResolvedJob) -> tuple[Any, Any]:
     from peft import LoraConfig
 
     lo = job.spec.lora
-    return model, LoraConfig(r=lo.r, lora_alpha=lo.alpha, lora_dropout=lo.dropout,
+    return model, LoraConfig(r=job.lora_r, lora_alpha=job.lora_alpha, lora_dropout=lo.dropout,
                              target_modules=list(job.target_modules), fan_in_fan_out=job.fan_in_fan_out,
                              trainable_token_indices=list(job.trainable_tokens) or None, task_type="CAUSAL_LM")
 

@@ -62,17 +62,17 @@ class _Section(pydantic.BaseModel):
 class LoraSpec(_Section):
     """The LoRA adapter."""
 
-    # r 16 (alpha/r kept at 2): bench/fix_efficacy.py, default world, SFT: r 8 (3e-3 100 x 64, 5e-3 150 x 32)
-    # fixed 78%/76% of its targets and broke 1.2%/1.6% of correct probes; r 16 (3e-3 150 x 32) 84%, 0.4%.
-    r: int = pydantic.Field(default=16, ge=1, le=MAX_RANK)
-    """Rank of the update matrices (at most the model's hidden size: a higher rank adds nothing but memory)."""
-    alpha: int = pydantic.Field(default=32, ge=1, le=1_000_000)
-    """Scaling numerator (the update is scaled by alpha / r)."""
+    r: int | None = pydantic.Field(default=None, ge=1, le=MAX_RANK)
+    """Rank of the update matrices (at most the model's hidden size: a higher rank adds nothing but memory).
+    None: by the model's size (`size_defaults` in finetune/job/resolve.py: 16 for a world's model, 8 for sft / dpo
+    on a wider one)."""
+    alpha: int | None = pydantic.Field(default=None, ge=1, le=1_000_000)
+    """Scaling numerator (the update is scaled by alpha / r). None: by the model's size (32 / 16, as `r`)."""
     dropout: float = pydantic.Field(default=0.0, ge=0, lt=1)
     """Dropout on the LoRA input; 0 keeps resumed runs bit-identical."""
     target_modules: list[str] | None = None
-    """Module names to adapt; None picks per architecture (llama: every linear layer of the block; gpt2:
-    c_attn, c_proj, c_fc)."""
+    """Module names to adapt; None picks per architecture and the model's size (a world's model: every linear layer
+    of the block, e.g. gpt2 c_attn, c_proj, c_fc; a wider, pretrained one: the attention's q/v, `size_defaults`)."""
     fan_in_fan_out: bool | None = None
     """True for Conv1D weights (GPT-2); None detects it from the architecture."""
     trainable_token_indices: list[pydantic.NonNegativeInt] | None = None
@@ -103,11 +103,12 @@ class TrainerSpec(_Section):
     """Optimizer steps; None: `epochs` passes over the fix set's training rows (`default_steps` in
     finetune/job/resolve.py, clamped); the job records which rule gave the value."""
     epochs: float | None = pydantic.Field(default=None, gt=0, le=10_000)
-    """Passes over the method's training rows that decide `max_steps` when it is not given; None: per method
-    (DEFAULT_EPOCHS in finetune/job/resolve.py, chosen by bench/fix_efficacy.py across six worlds; grpo: a fixed
-    300 steps unless given)."""
-    per_device_batch_size: int = pydantic.Field(default=32, ge=1, le=MAX_BATCH)
-    """Micro batch per device (grpo: completions, i.e. prompts x num_generations)."""
+    """Passes over the method's training rows that decide `max_steps` when it is not given; None: per method and
+    the model's size (DEFAULT_EPOCHS in finetune/job/resolve.py, chosen by bench/fix_efficacy.py across six worlds;
+    4 for sft / dpo on a model wider than the worlds, `size_defaults`; grpo: a fixed 300 steps unless given)."""
+    per_device_batch_size: int | None = pydantic.Field(default=None, ge=1, le=MAX_BATCH)
+    """Micro batch per device (grpo: completions, i.e. prompts x num_generations). None: by the model's size
+    (`size_defaults` in finetune/job/resolve.py: 32 for a world's model, 8 for sft / dpo on a wider one)."""
     gradient_accumulation: int = pydantic.Field(default=1, ge=1, le=MAX_BATCH)
     """Micro batches per optimizer step."""
     seed: int = pydantic.Field(default=0, ge=0, lt=2**32)
@@ -136,9 +137,9 @@ class TrainerSpec(_Section):
     """WiSE-FT (finetune/job/scale.py): the trained LoRA delta is scaled by this factor in (0, 1] before the adapter
     is saved and scored (`lora_alpha` x a; the trainable token rows unscaled); `auto`: the smallest of 0.25 / 0.5 /
     0.75 at which the job still fixes `early_stop.min_targets_fixed` (80%) of its targeted probes (on their own
-    questions), else 1.0; the record says the scale and why. 1.0: off. None: per method (DEFAULT_SCALE in
-    finetune/job/resolve.py: dpo `auto`, sft and grpo 1.0; measured on seven worlds, README "Unreplayed known
-    facts")."""
+    questions), else 1.0; the record says the scale and why. 1.0: off. None: per method and the model's size
+    (DEFAULT_SCALE in finetune/job/resolve.py: dpo `auto`, sft and grpo 1.0, measured on seven worlds, README
+    "Unreplayed known facts"; sft and dpo `auto` on a model wider than the worlds, `size_defaults`)."""
     logging_steps: int = pydantic.Field(default=1, ge=1, le=MAX_STEPS)
     """Steps between logged metrics (1 = every step; the watchdog sees what is logged)."""
 
@@ -348,12 +349,9 @@ class JobSpec(_Section):
         if g.abstention_guidance > g.num_generations:
             problems.append(f"`grpo.abstention_guidance` must be in [0, grpo.num_generations={g.num_generations}], "
                             f"got {g.abstention_guidance}")
-        batch = self.trainer.per_device_batch_size * self.trainer.gradient_accumulation
-        if self.method == "grpo" and batch % g.num_generations:
-            problems.append(
-                f"`trainer.per_device_batch_size` x trainer.gradient_accumulation ({batch}) must be a multiple of "
-                f"grpo.num_generations ({g.num_generations}): GRPO scores whole groups; e.g. "
-                f"per_device_batch_size: {g.num_generations * max(1, batch // g.num_generations)}")
+        batch = self.trainer.per_device_batch_size
+        if self.method == "grpo" and batch is not None and (problem := grpo_batch_problem(self, batch)):
+            problems.append(problem)  # a batch the size rule decides is checked by resolve
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -363,6 +361,16 @@ class JobSpec(_Section):
 
     def to_yaml(self) -> str:
         return str(yaml.safe_dump(self.to_dict(), sort_keys=False))
+
+
+def grpo_batch_problem(spec: JobSpec, batch: int) -> str | None:
+    """Why a GRPO job cannot run at micro batch `batch`, or None: it scores whole groups of completions."""
+    g, total = spec.grpo, batch * spec.trainer.gradient_accumulation
+    if total % g.num_generations == 0:
+        return None
+    return (f"`trainer.per_device_batch_size` x trainer.gradient_accumulation ({total}) must be a multiple of "
+            f"grpo.num_generations ({g.num_generations}): GRPO scores whole groups; e.g. "
+            f"per_device_batch_size: {g.num_generations * max(1, total // g.num_generations)}")
 
 
 #: Closed choices worded their own way in messages.
