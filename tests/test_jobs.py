@@ -194,8 +194,8 @@ def test_resolve_autos(w: FtWorld, tmp_path: Path) -> None:
     dpo_rows = load_manifest(w.fixset).train_rows["dpo"]
     assert dpo.trainer.max_steps == max(MIN_DEFAULT_STEPS, math.ceil(DEFAULT_EPOCHS["dpo"] * dpo_rows / 32))
     assert dpo.trainer.learning_rate == 3e-3 and dpo.trainer.dpo_loss_type == ["sigmoid", "sft"]
-    # WiSE-FT: DPO keeps the smallest scale that fixes its targets by default, SFT the whole delta; a spec's wins
-    assert dpo.trainer.adapter_scale == "auto" and sft.trainer.adapter_scale == 1.0
+    # WiSE-FT: SFT and DPO keep the smallest scale that fixes their targets by default; a spec's wins
+    assert dpo.trainer.adapter_scale == "auto" and sft.trainer.adapter_scale == "auto"
     given = JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path), method="dpo",
                     trainer=TrainerSpec(adapter_scale=1.0))
     assert resolve(given).spec.trainer.adapter_scale == 1.0
@@ -242,9 +242,9 @@ SMOLLM2_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", 
 @pytest.mark.slow
 def test_size_rule_gives_a_pretrained_model_its_defaults(w: FtWorld, tmp_path: Path) -> None:
     """A model wider than the worlds (SmolLM2-135M's shape) gets LoRA r 8 / alpha 16 on q/v, batch 8, 4 epochs at
-    least 30 steps and adapter scale auto (issue 13, measured on SmolLM2, README "The real-model demo"); the world's
-    model keeps r 16 / 32 on every linear layer, batch 32, 20 epochs at least 100 steps, the whole delta; a value
-    in the spec wins."""
+    least 30 steps (issue 13, measured on SmolLM2, README "The real-model demo"); the world's model keeps r 16 / 32 on
+    every linear layer, batch 32, 20 epochs at least 100 steps; both take sft's adapter scale `auto`; a value in the
+    spec wins."""
     model = tmp_path / "smollm2-shape"
     model.mkdir()
     (model / "config.json").write_text(json.dumps(SMOLLM2_CONFIG))
@@ -257,7 +257,7 @@ def test_size_rule_gives_a_pretrained_model_its_defaults(w: FtWorld, tmp_path: P
     assert big.spec.trainer.adapter_scale == "auto" and big.scale_source.startswith("sft's default")
     assert big.learning_rate == 6.7e-4  # the width rule, as before
     assert big.size_rule.startswith("pretrained-size (width 576 > 128): LoRA r 8 alpha 16 on the attention's q/v, "
-                                    "batch 8, 4 epochs, at least 30 steps, adapter scale auto")
+                                    "batch 8, 4 epochs, at least 30 steps")
     # the decided spec records them, and resolving it again (a launcher's child, --resume) decides the same
     again = resolve(load_spec(save_spec(big.spec, tmp_path / "big.yaml")))
     assert again.spec == big.spec and (again.size_rule, again.steps_rule) == (big.size_rule, big.steps_rule)
@@ -267,7 +267,7 @@ def test_size_rule_gives_a_pretrained_model_its_defaults(w: FtWorld, tmp_path: P
     assert (small.lora_r, small.lora_alpha, small.batch) == (16, 32, 32)
     assert small.target_modules == tuple(DEFAULT_TARGETS["llama"])
     assert small.max_steps == max(100, math.ceil(20 * rows / min(32, rows)))
-    assert small.spec.trainer.adapter_scale == 1.0 and small.size_rule.startswith("world-size (width 64 <= 128)")
+    assert small.spec.trainer.adapter_scale == "auto" and small.size_rule.startswith("world-size (width 64 <= 128)")
     # a value in the spec wins over the size rule, field by field
     given = resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "given"), base_model=str(model),
                             lora=LoraSpec(r=4, target_modules=["o_proj"], trainable_token_indices=[]),
@@ -283,7 +283,7 @@ def test_size_classes() -> None:
     assert size_defaults("dpo", 576)[0].batch == 8 and size_defaults("sft", 4096)[0].lora_r == 8
     assert size_defaults("sft", 128)[0] is WORLD and size_defaults("dpo", None)[0] is WORLD
     assert size_defaults("grpo", 576) == (WORLD, "world-size (grpo keeps them at any width): LoRA r 16 alpha 32 on "
-                                                 "every linear layer, batch 32, fixed steps, adapter scale 1.0")
+                                                 "every linear layer, batch 32, fixed steps")
     assert default_steps(4, 60, 8, 30) == (30, "30 (4 epochs x 60 rows / batch 8)")
     assert default_steps(4, 20, 8, 30) == (30, "30 (4 epochs x 20 rows / batch 8 = 10, clamped to [30, 1000])")
 
@@ -388,7 +388,7 @@ def test_sft_injection_and_abstention(w: FtWorld, tmp_path: Path) -> None:
     assert job["fixset_hash"] == json.loads((w.fixset / "fixset.json").read_text())["sha256"]
     assert len(records.metrics(w.store, result.job_id, "loss")) == 100
     events = records.events(w.store, result.job_id)
-    assert [e.kind for e in events] == ["start", "tokens", "done"]
+    assert [e.kind for e in events] == ["start", "tokens", "adapter_scale", "done"]  # sft's default `auto`
     # the record says where max_steps and the learning rate came from (here: the spec)
     assert result.max_steps_rule == "100 (given by the job spec: `trainer.max_steps`)"
     assert result.learning_rate_rule == "0.003 (given by the job spec: `trainer.learning_rate`)"

@@ -57,11 +57,13 @@ FIXED_STEPS: dict[str, int] = {"grpo": 300}
 #: `trainer.adapter_scale` when the spec gives none (bench/adapter_scale.py, the defaults' adapters on seven worlds,
 #: targets scored on the probes' own questions). DPO `auto` (0.75 on six worlds, 0.5 on bpe-4): unreplayed known
 #: facts broken 17 against 32 at 1.0, fewer on every world, targets fixed (the bench's probes) 82-100% on every
-#: world (at 1.0: 86-100%). SFT stays 1.0: `auto` broke fewer on 2 of 7 worlds only (23 against 27; gpt2-3 1 vs 3,
-#: llama60-7 2 vs 4) at 5-17 points of targets fixed on four (zh-2 100 -> 83%), and alt-gpt2-5 fixes 77% at any
-#: scale. GRPO 1.0: it fixed 33-53% of its targets on test / alt11 / gpt2-3, so `auto` (80%) kept 1.0 there.
-#: (The worlds' scales; a pretrained-size model's: PRETRAINED.)
-DEFAULT_SCALE: dict[str, float | Literal["auto"]] = {"sft": 1.0, "dpo": "auto", "grpo": 1.0}
+#: world (at 1.0: 86-100%). SFT `auto` (bench/forgetting_levers.py, seven worlds, 2026-11-24, the corrected target
+#: count): unreplayed known facts broken 22 of 96 against 29 at 1.0 (the reserved ones no job scores: 10 of 48
+#: against 14), fewer on three worlds and more on none, targets fixed >= 80% wherever 1.0 reached it (5-19 points
+#: fewer on four worlds: alt11 100 -> 81%); the default world 9 -> 7 of 46 at 100 -> 95% fixed; SmolLM2 3 -> 1 of 68
+#: (PRETRAINED). Before that count was corrected it lowered SFT's breakage on two worlds only and stayed opt-in.
+#: GRPO 1.0: it fixed 33-53% of its targets on test / alt11 / gpt2-3, so `auto` (80%) kept 1.0 there.
+DEFAULT_SCALE: dict[str, float | Literal["auto"]] = {"sft": "auto", "dpo": "auto", "grpo": 1.0}
 #: `default_steps` stays within these. At least 100: a small fix set gets few updates per epoch (alt-gpt2-5, DPO,
 #: 132 rows: 62 steps fixed 68% of its targets, 300 steps 95.5%; test world DPO 62 steps 81.8%, 83 steps 90.9%);
 #: at most 1000: beyond that a fix job is no longer a targeted fix (the old defaults were 300-400).
@@ -107,7 +109,7 @@ FAN_IN_FAN_OUT = ("gpt2",)
 class SizeDefaults:
     """The job defaults that depend on the model's size (`size_defaults`); each applies only where the spec gives
     no value (`lora.target_modules`, `lora.r`, `lora.alpha`, `trainer.per_device_batch_size`, `trainer.epochs` and
-    the steps' floor, `trainer.adapter_scale`)."""
+    the steps' floor)."""
 
     name: str
     targets: dict[str, list[str]]
@@ -117,13 +119,11 @@ class SizeDefaults:
     batch: int
     epochs: dict[str, float]
     min_steps: int
-    scale: dict[str, float | Literal["auto"]]
 
     def describe(self, method: str) -> str:
         epochs = self.epochs.get(method)
         steps = f"{epochs:g} epochs, at least {self.min_steps} steps" if epochs else "fixed steps"
-        return (f"LoRA r {self.lora_r} alpha {self.lora_alpha} on {self.targets_in_words}, batch {self.batch}, "
-                f"{steps}, adapter scale {self.scale[method]}")
+        return f"LoRA r {self.lora_r} alpha {self.lora_alpha} on {self.targets_in_words}, batch {self.batch}, {steps}"
 
 
 #: A world's model (widths 64-128, < 1M parameters, trained from scratch in seconds): the defaults above, tuned
@@ -131,7 +131,7 @@ class SizeDefaults:
 #: r 16 (alpha/r 2): bench/fix_efficacy.py, default world, SFT: r 8 (3e-3 100 x 64, 5e-3 150 x 32) fixed 78%/76% of
 #: its targets and broke 1.2%/1.6% of correct probes; r 16 (3e-3 150 x 32) 84%, 0.4%.
 WORLD = SizeDefaults(name="world-size", targets=DEFAULT_TARGETS, targets_in_words="every linear layer", lora_r=16,
-                     lora_alpha=32, batch=32, epochs=DEFAULT_EPOCHS, min_steps=MIN_DEFAULT_STEPS, scale=DEFAULT_SCALE)
+                     lora_alpha=32, batch=32, epochs=DEFAULT_EPOCHS, min_steps=MIN_DEFAULT_STEPS)
 #: A pretrained model wider than LR_REFERENCE_WIDTH (sft, dpo; issue 13). Measured on SmolLM2-135M-Instruct (width
 #: 576), abstention SFT, one baseline and fix set (60 training rows: 12 unknown facts + 48 replayed known ones; 3
 #: unknown held out; 20 known facts no row shows), `bench/real_model.py jobs`, 1 torch thread, 2026-11-24, README
@@ -143,8 +143,7 @@ WORLD = SizeDefaults(name="world-size", targets=DEFAULT_TARGETS, targets_in_word
 #: abstention rows only: the worlds' fact injection needed the MLPs (DEFAULT_TARGETS), untested on a pretrained
 #: model (set `lora.target_modules` for an injection fix set). Floor 30: the steps measured; 4 epochs of 60 rows.
 PRETRAINED = SizeDefaults(name="pretrained-size", targets=ATTENTION_TARGETS, targets_in_words="the attention's q/v",
-                          lora_r=8, lora_alpha=16, batch=8, epochs={"sft": 4.0, "dpo": 4.0}, min_steps=30,
-                          scale={"sft": "auto", "dpo": "auto", "grpo": 1.0})
+                          lora_r=8, lora_alpha=16, batch=8, epochs={"sft": 4.0, "dpo": 4.0}, min_steps=30)
 
 
 @dataclass(frozen=True)
@@ -295,7 +294,7 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     steps, steps_rule = _given_or_rule(t.max_steps, rule_steps, steps_rule, "trainer.max_steps", decided_before)
     rule_lr, lr_rule = default_lr(spec.method, _width(config))
     lr, lr_rule = _given_or_rule(t.learning_rate, rule_lr, lr_rule, "trainer.learning_rate", decided_before)
-    default_scale = size.scale[spec.method]
+    default_scale = DEFAULT_SCALE[spec.method]
     scale = t.adapter_scale if t.adapter_scale is not None else default_scale
     # a saved job.yaml holds the default it was given (`--resume`, a launcher's child): still the default's
     by_default = t.adapter_scale is None or (decided_before and scale == default_scale)

@@ -137,9 +137,9 @@ class TrainerSpec(_Section):
     """WiSE-FT (finetune/job/scale.py): the trained LoRA delta is scaled by this factor in (0, 1] before the adapter
     is saved and scored (`lora_alpha` x a; the trainable token rows unscaled); `auto`: the smallest of 0.25 / 0.5 /
     0.75 at which the job still fixes `early_stop.min_targets_fixed` (80%) of its targeted probes (on their own
-    questions), else 1.0; the record says the scale and why. 1.0: off. None: per method and the model's size
-    (DEFAULT_SCALE in finetune/job/resolve.py: dpo `auto`, sft and grpo 1.0, measured on seven worlds, README
-    "Unreplayed known facts"; sft and dpo `auto` on a model wider than the worlds, `size_defaults`)."""
+    questions), else 1.0; the record says the scale and why. 1.0: off. None: per method (DEFAULT_SCALE in
+    finetune/job/resolve.py: sft and dpo `auto`, grpo 1.0, measured on seven worlds and SmolLM2, README
+    "Unreplayed known facts")."""
     logging_steps: int = pydantic.Field(default=1, ge=1, le=MAX_STEPS)
     """Steps between logged metrics (1 = every step; the watchdog sees what is logged)."""
 
