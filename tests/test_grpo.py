@@ -248,12 +248,20 @@ def test_blanket_abstention_watchdog_fires(w: FtWorld, rl_fix: Path, tmp_path: P
 def test_cli_fix_rl_then_train(w: FtWorld, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from hallucination_workbench import main
 
+    """`fix --strategy rl --train` builds GRPO prompts and trains on them; its summary is `workbench train`'s
+    (`JobResult.summary_lines`: the settings' rules, the adapter), read back from the job's result.json."""
+    from finetune.job import read_result
+
     ws = str(w.store.workspace)
     assert main(["fix", w.run_id, "--out", str(tmp_path / "fix"), "--workspace", ws, "--strategy", "rl",
-                 "--train", "--steps", "2", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert out["fixset"]["strategy"] == "rl" and out["job"]["status"] == "done" and out["job"]["steps"] == 2
-    assert "method: grpo" in Path(out["job_yaml"]).read_text()
+                 "--train", "--steps", "2"]) == 0
+    stdout = capsys.readouterr().out
+    lines = stdout.splitlines()
+    result = read_result(tmp_path / "fix" / "job")
+    assert result is not None and result.status == "done" and result.steps == 2
+    assert "method: grpo" in (tmp_path / "fix" / "job" / "job.yaml").read_text()
+    assert lines[-len(result.summary_lines()):] == result.summary_lines()
+    assert f"  settings: {result.size_rule}; max_steps 2 (given by the job spec: `trainer.max_steps`)" in stdout
 
 
 # -- resume after SIGKILL ------------------------------------------------------------------------------

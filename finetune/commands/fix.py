@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from workbench.cli import print_json
+
+if TYPE_CHECKING:
+    from finetune.job import JobResult
 
 HELP = "build a fix set (SFT rows, DPO pairs, replay) from a run's attributions; --train runs a job on it"
 
@@ -53,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
                             rehearsal_ratio=REHEARSAL_RATIO if args.rehearsal_ratio is None else args.rehearsal_ratio)
     out: dict[str, object] = {"fixset": manifest.to_dict()}
     code = 0
+    result: JobResult | None = None
     if args.train:
         from finetune.job import from_dict, run_job
 
@@ -83,13 +88,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  note: {manifest.abstention_note}")
     for pid, why in list(manifest.skipped.items())[:10]:
         print(f"  skipped {pid}: {why}")
-    if "job" in out:
-        job = out["job"]
-        assert isinstance(job, dict)
-        print(f"job {job['job_id']}: {job['status']}: {job['message']}; adapter {job['adapter']}")
-        if job["known_checked"]:
-            print(f"  known facts broken: {len(job['known_broken'])} of {job['known_checked']}"
-                  + (f": {', '.join(job['known_broken'][:10])}" if job["known_broken"] else ""))
+    if result is not None:
+        print("\n".join(result.summary_lines()))
     return code
 
 

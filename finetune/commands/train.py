@@ -29,16 +29,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_dict())
     else:
-        print(f"job {result.job_id}: {result.status} after {result.steps} steps ({result.seconds} s): "
-              f"{result.message}")
-        if result.heldout_before is not None or result.heldout_after is not None:
-            print(f"  held-out score {result.heldout_before} -> {result.heldout_after}")
-        if result.known_checked:
-            ids = ", ".join(result.known_broken[:10]) + (" ..." if len(result.known_broken) > 10 else "")
-            print(f"  known facts broken: {len(result.known_broken)} of {result.known_checked} "
-                  f"({100 * (result.known_broken_fraction or 0):.1f}%)" + (f": {ids}" if ids else ""))
-        for note in result.protection_notes():
-            print(f"  {note}")
-        if result.adapter:
-            print(f"  adapter: {result.adapter}")
+        print("\n".join(result.summary_lines()))
     return 0 if result.status != "failed" else 1

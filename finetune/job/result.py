@@ -95,6 +95,26 @@ class JobResult:
                          + (f": {self.adapter_scale_reason}" if self.adapter_scale_reason else ""))
         return notes
 
+    def summary_lines(self) -> list[str]:
+        """The job's summary as `workbench train` and `workbench fix --train` print it: status, the settings'
+        rules (what the job took by default, and why), held-out scores, broken known facts by id, the protection
+        notes, the adapter."""
+        lines = [f"job {self.job_id}: {self.status} after {self.steps} steps ({self.seconds} s): {self.message}"]
+        rules = [r for r in (self.size_rule, self.max_steps_rule and f"max_steps {self.max_steps_rule}",
+                             self.learning_rate_rule and f"learning rate {self.learning_rate_rule}") if r]
+        if rules:
+            lines.append("  settings: " + "; ".join(rules))
+        if self.heldout_before is not None or self.heldout_after is not None:
+            lines.append(f"  held-out score {self.heldout_before} -> {self.heldout_after}")
+        if self.known_checked:
+            ids = ", ".join(self.known_broken[:10]) + (" ..." if len(self.known_broken) > 10 else "")
+            lines.append(f"  known facts broken: {len(self.known_broken)} of {self.known_checked} "
+                         f"({100 * (self.known_broken_fraction or 0):.1f}%)" + (f": {ids}" if ids else ""))
+        lines += [f"  {note}" for note in self.protection_notes()]
+        if self.adapter:
+            lines.append(f"  adapter: {self.adapter}")
+        return lines
+
 
 def write_result(result: JobResult, output_dir: str | Path) -> Path:
     """`output_dir/result.json`, replaced atomically (a reader never sees half of it)."""
