@@ -146,18 +146,20 @@ def test_train_cli_prints_what_the_adapter_holds(w: FtWorld, tmp_path: Path) -> 
 def test_summary_lines_say_what_the_job_took_and_holds() -> None:
     """The summary both commands print: the rules behind the settings, broken known facts by id (ten at most,
     then `...`), the protection notes, the adapter; lines with nothing to say are left out."""
+    import dataclasses
+
     from finetune.job import JobResult
 
-    base = dict(job_id="j1", status="done", output_dir="/o", adapter="/o/adapter", steps=30, final_loss=0.2,
-                heldout_before=None, heldout_after=None, resumed_from=None, stop_reason=None, message="done",
-                seconds=12.5)
-    full = JobResult(**base, known_checked=20, known_broken=[f"p{i}" for i in range(12)], size_rule="pretrained",
-                     max_steps_rule="30 (4 epochs)", learning_rate_rule="6.7e-4 (width)", adapter_scale=0.75,
-                     adapter_scale_reason="auto")
+    bare = JobResult(job_id="j1", status="failed", output_dir="/o", adapter=None, steps=30, final_loss=None,
+                     heldout_before=None, heldout_after=None, resumed_from=None, stop_reason="nan",
+                     message="nan loss", seconds=12.5)
+    full = dataclasses.replace(bare, status="done", message="done", adapter="/o/adapter", known_checked=20,
+                               known_broken=[f"p{i}" for i in range(12)], size_rule="pretrained",
+                               max_steps_rule="30 (4 epochs)", learning_rate_rule="6.7e-4 (width)",
+                               adapter_scale=0.75, adapter_scale_reason="auto")
     lines = full.summary_lines()
     assert lines[0] == "job j1: done after 30 steps (12.5 s): done"
     assert lines[1] == "  settings: pretrained; max_steps 30 (4 epochs); learning rate 6.7e-4 (width)"
     assert lines[2] == "  known facts broken: 12 of 20 (60.0%): " + ", ".join(f"p{i}" for i in range(10)) + " ..."
     assert lines[3:] == ["  adapter scale 0.75: auto", "  adapter: /o/adapter"]
-    bare = JobResult(**{**base, "adapter": None, "status": "failed", "message": "nan loss"})
     assert bare.summary_lines() == ["job j1: failed after 30 steps (12.5 s): nan loss"]
