@@ -467,6 +467,21 @@ def test_spike_and_collapse_callbacks() -> None:
         early.on_log(args, _fake_state(step), control, logs={"logps/chosen": logp})
     assert events[-1][0] == "collapse" and control.should_training_stop and early.stopped is not None
 
+    # batches of short and of long chosen answers alternate (SmolLM2, batch 8: -6.15 then -13.49): compared over an
+    # epoch of logged batches they are no collapse; a real fall of the epoch's mean is, at the epoch's end
+    epoch = EarlyStopping(report, lambda s, v: None, score=lambda model: 0.0, metric="heldout_accuracy",
+                          has_rows=False, eval_every=0, patience=1, min_delta=0, collapse_nats=5.0)
+    epoch.collapse_window, control = 2, TrainerControl()
+    for step, logp in enumerate([-6.15, -13.49, -13.0, -6.0, -6.5, -13.2], 1):
+        epoch.on_log(args, _fake_state(step), control, logs={"logps/chosen": logp})
+    assert epoch.stopped is None and not control.should_training_stop
+    for step, logp in enumerate([-14.0, -19.0, -12.0, -20.0], 7):
+        epoch.on_log(args, _fake_state(step), control, logs={"logps/chosen": logp})
+        if control.should_training_stop:  # as the trainer does
+            break
+    assert epoch.stopped is not None and epoch.stopped.step == 8 and control.should_training_stop
+    assert "-16.50 at step 8 (mean of 2 logged batches), 6.68 nats below its start -9.82" in events[-1][1]
+
 
 # -- CLI ----------------------------------------------------------------------------------------------
 
