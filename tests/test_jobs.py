@@ -483,6 +483,30 @@ def test_spike_and_collapse_callbacks() -> None:
     assert "-16.50 at step 8 (mean of 2 logged batches), 6.68 nats below its start -9.82" in events[-1][1]
 
 
+@pytest.mark.slow
+def test_dpo_watches_the_chosen_log_prob_over_an_epoch(w: FtWorld, tmp_path: Path) -> None:
+    """A DPO job's collapse window is one epoch of logged batches: its training rows over the rows a step takes,
+    over `trainer.logging_steps`; the hint names 'sft' only when the loss lacks it."""
+    from datasets import load_from_disk
+    from transformers import AutoTokenizer
+
+    from finetune.job.methods import method_class
+    from finetune.records import JobRecorder
+
+    tok = AutoTokenizer.from_pretrained(str(w.paths.model))
+    rows = load_from_disk(str(w.fixset))["dpo"]
+    n_train = sum(r == "train" for r in rows["split"])
+    for batch, accumulation, logging_steps, losses in ((8, 1, 1, ["sigmoid", "sft"]), (4, 2, 3, ["sigmoid"])):
+        job = resolve(JobSpec.model_validate({
+            "fixset": str(w.fixset), "output_dir": str(tmp_path), "method": "dpo",
+            "trainer": {"per_device_batch_size": batch, "gradient_accumulation": accumulation,
+                        "logging_steps": logging_steps, "dpo_loss_type": losses}}))
+        early = method_class("dpo")(job, tok, rows, JobRecorder(None, "j")).early_stopping()
+        assert job.rows_per_step == batch * accumulation
+        assert early.collapse_window == math.ceil(math.ceil(n_train / (batch * accumulation)) / logging_steps) > 1
+        assert ("add 'sft'" in early.collapse_hint) == ("sft" not in losses)
+
+
 # -- CLI ----------------------------------------------------------------------------------------------
 
 

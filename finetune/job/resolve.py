@@ -201,6 +201,11 @@ class ResolvedJob:
     def method(self) -> str:
         return self.spec.method
 
+    @property
+    def rows_per_step(self) -> int:
+        """Training rows one optimizer step takes (`rows_per_step`)."""
+        return rows_per_step(self.spec, self.batch)
+
     def preflight_spec(self, gpu_memory_gib: float) -> PreflightSpec:
         """The memory pre-flight of this job on GPUs of `gpu_memory_gib` (the one job -> pre-flight mapping).
         Target modules the pre-flight does not model (GPT-2's Conv1D names) count as every linear layer."""
@@ -282,9 +287,7 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     if spec.method == "grpo" and (problem := grpo_batch_problem(spec, batch)):
         raise WorkbenchError(f"job spec: {problem}")
     epochs = t.epochs or size.epochs.get(spec.method)
-    per_step = batch * t.gradient_accumulation * spec.launcher.num_processes
-    if spec.method == "grpo":  # the batch counts completions: num_generations of them per prompt
-        per_step = max(1, per_step // spec.grpo.num_generations)
+    per_step = rows_per_step(spec, batch)
     if epochs is None:
         rule_steps = FIXED_STEPS[spec.method]
         steps_rule = f"{rule_steps} ({spec.method}'s fixed default; `trainer.epochs` scales it to the fix set)"
@@ -317,6 +320,13 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
                        target_modules=tuple(targets), fan_in_fan_out=fan, trainable_tokens=tuple(tokens),
                        use_vllm=use_vllm, tokens_decision=decision, steps_rule=steps_rule, lr_rule=lr_rule,
                        scale_source=scale_source, size_rule=size_rule)
+
+
+def rows_per_step(spec: JobSpec, batch: int) -> int:
+    """Training rows one optimizer step takes at micro batch `batch`, over every process and accumulated micro
+    batch (grpo: prompts; its batch counts completions, `grpo.num_generations` of them per prompt)."""
+    rows = batch * spec.trainer.gradient_accumulation * spec.launcher.num_processes
+    return max(1, rows // spec.grpo.num_generations) if spec.method == "grpo" else rows
 
 
 def default_steps(epochs: float, rows: int, batch: int, min_steps: int = MIN_DEFAULT_STEPS) -> tuple[int, str]:

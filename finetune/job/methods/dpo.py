@@ -35,8 +35,7 @@ class DPO(SupervisedMethod):
         es = self.job.spec.early_stop
         early.collapse_nats = es.collapse_nats if es.metric in ("auto", "chosen_logp") else None
         t = self.job.spec.trainer
-        per_step = self.job.batch * t.gradient_accumulation * self.job.spec.launcher.num_processes
-        epoch_steps = math.ceil(len(self.train) / per_step)
+        epoch_steps = math.ceil(len(self.train) / self.job.rows_per_step)
         early.collapse_window = max(1, math.ceil(epoch_steps / t.logging_steps))  # an epoch of logged batches
         if "sft" not in t.dpo_loss_type:
             early.collapse_hint += " or add 'sft' to trainer.dpo_loss_type"
