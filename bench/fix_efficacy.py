@@ -355,6 +355,16 @@ def parse(argv: list[str] | None = None, ap: argparse.ArgumentParser | None = No
     return args, names
 
 
+def worlds(args: argparse.Namespace, names: list[str]) -> list[tuple[str, WorldConfig, Path]]:
+    """(name, config at --threads, workspace) of each world to run: the named WORLDS, each in WORKSPACE/NAME, or
+    (no --worlds) the one world of --entities/--seed/--lang, `custom`, in WORKSPACE itself."""
+    root = Path(args.workspace)
+    if not names:
+        return [("custom", WorldConfig(entities=args.entities, seed=args.seed, threads=args.threads, lang=args.lang),
+                 root)]
+    return [(name, dataclasses.replace(WORLDS[name], threads=args.threads), root / name) for name in names]
+
+
 def main() -> int:
     args, names = parse()
     import datasets
@@ -362,17 +372,12 @@ def main() -> int:
 
     datasets.disable_progress_bars()
     transformers.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    root = Path(args.workspace)
-    if not names:
-        cfg = WorldConfig(entities=args.entities, seed=args.seed, threads=args.threads, lang=args.lang)
-        results = {"custom": run(args, cfg, root)}
-    else:
-        results = {}
-        for name in names:
-            print(f"\n######## world {name}: {WORLDS[name]}", flush=True)
-            results[name] = run(args, dataclasses.replace(WORLDS[name], threads=args.threads), root / name)
-            if args.json:  # after every world: a killed sweep keeps the worlds it finished
-                Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+    results = {}
+    for name, cfg, root in worlds(args, names):
+        print(f"\n######## world {name}: {cfg}", flush=True)
+        results[name] = run(args, cfg, root)
+        if args.json:  # after every world: a killed sweep keeps the worlds it finished
+            Path(args.json).write_text(json.dumps(results, indent=2, default=str))
     print_table(results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, default=str))

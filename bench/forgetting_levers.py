@@ -24,7 +24,6 @@ the model now says (abstains / a wrong answer). `--summary` writes those figures
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from collections import Counter
@@ -33,30 +32,23 @@ from typing import Any
 
 import torch
 import yaml
+from transformers import TrainerCallback
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fix_efficacy
 
-from evals.world import WorldConfig
 
+class AdamEpsilon(TrainerCallback):
+    """Sets every optimizer group's epsilon before the first step."""
 
-def _trainer_callback() -> type:
-    from transformers import TrainerCallback
+    def __init__(self, eps: float) -> None:
+        self.eps = eps
 
-    return TrainerCallback
-
-
-def adam_epsilon(eps: float) -> Any:
-    """A callback that sets every optimizer group's epsilon before the first step."""
-
-    class AdamEpsilon(_trainer_callback()):  # type: ignore[misc]
-        def on_train_begin(self, args: Any, state: Any, control: Any, optimizer: Any = None, **kw: Any) -> None:
-            for group in optimizer.param_groups:
-                group["eps"] = eps
-
-    return AdamEpsilon()
+    def on_train_begin(self, args: Any, state: Any, control: Any, optimizer: Any = None, **kw: Any) -> None:
+        for group in optimizer.param_groups:
+            group["eps"] = self.eps
 
 
 def preserved_texts(fixset: Path) -> list[str]:
@@ -119,29 +111,28 @@ def project(projections: list[tuple[Any, torch.Tensor]]) -> None:
             weight.copy_(weight @ proj.to(weight.dtype))
 
 
-def nullspace(tau: float) -> Any:
-    """A callback that keeps every LoRA A in the low-variance input subspace of its layer over the fix set's
-    preserved text (`preserved_texts`), from the first step to the last."""
+class NullSpace(TrainerCallback):
+    """Keeps every LoRA A in the low-variance input subspace of its layer over the fix set's preserved text
+    (`preserved_texts`), from the first step to the last; projections made again for each job."""
 
-    class NullSpace(_trainer_callback()):  # type: ignore[misc]
-        def __init__(self) -> None:
-            self.projections: list[tuple[Any, torch.Tensor]] = []
+    def __init__(self, tau: float) -> None:
+        self.tau = tau
+        self.projections: list[tuple[Any, torch.Tensor]] = []
 
-        def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
-            from transformers import AutoTokenizer
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+        from transformers import AutoTokenizer
 
-            spec = yaml.safe_load((Path(args.output_dir).parent / "job.yaml").read_text())  # run_job saves it first
-            manifest = json.loads((Path(spec["fixset"]) / "fixset.json").read_text())
-            texts = preserved_texts(Path(spec["fixset"]))
-            self.projections = null_projections(model, AutoTokenizer.from_pretrained(manifest["model"]), texts, tau)
-            free = ", ".join(f"{int(torch.trace(p).round())}/{p.shape[0]}" for _, p in self.projections)
-            print(f"[nullspace] tau {tau}: {len(texts)} preserved texts; free dims per layer {free}", flush=True)
-            project(self.projections)
+        spec = yaml.safe_load((Path(args.output_dir).parent / "job.yaml").read_text())  # run_job saves it first
+        manifest = json.loads((Path(spec["fixset"]) / "fixset.json").read_text())
+        texts = preserved_texts(Path(spec["fixset"]))
+        tok = AutoTokenizer.from_pretrained(manifest["model"])
+        self.projections = null_projections(model, tok, texts, self.tau)
+        free = ", ".join(f"{int(torch.trace(p).round())}/{p.shape[0]}" for _, p in self.projections)
+        print(f"[nullspace] tau {self.tau}: {len(texts)} preserved texts; free dims per layer {free}", flush=True)
+        project(self.projections)
 
-        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            project(self.projections)
-
-    return NullSpace()
+    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        project(self.projections)
 
 
 def anatomy(world: str, result: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -180,26 +171,23 @@ def main() -> int:
     if (args.adam_epsilon is not None and not args.adam_epsilon > 0) or (
             args.nullspace is not None and not 0 < args.nullspace < 1):
         ap.error("--adam-epsilon must be > 0 and --nullspace in (0, 1)")
-    callbacks = tuple([adam_epsilon(args.adam_epsilon)] if args.adam_epsilon else []) + tuple(
-        [nullspace(args.nullspace)] if args.nullspace else [])
+    callbacks: list[TrainerCallback] = []
+    if args.adam_epsilon:
+        callbacks.append(AdamEpsilon(args.adam_epsilon))
+    if args.nullspace:
+        callbacks.append(NullSpace(args.nullspace))
     import datasets
     import transformers
 
     datasets.disable_progress_bars()
     transformers.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    root = Path(args.workspace)
-    worlds = names or ["custom"]
     figures: dict[str, dict[str, Any]] = {}
-    for name in worlds:
-        cfg = (WorldConfig(entities=args.entities, seed=args.seed, lang=args.lang) if name == "custom"
-               else fix_efficacy.WORLDS[name])
+    for name, cfg, root in fix_efficacy.worlds(args, names):
         print(f"\n######## world {name}: {cfg}", flush=True)
-        result = fix_efficacy.run(args, dataclasses.replace(cfg, threads=args.threads),
-                                  root / name if names else root, callbacks)
-        figures[name] = {"result": result}
+        figures[name] = {"result": fix_efficacy.run(args, cfg, root, tuple(callbacks))}
     print("\n" + "=" * 100)
     total: dict[str, Counter[str]] = {}
-    for name in worlds:
+    for name in figures:
         figures[name]["anatomy"] = anatomy(name, figures[name].pop("result"))
         for method, f in figures[name]["anatomy"].items():
             t = total.setdefault(method, Counter())

@@ -58,6 +58,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from finetune.job.resolve import ATTENTION_TARGETS, DEFAULT_TARGETS  # noqa: E402
+
 BUDGETS = (16, 32, 64, 96, 128)
 TWO_SHOT = ("Q: What is the capital of France?\nA: Paris\nQ: Who wrote the play Hamlet?\nA: William Shakespeare\n"
             "Q: {question}\nA:")
@@ -165,8 +167,8 @@ def fix(args: argparse.Namespace) -> list[dict[str, Any]]:
 #: on the measured fix set, 60 rows: 38, clamped to the world's floor of 100). `qv8-b8-30`: the size rule's values on
 #: that fix set (4 epochs of 60 rows at batch 8), as the real demo's own job dict had them before. The rest: the
 #: candidates it was measured against (README "The real-model demo").
-_ALL = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-_QV = ["q_proj", "v_proj"]
+_ALL = DEFAULT_TARGETS["llama"]  # SmolLM2 is a llama: every linear layer of the block
+_QV = ATTENTION_TARGETS["llama"]
 
 
 def _setting(targets: list[str], r: int, batch: int, steps: int, scale: float | str) -> dict[str, Any]:
@@ -254,6 +256,17 @@ def setting_list(text: str) -> list[str]:
     for v in values:
         if v not in SETTINGS:
             raise argparse.ArgumentTypeError(f"unknown setting `{v}`; one of {', '.join(SETTINGS)}")
+    return values
+
+
+def seed_list(text: str) -> list[int]:
+    """`--seeds`: comma-separated non-negative integers (`trainer.seed`), checked before any job."""
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        values = [-1]
+    if any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"each value must be a non-negative integer, got `{text}`")
     return values
 
 
@@ -487,7 +500,7 @@ def main() -> None:
     j.add_argument("--workspace", type=Path, required=True, help="a `fix` (or `demo --real`) run's workspace")
     j.add_argument("--settings", type=setting_list, default=["cli", "world"],
                    help=f"comma-separated, of: {', '.join(SETTINGS)}")
-    j.add_argument("--seeds", type=lambda v: [int(x) for x in v.split(",")], default=[0],
+    j.add_argument("--seeds", type=seed_list, default=[0],
                    help="trainer.seed values, each setting once per seed (default 0)")
     j.add_argument("--threads", type=int, default=1)
     j.add_argument("--out", type=Path)
@@ -508,8 +521,7 @@ def main() -> None:
     t.add_argument("--out", type=Path)
     args = p.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    result: Any = {"budget": budget, "fix": fix, "jobs": jobs,
-                           "throughput": throughput}[args.what](args)
+    result: Any = {"budget": budget, "fix": fix, "jobs": jobs, "throughput": throughput}[args.what](args)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
 

@@ -22,7 +22,8 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
                           stdin=subprocess.DEVNULL)
 
 
-@pytest.mark.parametrize(("what", "option"), [("fix", "--scales"), ("throughput", "--ablate")])
+@pytest.mark.parametrize(("what", "option"), [("fix", "--scales"), ("jobs", "--settings"),
+                                              ("throughput", "--ablate")])
 def test_help_of_each_measurement(what: str, option: str) -> None:
     proc = _run(what, "--help")
     assert proc.returncode == 0, proc.stderr
@@ -35,6 +36,11 @@ def test_help_of_each_measurement(what: str, option: str) -> None:
     (("fix", "--scales", "1,1.5"), "--scales: each value must be `auto` or a number in (0, 1], got `1.5`"),
     (("fix", "--scales", "nan"), "got `nan`"),
     (("fix", "--method", "grpo"), "invalid choice: 'grpo'"),
+    (("jobs", "--workspace", "ws", "--settings", "cli,qv4"), "--settings: unknown setting `qv4`; one of cli, world"),
+    (("jobs", "--workspace", "ws", "--seeds", "0,x"), "--seeds: each value must be a non-negative integer, got `0,x`"),
+    (("jobs", "--workspace", "ws", "--seeds", "-1"), "got `-1`"),
+    (("jobs", "--settings", "cli"), "the following arguments are required: --workspace"),
+    (("throughput", "--dtype", "float16"), "invalid choice: 'float16'"),
     (("throughput", "--questions", "many"), "--questions: invalid int value"),
     (("throughput", "--no-such-option"), "unrecognized arguments: --no-such-option"),
 ])
@@ -42,6 +48,13 @@ def test_bad_arguments_exit_2_before_any_work(args: tuple[str, ...], needle: str
     proc = _run(*args)
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert needle in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_jobs_names_a_workspace_without_a_fix_run(tmp_path: Path) -> None:
+    """`jobs` on a workspace no `fix` run left: one line naming the workspace and what it lacks, no traceback."""
+    proc = _run("jobs", "--workspace", str(tmp_path))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert f"{tmp_path}: expected one fix-real/RUN/fixset (a `fix` run's workspace), found 0" in proc.stderr
 
 
 def test_ablation_runs_on_the_backend_that_rendered_the_prompts(world: Any, monkeypatch: pytest.MonkeyPatch) -> None:
