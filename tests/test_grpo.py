@@ -245,23 +245,23 @@ def test_blanket_abstention_watchdog_fires(w: FtWorld, rl_fix: Path, tmp_path: P
 
 
 @pytest.mark.slow
-def test_cli_fix_rl_then_train(w: FtWorld, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from hallucination_workbench import main
+def test_cli_fix_rl_then_train(w: FtWorld, tmp_path: Path) -> None:
+    """`workbench fix --strategy rl --train`, as a user runs it (a subprocess with a time limit), builds GRPO prompts
+    and trains on them; its summary is `workbench train`'s (`JobResult.summary_lines`: the settings' rules, the
+    adapter), as the job's result.json holds it."""
+    from clirun import workbench
 
-    """`fix --strategy rl --train` builds GRPO prompts and trains on them; its summary is `workbench train`'s
-    (`JobResult.summary_lines`: the settings' rules, the adapter), read back from the job's result.json."""
     from finetune.job import read_result
 
-    ws = str(w.store.workspace)
-    assert main(["fix", w.run_id, "--out", str(tmp_path / "fix"), "--workspace", ws, "--strategy", "rl",
-                 "--train", "--steps", "2"]) == 0
-    stdout = capsys.readouterr().out
-    lines = stdout.splitlines()
+    proc = workbench("fix", w.run_id, "--out", str(tmp_path / "fix"), "--workspace", str(w.store.workspace),
+                     "--strategy", "rl", "--train", "--steps", "2", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
     result = read_result(tmp_path / "fix" / "job")
     assert result is not None and result.status == "done" and result.steps == 2
     assert "method: grpo" in (tmp_path / "fix" / "job" / "job.yaml").read_text()
-    assert lines[-len(result.summary_lines()):] == result.summary_lines()
-    assert f"  settings: {result.size_rule}; max_steps 2 (given by the job spec: `trainer.max_steps`)" in stdout
+    summary = result.summary_lines()
+    assert proc.stdout.splitlines()[-len(summary):] == summary, proc.stdout
+    assert f"  settings: {result.size_rule}; max_steps 2 (given by the job spec: `trainer.max_steps`)" in summary[1]
 
 
 # -- resume after SIGKILL ------------------------------------------------------------------------------
