@@ -69,6 +69,7 @@ from finetune.replay import neighbours_first, targets_of
 from workbench.attribution.types import ABSTAIN_CATEGORIES, CATEGORIES, Attribution
 from workbench.errors import InputError, WorkbenchError, unknown_name
 from workbench.grading.normalize import normalize
+from workbench.guard import GuardFact, GuardSet
 from workbench.probes import Suite
 from workbench.results import ProbeResult, effective_suite, load_results
 from workbench.reviews import corrected_grades, effective_attributions
@@ -96,6 +97,16 @@ ANCHOR_SHARE = 0.5
 #: and the finer slice did not let rollback find a state that broke fewer.
 VALIDATION_SHARE = 0.1
 VALIDATION_MAX = 200
+#: Guard facts (workbench/guard: facts of a general pool the base model knows) held out of training as the
+#: validation slice: a quarter, at most 100, at least one. The run's own known facts are few when a team fixes its
+#: own failures (4 of 60 in one walk-through, and a tenth of 4 is none): the guard's facts make the slice a measure
+#: of what the fix does to the model's knowledge at large, not to the few facts it replays.
+GUARD_VALIDATION_SHARE = 0.25
+GUARD_VALIDATION_MAX = 100
+#: Replay rows per known fact at most: replay asks `replay_ratio` x the targeted rows, and a pool smaller than that
+#: was cycled until it filled them (4 known facts repeated 45 times each, teaching those four and nothing else).
+#: Past this many the replay slice is smaller than asked, and the manifest's `replay_capped` says so.
+MAX_REPLAY_REPEATS = 3
 #: Rehearsal rows (plain corpus text, finetune/rehearsal.py) per targeted SFT training row, when a corpus is given.
 REHEARSAL_RATIO = 1.0
 MAX_REHEARSAL = 100.0
@@ -144,6 +155,12 @@ class FixSetManifest:
         targets: The targeted training probes (probe_id, category, question, prompt, answers, incorrect_answers), the
             prompt the question rendered as the evaluation renders it: what a job scores as its targets fixed
             (finetune/job/known.py `Targets`), one verdict per probe as the gate sees it, not per paraphrase row.
+        replayed_probe_ids: Known facts (run probes and guard facts) with replay rows or anchor pairs: the gate
+            counts them apart from the known facts the job never saw (workbench/guard/lineage.py).
+        guard: The guard set the rows drew on (workbench/guard): its key, facts known, how many were replayed
+            and how many went to the validation slice; None when no guard set was given.
+        replay_capped: Replay asked for more rows than MAX_REPLAY_REPEATS x the known facts hold: fewer were written.
+        unguarded: No known fact at all protected this set (built with `allow_unguarded`).
     """
 
     path: str
@@ -169,6 +186,10 @@ class FixSetManifest:
     rehearsal: dict[str, Any] | None = None
     targets: list[dict[str, Any]] = field(default_factory=list)
     bare_anchors: int = 0
+    replayed_probe_ids: list[str] = field(default_factory=list)
+    guard: dict[str, Any] | None = None
+    replay_capped: bool = False
+    unguarded: bool = False
 
     @property
     def has_abstention(self) -> bool:
@@ -233,12 +254,17 @@ def build_fixset(
     rehearsal_ratio: float = REHEARSAL_RATIO,
     seed: int = 0,
     suite: Suite | None = None,
+    guard: GuardSet | None = None,
+    allow_unguarded: bool = False,
 ) -> FixSetManifest:
     """Build the fix set of `run_id` from its stored attributions; writes `out_dir` and returns its manifest.
     `replay_ratio` None: 4 (1 for strategy rl). `validation_fraction`: known probes kept out of training for
     jobs to count broken known facts on (VALIDATION_SHARE). `reserve_fraction`: known probes kept out of training and
     of that slice (a measure no job chose by; bench/fix_efficacy.py). `rehearsal`: a corpus index (or workspace) whose
-    documents become `rehearsal_ratio` x the targeted SFT training rows of plain text (finetune/rehearsal.py)."""
+    documents become `rehearsal_ratio` x the targeted SFT training rows of plain text (finetune/rehearsal.py).
+    `guard`: the base model's guard set (workbench/guard) under the run's prompt settings: its facts (less those the
+    run asks) are replayed and held out beside the run's own. With no known fact from either, the set is refused
+    unless `allow_unguarded`."""
     if strategy not in STRATEGIES:
         raise unknown_name("strategy", strategy, STRATEGIES)
     if replay_ratio is None:
@@ -343,14 +369,31 @@ def build_fixset(
              if r.probe.id not in attributions and r.probe.id not in corrected and r.verdict == Verdict.CORRECT]
     known, validation, reserved = _validation_slice(known, form.prompt_text, seed, validation_fraction,
                                                     reserve_fraction)
+    asked = {normalize(r.probe.question) for r in results.probes} | set(by_id)
+    guard_facts = [f for f in (guard.facts if guard else ()) if f.probe.id not in asked
+                   and normalize(f.probe.question) not in asked]
+    guard_replay, guard_validation = _guard_split(guard_facts, seed) if validation_fraction > 0 else (guard_facts, [])
+    validation += [{"probe_id": f.probe.id, "question": f.probe.question, "prompt": form.prompt_text(f.probe.question),
+                    "answers": list(f.probe.answers), "incorrect_answers": list(f.probe.incorrect_answers)}
+                   for f in guard_validation]
+    if not known and not guard_facts and not validation and not allow_unguarded:
+        raise WorkbenchError(f"run `{run.id}`: no known facts to protect: the run answers none of its probes right "
+                             "and no guard set fact is known to the model (`workbench guard build --run "
+                             f"{run.id}`; add your own with --guard-pool FILE). A fix without them can teach the "
+                             "model to refuse what it knows; pass --allow-unguarded to build it anyway")
     rng = random.Random(f"replay-{seed}")
     n_sft = round(replay_ratio * sum(r["split"] == "train" for r in rows.sft))
     n_dpo = round(replay_ratio * ANCHOR_SHARE * sum(r["split"] == "train" for r in rows.dpo))
     known_answers = _known_answers(known, own=form.chat)
     replay = [{"prompt": render(a.prompt_question), "completion": completion(a.text), "probe_id": a.probe_id,
                "category": "replay", "source": "replay", "split": "train"} for a in known_answers]
+    replay += [{"prompt": render(f.probe.question), "probe_id": f.probe.id, "category": "replay", "source": "guard",
+                "completion": completion(f.answer.strip() if form.chat and f.answer.strip() else f.probe.answers[0]),
+                "split": "train"} for f in guard_replay]
     probe_of = {r.probe.id: r.probe for r in results.probes}
-    rows.sft += neighbours_first(replay, n_sft, rng, targets_of(rows.sft, probe_of), probe_of)
+    capped = n_sft > _most_rows(replay)
+    rows.sft += neighbours_first(replay, min(n_sft, _most_rows(replay)), rng, targets_of(rows.sft, probe_of),
+                                 probe_of)
     info = None
     if rehearsal is not None and rehearsal_ratio > 0:
         if form.chat:
@@ -377,14 +420,22 @@ def build_fixset(
         anchors.append({"prompt": render(r.probe.question), "chosen": completion(pair[0]),
                         "rejected": completion(pair[1]), "probe_id": r.probe.id, "category": "replay",
                         "source": "anchor", "split": "train"})
-    rows.dpo += neighbours_first(anchors, n_dpo, rng, targets_of(rows.dpo, probe_of), probe_of)
+    anchors += _guard_anchors(guard_replay, form.chat, completion, render, seed, bare)
+    capped = capped or n_dpo > _most_rows(anchors)
+    rows.dpo += neighbours_first(anchors, min(n_dpo, _most_rows(anchors)), rng, targets_of(rows.dpo, probe_of),
+                                 probe_of)
     bare_anchors = sum(r["source"] == "anchor" and r["probe_id"] in bare for r in rows.dpo) if form.chat else 0
     n_prompts = round(replay_ratio * sum(r["split"] == "train" for r in rows.prompts))
     by_known = {r.probe.id: r.probe for r in known}
     replay_prompts = [{"prompt": render(a.prompt_question), "answers": list(by_known[a.probe_id].answers),
                        "incorrect_answers": list(by_known[a.probe_id].incorrect_answers), "probe_id": a.probe_id,
                        "category": "replay", "source": "replay", "split": "train"} for a in known_answers]
-    rows.prompts += neighbours_first(replay_prompts, n_prompts, rng, targets_of(rows.prompts, probe_of), probe_of)
+    replay_prompts += [{"prompt": render(f.probe.question), "answers": list(f.probe.answers),
+                        "incorrect_answers": list(f.probe.incorrect_answers), "probe_id": f.probe.id,
+                        "category": "replay", "source": "guard", "split": "train"} for f in guard_replay]
+    capped = capped or n_prompts > _most_rows(replay_prompts)
+    rows.prompts += neighbours_first(replay_prompts, min(n_prompts, _most_rows(replay_prompts)), rng,
+                                     targets_of(rows.prompts, probe_of), probe_of)
     if not any(r["category"] != "replay" for r in rows.sft + rows.dpo + rows.prompts):
         raise WorkbenchError(f"run `{run.id}`: no attributed failure gave training rows under strategy "
                              f"`{strategy}` ({len(skipped)} skipped); try --strategy auto or give --facts")
@@ -399,10 +450,15 @@ def build_fixset(
                 "prompt": form.prompt_text(by_id[pid].probe.question), "answers": list(by_id[pid].probe.answers),
                 "incorrect_answers": list(by_id[pid].probe.incorrect_answers)}
                for pid, att in targeted.items() if pid in trained]
+    replayed = sorted({r["probe_id"] for r in rows.sft + rows.dpo + rows.prompts if r["category"] == "replay"})
+    guard_info = None if guard is None else {
+        "key": guard.key, "known": len(guard.facts), "usable": len(guard_facts),
+        "replayed": sum(f.probe.id in replayed for f in guard_replay), "validation": len(guard_validation)}
     return write_fixset(Path(out_dir), rows, run.id, run.model, strategy, picked[0].text, sorted(heldout), skipped,
                         suite, note=picked[0].note, validation=validation, tokenizer=tokenizer,
                         reserved=reserved, rehearsal=None if info is None else info.to_dict(), targets=targets,
-                        bare_anchors=bare_anchors)
+                        bare_anchors=bare_anchors, replayed=replayed, guard=guard_info, replay_capped=capped,
+                        unguarded=not known and not guard_facts and not validation)
 
 
 def _validation_slice(known: list[ProbeResult], render: Callable[[str], str], seed: int, fraction: float,
@@ -414,6 +470,8 @@ def _validation_slice(known: list[ProbeResult], render: Callable[[str], str], se
     ids = sorted(r.probe.id for r in known)
     random.Random(f"validation-{seed}").shuffle(ids)
     n_held = min(VALIDATION_MAX, round(fraction * len(ids)))
+    if fraction > 0 and n_held == 0 and len(ids) >= 2:
+        n_held = 1  # a tenth of a handful rounds to none, and a job with no slice cannot see what it breaks
     held = set(ids[:n_held])
     reserved = sorted(ids[n_held:][: round(reserve * len(ids))])
     rows = [{"probe_id": r.probe.id, "question": r.probe.question, "prompt": render(r.probe.question),
@@ -421,6 +479,42 @@ def _validation_slice(known: list[ProbeResult], render: Callable[[str], str], se
              "incorrect_answers": list(r.probe.incorrect_answers)} for r in known if r.probe.id in held]
     out = held | set(reserved)
     return [r for r in known if r.probe.id not in out], rows, reserved
+
+
+def _guard_split(facts: list[GuardFact], seed: int) -> tuple[list[GuardFact], list[GuardFact]]:
+    """(guard facts replay may use, guard facts held out as validation): a seeded GUARD_VALIDATION_SHARE, at least
+    one, at most GUARD_VALIDATION_MAX; a single fact goes to validation (what a job must see, it cannot replay)."""
+    ids = sorted(f.probe.id for f in facts)
+    random.Random(f"guard-validation-{seed}").shuffle(ids)
+    n = min(GUARD_VALIDATION_MAX, max(1, round(GUARD_VALIDATION_SHARE * len(ids)))) if ids else 0
+    held = set(ids[:n])
+    return [f for f in facts if f.probe.id not in held], [f for f in facts if f.probe.id in held]
+
+
+def _most_rows(pool: Sequence[Any]) -> int:
+    return MAX_REPLAY_REPEATS * len(pool)
+
+
+def _guard_anchors(facts: Sequence[GuardFact], chat: bool, completion: Callable[[str], Any],
+                   render: Callable[[str], Any], seed: int, bare: set[str]) -> list[dict[str, Any]]:
+    """DPO anchor pairs from guard facts: chosen = the model's own answer (chat) or the accepted one, rejected = the
+    same with another fact's answer of the same topic (the pool has no relations; a topic is the nearest kind)."""
+    out = []
+    for f in facts:
+        topic = next((t for t in f.probe.tags if t.startswith("topic:")), "")
+        own = {normalize(a) for a in f.probe.answers}
+        others = sorted({g.probe.answers[0] for g in facts if g.probe.id != f.probe.id
+                         and topic in g.probe.tags and normalize(g.probe.answers[0]) not in own})
+        if not others:
+            continue
+        other = random.Random(f"anchor-{seed}-{f.probe.id}").choice(others)
+        swapped = swap_answer(f.answer.strip(), f.probe.answers, other) if chat and f.answer.strip() else None
+        pair = (f.answer.strip(), swapped) if swapped is not None else (f.probe.answers[0], other)
+        if swapped is None:
+            bare.add(f.probe.id)
+        out.append({"prompt": render(f.probe.question), "chosen": completion(pair[0]), "rejected": completion(pair[1]),
+                    "probe_id": f.probe.id, "category": "replay", "source": "anchor", "split": "train"})
+    return out
 
 
 def _plan(category: str, strategy: str, has_fact: bool) -> str:
@@ -579,7 +673,9 @@ def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: st
                  skipped: dict[str, str], suite: Suite, *, note: str = "",
                  validation: Sequence[dict[str, Any]] = (), tokenizer: Any = None, reserved: Sequence[str] = (),
                  rehearsal: dict[str, Any] | None = None,
-                 targets: Sequence[dict[str, Any]] = (), bare_anchors: int = 0) -> FixSetManifest:
+                 targets: Sequence[dict[str, Any]] = (), bare_anchors: int = 0, replayed: Sequence[str] = (),
+                 guard: dict[str, Any] | None = None, replay_capped: bool = False,
+                 unguarded: bool = False) -> FixSetManifest:
     """Write the rows as a `datasets` DatasetDict (sft, dpo, prompts) with `fixset.json` beside it. `tokenizer`:
     the model's, when the caller has it loaded (None: loaded here again; two loads took 24 s on SmolLM2)."""
     from datasets import Dataset, DatasetDict, Features, List, Value
@@ -622,7 +718,8 @@ def write_fixset(out: Path, rows: FixRows, run_id: str, model: str, strategy: st
         template=suite.template, stop=list(suite.stop), abstention_phrases=list(suite.abstention_phrases),
         grader=suite.grader, grader_options=dict(suite.grader_options), abstention_note=note,
         validation=list(validation), reserved_probe_ids=list(reserved), rehearsal=rehearsal, targets=list(targets),
-        bare_anchors=bare_anchors)
+        bare_anchors=bare_anchors, replayed_probe_ids=list(replayed), guard=guard, replay_capped=replay_capped,
+        unguarded=unguarded)
     data = manifest.to_dict()
     data.pop("path")
     (out / MANIFEST).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

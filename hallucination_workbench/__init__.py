@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "index": "workbench.cli.index",
     "attribute": "workbench.cli.attribute",
     "screen": "workbench.cli.screen",
+    "guard": "workbench.cli.guard",
     "fix": "finetune.commands.fix",
     "train": "finetune.commands.train",
     "preflight": "finetune.commands.preflight",

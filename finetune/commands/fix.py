@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from workbench.cli import print_json
 
 if TYPE_CHECKING:
+    from finetune.fixset import FixSetManifest
     from finetune.job import JobResult
+    from workbench.guard import GuardSet
+    from workbench.store import Store
 
 HELP = "build a fix set (SFT rows, DPO pairs, replay) from a run's attributions; --train runs a job on it"
 
@@ -30,6 +34,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rehearsal-ratio", type=float,
                    help="rehearsal rows per targeted SFT row (default: REHEARSAL_RATIO in finetune/fixset.py, 1; "
                    "with --rehearsal)")
+    p.add_argument("--guard-pool", action="append", metavar="FILE",
+                   help="known-facts guard: a probe file of your own facts added to the shipped pool (repeatable); "
+                   "`none`: no guard set, only the run's own known facts (see `workbench guard`)")
+    p.add_argument("--allow-unguarded", action="store_true",
+                   help="build the set even when no known fact (run or guard) protects it: the job then cannot see "
+                   "the known facts it breaks")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train", action="store_true", help="then write OUT/job/job.yaml and run it")
     p.add_argument("--method", help="sft | dpo | grpo (default: grpo for --strategy rl, else the split with "
@@ -51,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError("--rehearsal-ratio needs --rehearsal INDEX (the corpus index to rehearse)")
 
     store = Store.open(args.workspace)
-    manifest = build_fixset(store, args.run, args.out, strategy=args.strategy, facts=args.facts,
+    guard = _guard(store, args)
+    manifest = build_fixset(store, args.run, args.out, strategy=args.strategy, facts=args.facts, guard=guard,
+                            allow_unguarded=args.allow_unguarded,
                             replay_ratio=args.replay_ratio, heldout_fraction=args.heldout_fraction, seed=args.seed,
                             validation_fraction=args.validation_fraction, rehearsal=args.rehearsal,
                             rehearsal_ratio=REHEARSAL_RATIO if args.rehearsal_ratio is None else args.rehearsal_ratio)
@@ -84,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         r = manifest.rehearsal
         print(f"  rehearsal: {r['rows']} rows of {r['source']} ({r['neighbours']} naming a targeted subject, "
               f"{r['excluded']} documents left out as naming a held-out fact or a conflict)")
+    _print_guard(manifest)
     if manifest.abstention_note:
         print(f"  note: {manifest.abstention_note}")
     for pid, why in list(manifest.skipped.items())[:10]:
@@ -91,6 +104,37 @@ def run(args: argparse.Namespace) -> int:
     if result is not None:
         print("\n".join(result.summary_lines()))
     return code
+
+
+def _guard(store: Store, args: argparse.Namespace) -> GuardSet | None:
+    """The guard set of the run's model under its prompt settings (built at first use; None with --guard-pool none)."""
+    from workbench.guard import guard_for_run
+    from workbench.guard.pool import NONE
+
+    if [str(g) for g in args.guard_pool or ()] == [NONE]:
+        return None
+    run = store.get_run(args.run)
+    if not args.json:
+        print(f"guard: the known facts of {run.model} under run {run.id}'s prompt settings "
+              "(built once per model and settings, then read from the workspace)", file=sys.stderr)
+    return guard_for_run(store, run, pool=args.guard_pool).guard
+
+
+def _print_guard(manifest: FixSetManifest) -> None:
+    from finetune.fixset import MAX_REPLAY_REPEATS
+
+    g = manifest.guard
+    if g is not None:
+        print(f"  guard: {g['known']} known facts of the base model ({g['usable']} not asked by the run): "
+              f"{g['replayed']} replayed, {g['validation']} held out for the job to check")
+    if manifest.replay_capped:
+        print(f"  note: replay capped at {MAX_REPLAY_REPEATS} rows per known fact "
+              "(fewer rows than --replay-ratio asks)")
+    if not manifest.validation:
+        print("  WARNING: no known fact is held out: the job cannot count the known facts it breaks", file=sys.stderr)
+    if manifest.unguarded:
+        print("  WARNING: no known fact protects this set (--allow-unguarded): it may teach the model to refuse "
+              "what it knows; gate it on facts the model knows before shipping", file=sys.stderr)
 
 
 def _default_method(counts: dict[str, dict[str, int]]) -> str:

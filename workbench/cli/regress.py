@@ -40,6 +40,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", help="policy YAML (default: the built-in policy)")
     p.add_argument("--report", help="also write the report here (.md or .html)")
     p.add_argument("--junit", help="write JUnit XML here (one test case per gate)")
+    p.add_argument("--no-guard", action="store_true",
+                   help="leave out the known-facts guard (by default the base model's guard set is evaluated beside "
+                   "the probes and its gates count it; see `workbench guard`)")
+    p.add_argument("--guard-pool", action="append", metavar="FILE",
+                   help="a probe file of your own known facts added to the shipped guard pool (repeatable)")
     p.add_argument("--json", action="store_true")
     add_eval_arguments(p)
     add_limit_arguments(p)
@@ -114,7 +119,18 @@ def run(args: argparse.Namespace) -> int:
         base = resolve_run(store, args.baseline, args.baseline_adapter, args, what="baseline", backend_for=backend_for)
         cand = resolve_run(store, args.candidate, args.candidate_adapter, args, what="candidate", like=base,
                            backend_for=backend_for)
-    record = gate_runs(store, base, cand, policy)
+    guard = None
+    if not args.no_guard:
+        from workbench.regression.gate import guard_outcomes
+
+        guard = guard_outcomes(store, base, cand, pool=args.guard_pool, limits=limits_from_args(args))
+    else:
+        from workbench.guard import replayed_probe_ids
+        from workbench.regression.compare import GuardOutcomes
+
+        guard = GuardOutcomes(replayed=replayed_probe_ids(store.get_run(cand).adapter),
+                              note="left out with --no-guard")
+    record = gate_runs(store, base, cand, policy, guard=guard)
     result = record.result
     if "--report" in outputs:
         kind = "html" if outputs["--report"].suffix.lower() in (".html", ".htm") else "markdown"

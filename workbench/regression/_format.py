@@ -71,3 +71,12 @@ INCONCLUSIVE_NOTE = (
     "The candidate is not shown to be worse, nor shown not to be: add probes the baseline answers "
     "correctly, or review by hand."
 )
+
+
+def known_facts_lines(result: ComparisonResult) -> list[str]:
+    """Known facts per scope (probes, guard set), replayed and unreplayed apart, or why the guard was not checked:
+    the same lines in every report."""
+    lines = [k.line() for k in result.known]
+    if result.guard is None:
+        lines.append(f"guard set: not checked ({result.guard_note})")
+    return lines

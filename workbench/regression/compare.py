@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from workbench.errors import WorkbenchError
 from workbench.regression.gates import evaluate_gates
 from workbench.regression.policy import Policy, default_policy
-from workbench.regression.results import ComparisonResult, GroupComparison, ProbeChange
+from workbench.regression.results import ComparisonResult, GroupComparison, KnownFacts, ProbeChange
 from workbench.regression.stats import mcnemar_exact, paired_bootstrap
 from workbench.regression.transitions import TransitionMatrix, flip_of, grouped_transitions, transition_of
 from workbench.types import Verdict
@@ -49,27 +49,51 @@ class RunOutcomes:
 Pair = tuple[ProbeOutcome, ProbeOutcome]
 
 
-def compare(baseline: RunOutcomes, candidate: RunOutcomes, policy: Policy | None = None) -> ComparisonResult:
-    """Pair the runs by probe id, compute deltas, CIs, McNemar and flips, and evaluate the gates.
+@dataclass(frozen=True)
+class GuardOutcomes:
+    """The guard set's runs beside a comparison (workbench/guard), and what the candidate's fix set replayed.
+
+    Attributes:
+        baseline: The baseline model's answers to its guard facts (its known facts: all correct when built).
+        candidate: The candidate's answers to the same facts.
+        replayed: Probe ids (of the probes and the guard) the candidate's fix set replayed; None when unknown.
+        note: Why there is no guard comparison, when `baseline` / `candidate` are None.
+    """
+
+    baseline: RunOutcomes | None = None
+    candidate: RunOutcomes | None = None
+    replayed: frozenset[str] | None = None
+    note: str = ""
+
+
+def compare(baseline: RunOutcomes, candidate: RunOutcomes, policy: Policy | None = None,
+            guard: GuardOutcomes | None = None) -> ComparisonResult:
+    """Pair the runs by probe id, compute deltas, CIs, McNemar and flips, and evaluate the gates; with `guard`,
+    also the guard set's runs, which the policy's `scope: guard` gates count.
 
     Raises WorkbenchError when the runs do not cover exactly the same probes, or cover none.
     `policy` defaults to the built-in default policy.
     """
     policy = policy or default_policy()
+    guard = guard or GuardOutcomes(note="no guard set was evaluated with this comparison")
     _check_same_probes(baseline, candidate)
     pairs = [(baseline.outcomes[i], candidate.outcomes[i]) for i in sorted(baseline.outcomes)]
     overall = _group("overall", pairs, policy)
+    guard_pairs: list[Pair] = []
+    if guard.baseline is not None and guard.candidate is not None:
+        _check_same_probes(guard.baseline, guard.candidate)
+        gb, gc = guard.baseline.outcomes, guard.candidate.outcomes
+        guard_pairs = [(gb[i], gc[i]) for i in sorted(gb)]
+    guard_group = _group("guard", guard_pairs, policy) if guard_pairs else None
+    known = [_known("probes", pairs, guard.replayed)]
+    if guard_pairs:
+        known.append(_known("guard", guard_pairs, guard.replayed))
     tags = sorted({t for b, _ in pairs for t in b.tags})
     by_tag = {t: _group(t, [p for p in pairs if t in p[0].tags], policy) for t in tags}
     by_category = grouped_transitions(
         (((b.category,) if b.category else ()), b.verdict, c.verdict) for b, c in pairs
     )
-    changes = tuple(
-        ProbeChange(b.probe_id, flip_of(b.verdict, c.verdict), b.tags, b.category, b.verdict, c.verdict, b.answer,
-                    c.answer, transition=t, question=b.question or c.question)
-        for b, c in pairs
-        if (t := transition_of(b.verdict, c.verdict)).changed
-    )
+    changes = _changes(pairs)
     return ComparisonResult(
         baseline_run_id=baseline.run_id,
         baseline_label=baseline.label,
@@ -80,8 +104,33 @@ def compare(baseline: RunOutcomes, candidate: RunOutcomes, policy: Policy | None
         by_tag=by_tag,
         by_category={str(k): m for k, m in by_category.items()},
         changes=changes,
-        gates=evaluate_gates(policy, overall, by_tag),
+        gates=evaluate_gates(policy, overall, by_tag, guard_group, guard.note),
+        known=tuple(known),
+        guard=guard_group,
+        guard_changes=_changes(guard_pairs),
+        guard_note="" if guard_group is not None else guard.note,
     )
+
+
+def _changes(pairs: Sequence[Pair]) -> tuple[ProbeChange, ...]:
+    return tuple(
+        ProbeChange(b.probe_id, flip_of(b.verdict, c.verdict), b.tags, b.category, b.verdict, c.verdict, b.answer,
+                    c.answer, transition=t, question=b.question or c.question)
+        for b, c in pairs
+        if (t := transition_of(b.verdict, c.verdict)).changed
+    )
+
+
+def _known(scope: str, pairs: Sequence[Pair], replayed: frozenset[str] | None) -> KnownFacts:
+    """Baseline-correct pairs and what became of them, replayed ones apart."""
+    known = [(b, c) for b, c in pairs if b.verdict == Verdict.CORRECT]
+    broken = [b.probe_id for b, c in known if c.verdict != Verdict.CORRECT]
+    seen = None if replayed is None else [b.probe_id for b, _ in known if b.probe_id in replayed]
+    return KnownFacts(scope=scope, known=len(known),
+                      wrong=sum(c.verdict == Verdict.INCORRECT for _, c in known),
+                      refused=sum(c.verdict == Verdict.NOT_ATTEMPTED for _, c in known),
+                      replayed=None if seen is None else len(seen),
+                      replayed_broken=None if seen is None else len(set(seen) & set(broken)))
 
 
 def _group(name: str, pairs: Sequence[Pair], policy: Policy) -> GroupComparison:

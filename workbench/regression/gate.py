@@ -8,7 +8,7 @@ one reader of the reviews table; this module owns the `regressions` table.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import insert, select
 
 from workbench.errors import WorkbenchError
-from workbench.regression.compare import ProbeOutcome, RunOutcomes, compare
+from workbench.regression.compare import GuardOutcomes, ProbeOutcome, RunOutcomes, compare
 from workbench.regression.policy import Policy, default_policy
 from workbench.regression.report import write_reports
 from workbench.regression.results import ComparisonResult
@@ -73,21 +73,44 @@ class GateRecord:
     reports: dict[str, Path]
 
 
-def compare_stored(store: Store, baseline_id: str, candidate_id: str, policy: Policy | None = None
-                   ) -> tuple[ComparisonResult, RunOutcomes, RunOutcomes]:
+def compare_stored(store: Store, baseline_id: str, candidate_id: str, policy: Policy | None = None,
+                   guard: GuardOutcomes | None = None) -> tuple[ComparisonResult, RunOutcomes, RunOutcomes]:
     """The paired comparison of two stored, comparable runs (reviewers' decisions applied) and the outcomes
-    it compared; `gate_runs` records it, the app's Compare tab shows it."""
+    it compared; `gate_runs` records it, the app's Compare tab shows it. `guard`: the guard set's runs
+    (`guard_outcomes`), counted by the policy's `scope: guard` gates."""
     base, cand = store.get_run(baseline_id), store.get_run(candidate_id)
     check_comparable(base, cand)
     b_out, c_out = outcomes(store, base), outcomes(store, cand)
-    return compare(b_out, c_out, policy or default_policy()), b_out, c_out
+    if guard is None:
+        from workbench.guard import replayed_probe_ids
+
+        guard = GuardOutcomes(replayed=replayed_probe_ids(cand.adapter),
+                              note="no guard set was evaluated with this comparison")
+    return compare(b_out, c_out, policy or default_policy(), guard), b_out, c_out
+
+
+def guard_outcomes(store: Store, baseline_id: str, candidate_id: str, *, pool: Sequence[str] | None = None,
+                   limits: Limits | None = None) -> GuardOutcomes:
+    """The guard set of the baseline run's model under its prompt settings (built at first use, workbench/guard)
+    and both models' answers to its facts: what `workbench regress` compares beside the probes."""
+    from workbench.guard import guard_for_run, guard_runs, replayed_probe_ids
+
+    base, cand = store.get_run(baseline_id), store.get_run(candidate_id)
+    replayed = replayed_probe_ids(cand.adapter)
+    guard = guard_for_run(store, base, pool=pool, limits=limits).guard
+    if not guard.facts:
+        return GuardOutcomes(replayed=replayed, note=f"the baseline model knows none of the guard pool's "
+                             f"{guard.pool_size} facts under these prompt settings (add your own: --guard-pool FILE)")
+    gb, gc = guard_runs(store, guard, base, cand, limits=limits)
+    return GuardOutcomes(outcomes(store, store.get_run(gb)), outcomes(store, store.get_run(gc)), replayed)
 
 
 def gate_runs(store: Store, baseline_id: str, candidate_id: str, policy: Policy | None = None, *,
-              report_dir: Path | None = None) -> GateRecord:
-    """Compare two stored runs under a policy, write the reports, and record the verdict."""
+              report_dir: Path | None = None, guard: GuardOutcomes | None = None) -> GateRecord:
+    """Compare two stored runs under a policy (with the guard set's runs when given), write the reports, and
+    record the verdict."""
     policy = policy or default_policy()
-    result, base, cand = compare_stored(store, baseline_id, candidate_id, policy)
+    result, base, cand = compare_stored(store, baseline_id, candidate_id, policy, guard)
     gate_id = new_id("gate")
     reports = write_reports(result, report_dir or store.workspace / "reports" / gate_id)
     with store.engine.begin() as c:

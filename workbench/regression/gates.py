@@ -23,16 +23,31 @@ from workbench.types import Verdict
 
 
 def evaluate_gates(
-    policy: Policy, overall: GroupComparison, by_tag: Mapping[str, GroupComparison]
+    policy: Policy, overall: GroupComparison, by_tag: Mapping[str, GroupComparison],
+    guard: GroupComparison | None = None, guard_note: str = "",
 ) -> tuple[GateResult, ...]:
-    """Every gate of the policy, in order, each with what it could detect on this probe set."""
+    """Every gate of the policy, in order, each with what it could detect on this probe set. Gates of `scope:
+    guard` count `guard` (the guard set's comparison) instead; without one they are reported as not checked,
+    with `guard_note` saying why."""
     sizes = {t: (g.n, sum(g.transitions.counts[0])) for t, g in by_tag.items()}
-    return tuple(
-        dataclasses.replace(
-            evaluate_gate(g, overall, by_tag), detectable=gate_detectability(g, policy, overall.transitions, sizes)
-        )
-        for g in policy.gates
-    )
+    out = []
+    for g in policy.gates:
+        if getattr(g, "scope", "probes") == "guard":
+            if guard is None:
+                why = f"not checked: {guard_note or 'no guard set'}"
+                out.append(_result(g, True, None, _limit(g), "fraction", why))
+                continue
+            result = evaluate_gate(g, guard, {})
+            out.append(dataclasses.replace(result, message=f"guard set: {result.message}",
+                                           detectable=gate_detectability(g, policy, guard.transitions, {})))
+            continue
+        out.append(dataclasses.replace(
+            evaluate_gate(g, overall, by_tag), detectable=gate_detectability(g, policy, overall.transitions, sizes)))
+    return tuple(out)
+
+
+def _limit(gate: Gate) -> float:
+    return float(getattr(gate, "max_fraction", getattr(gate, "max_count", 0)))
 
 
 def evaluate_gate(gate: Gate, overall: GroupComparison, by_tag: Mapping[str, GroupComparison]) -> GateResult:

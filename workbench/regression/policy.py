@@ -19,10 +19,21 @@ from workbench.safeload import MAX_SPEC_BYTES, yaml_load
 
 Severity = Literal["fail", "warn"]
 Bound = Literal["ci_low", "delta", "ci_high"]
+Scope = Literal["probes", "guard"]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class _ScopedGate(BaseModel):
+    """For gates that count baseline-correct probes: which set of known facts they count."""
+
+    scope: Scope = "probes"
+    """`probes`: the compared runs' probes. `guard`: the base model's known-facts guard set (workbench/guard), which
+    `workbench regress` evaluates beside the probes: facts of a general pool the baseline knows, so that a fix made
+    from a team's own failures, which the model rarely answers right, is still checked on what the model knows.
+    Without a guard comparison a `guard` gate is reported as not checked."""
 
 
 class _GateBase(_Strict):
@@ -86,7 +97,7 @@ class MaxTagCorrectDrop(_GateBase):
     """Tags with fewer probes than this are skipped."""
 
 
-class MaxAbstentionOnPreviouslyCorrect(_GateBase):
+class MaxAbstentionOnPreviouslyCorrect(_GateBase, _ScopedGate):
     """Fails if more than `max_fraction` of baseline-correct probes are not attempted by the candidate."""
 
     type: Literal["max_abstention_on_previously_correct"]
@@ -109,7 +120,7 @@ class MaxAbstentionIncrease(_GateBase):
     """Which number of the delta is compared: `ci_low`, `delta` or `ci_high`."""
 
 
-class MaxBrokenFraction(_GateBase):
+class MaxBrokenFraction(_GateBase, _ScopedGate):
     """Fails if more than `max_fraction` of the baseline-correct probes are not correct in the candidate.
 
     Broken = correct -> incorrect or correct -> not attempted (a known fact lost either way). Counted
@@ -122,7 +133,7 @@ class MaxBrokenFraction(_GateBase):
     """Allowed fraction (0..1) of baseline-correct probes broken."""
 
 
-class MaxBroken(_GateBase):
+class MaxBroken(_GateBase, _ScopedGate):
     """Fails if more than `max_count` probes went from correct to not correct."""
 
     type: Literal["max_broken"]
@@ -195,9 +206,18 @@ class Policy(_Strict):
 # seed-7 world; GRPO about +9, estimated from the README's RL table), so a fail would block the fix that
 # works and a lower bar would warn on each of them by design; issue 18's blanket refusal (+95 points)
 # warns. Known facts lost to abstention already fail above (they are broken).
+# The guard gate counts the same on the base model's guard set (workbench/guard), evaluated beside the probes: an
+# abstention fix made from a team's own 60 questions, 4 of them known, broke 50 of the 67 everyday facts the real
+# chat model knew while every probe-set gate was inconclusive. 2% is the fix's goal on facts the model knows.
 DEFAULT_POLICY_YAML = """\
 bootstrap: {resamples: 2000, seed: 0, confidence: 0.95}
 gates:
+  - type: max_broken_fraction
+    name: guard_facts_kept
+    scope: guard
+    description: At most 2% of the facts the base model knows (its guard set, checked beside the probes) are now
+      wrong or refused, whatever the probe set.
+    max_fraction: 0.02
   - type: max_broken_fraction
     name: known_facts_kept
     description: At most 2.5% of the probes the baseline got right are now wrong or abstained.

@@ -21,6 +21,7 @@ from workbench.regression._format import (
     answers,
     ci,
     count_pct,
+    known_facts_lines,
     p_value,
     pct,
     pts,
@@ -53,6 +54,14 @@ def print_terminal(result: ComparisonResult, console: Console | None = None) -> 
         out.print(f"  {escape(change.probe_id)}{escape(question)} {escape(answers(change))} ({change.transition})")
     if len(result.broken) > _TERMINAL_BROKEN:
         out.print(f"  ... and {len(result.broken) - _TERMINAL_BROKEN} more (see the reports)")
+    out.print("[bold]known facts[/]")
+    for line in known_facts_lines(result):
+        out.print(f"  {escape(line)}")
+    guard_broken = [c for c in result.guard_changes if c.flip == Flip.BROKEN]
+    for change in guard_broken[:_TERMINAL_BROKEN]:
+        out.print(f"  guard {escape(change.probe_id)} {escape(repr(change.question))}: {escape(answers(change))}")
+    if len(guard_broken) > _TERMINAL_BROKEN:
+        out.print(f"  ... and {len(guard_broken) - _TERMINAL_BROKEN} more guard facts (see the reports)")
     gates = Table(title="Gates")
     for col in ("status", "gate", "severity", "result", "could detect on this probe set"):
         gates.add_column(col)
@@ -173,6 +182,10 @@ def render_markdown(result: ComparisonResult) -> str:
         "",
     ]
     lines += _md_changes(result.broken) if result.broken else ["None."]
+    guard_broken = [c for c in result.guard_changes if c.flip == Flip.BROKEN]
+    lines += ["", "## Known facts", "", *(f"- {_md(line)}" for line in known_facts_lines(result)), ""]
+    if guard_broken:
+        lines += [f"Guard facts broken ({len(guard_broken)}):", "", *_md_changes(guard_broken)]
     lines += [
         "",
         "## Gates",

@@ -18,6 +18,7 @@ from workbench.regression._format import (
     VERDICT_LABELS,
     ci,
     count_pct,
+    known_facts_lines,
     p_value,
     pct,
     pts,
@@ -47,6 +48,7 @@ def render_html(result: ComparisonResult) -> str:
     """The whole report as one HTML document."""
     title = f"Regression check: {result.candidate_label} vs {result.baseline_label}"
     others = [c for c in result.changes if c.flip == Flip.STILL_WRONG]
+    guard_broken = [c for c in result.guard_changes if c.flip == Flip.BROKEN]
     body = [
         f"<h1>{escape(title)}</h1>",
         f'<p id="verdict" class="{result.verdict}">{result.verdict.upper()}</p>',
@@ -77,6 +79,10 @@ def render_html(result: ComparisonResult) -> str:
         f"<h2>Broken probes ({len(result.broken)})</h2>",
         "<p>Probes the baseline got right that the candidate gets wrong or abstains on.</p>",
         _changes("broken-probes", result.broken),
+        "<h2>Known facts</h2>",
+        '<ul id="known-facts">' + "".join(f"<li>{escape(line)}</li>" for line in known_facts_lines(result)) + "</ul>",
+        *([f"<h3>Guard facts broken ({len(guard_broken)})</h3>", _changes("guard-broken", guard_broken)]
+          if guard_broken else []),
         "<h2>Gates</h2>",
         _table(
             "gates",

@@ -25,10 +25,12 @@ review by hand)."""
 
 _WORST_FIRST: tuple[Outcome, ...] = ("fail", "inconclusive", "warn")
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """Version of `ComparisonResult.to_dict()`. 1 (no field): verdict pass/warn/fail, `changes` fixed and broken
 only. 2: verdict may be `inconclusive` (exit code 3); `changes` lists every probe whose verdict changed, each
-with its `transition`; new `headline`, `broken`, gate `detectable` and transition counts fields."""
+with its `transition`; new `headline`, `broken`, gate `detectable` and transition counts fields. 3: `known_facts`
+(baseline-correct probes and guard facts, broken, replayed and unreplayed apart) and `guard` (the guard set's
+comparison, or null with `guard_note`)."""
 
 
 def worst_exit_code(codes: Iterable[int]) -> int:
@@ -144,6 +146,47 @@ class GateResult:
 
 
 @dataclass(frozen=True)
+class KnownFacts:
+    """Known facts (baseline-correct) of one set and what the candidate did to them.
+
+    Attributes:
+        scope: "probes" (the compared runs' probes) or "guard" (the base model's guard set).
+        known: Baseline-correct probes / facts.
+        wrong: Of those, answered wrongly by the candidate.
+        refused: Of those, not attempted by the candidate (abstained).
+        replayed: Of `known`, the ones the candidate's fix set trained on as replay or anchors; None when the
+            candidate's lineage is unknown (an adapter made elsewhere, or no adapter).
+        replayed_broken: Of `replayed`, broken (wrong or refused); None as `replayed`.
+    """
+
+    scope: str
+    known: int
+    wrong: int
+    refused: int
+    replayed: int | None = None
+    replayed_broken: int | None = None
+
+    @property
+    def broken(self) -> int:
+        return self.wrong + self.refused
+
+    def line(self) -> str:
+        """One line for every report: `guard set: 4 of 212 known facts broken (1.9%: 1 wrong, 3 refused); ...`."""
+        what = "guard set" if self.scope == "guard" else "probes"
+        frac = f"{self.broken / self.known:.1%}: " if self.known else ""
+        text = (f"{what}: {self.broken} of {self.known} known facts broken ({frac}{self.wrong} now wrong, "
+                f"{self.refused} now refused)")
+        if self.replayed is None:
+            return text + "; replayed by the fix: unknown (no fix-set lineage)"
+        rb = self.replayed_broken or 0
+        return (text + f"; replayed by the fix {rb} of {self.replayed}, never seen by it "
+                f"{self.broken - rb} of {self.known - self.replayed}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "broken": self.broken}
+
+
+@dataclass(frozen=True)
 class ComparisonResult:
     """Everything `compare` found. `to_dict()` is JSON-serialisable (no NaN, no enums).
 
@@ -154,6 +197,10 @@ class ComparisonResult:
         by_category: Transition matrix per baseline attribution category; probes without one are left out.
         changes: Every probe whose verdict changed, by probe id, with both answers and its transition.
         gates: One result per policy gate, in policy order.
+        known: Known facts per scope (probes, then the guard set when it was compared).
+        guard: The guard set's comparison (workbench/guard), or None (`guard_note` says why).
+        guard_changes: The guard facts whose verdict changed.
+        guard_note: Why no guard set was compared ("" when one was).
     """
 
     baseline_run_id: str
@@ -166,6 +213,10 @@ class ComparisonResult:
     by_category: dict[str, TransitionMatrix]
     changes: tuple[ProbeChange, ...]
     gates: tuple[GateResult, ...]
+    known: tuple[KnownFacts, ...] = ()
+    guard: GroupComparison | None = None
+    guard_changes: tuple[ProbeChange, ...] = ()
+    guard_note: str = ""
 
     @property
     def verdict(self) -> Outcome:
@@ -219,4 +270,8 @@ class ComparisonResult:
             "by_category": {k: m.to_dict() for k, m in self.by_category.items()},
             "changes": [c.to_dict() for c in self.changes],
             "policy": self.policy.model_dump(mode="json"),
+            "known_facts": [k.to_dict() for k in self.known],
+            "guard": None if self.guard is None else {**self.guard.to_dict(),
+                                                      "changes": [c.to_dict() for c in self.guard_changes]},
+            "guard_note": self.guard_note,
         }

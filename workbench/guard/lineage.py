@@ -1,0 +1,30 @@
+"""Which probes a candidate adapter's fix set replayed: a gate counts replayed and unreplayed known facts apart,
+since a fact the job trained on dozens of times says nothing about the facts it never saw.
+
+Read from the files a job leaves (adapter -> `job.yaml` beside it -> the fix set's `fixset.json`), as plain
+JSON/YAML: `workbench` does not import `finetune`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from workbench.safeload import yaml_load
+
+
+def replayed_probe_ids(adapter: str | None) -> frozenset[str] | None:
+    """The probe ids (run probes and guard facts) the adapter's fix set trained on as replay or anchors; None when
+    the lineage is not there to read (no adapter, an adapter made elsewhere, a fix set moved away)."""
+    if not adapter:
+        return None
+    job_yaml = Path(adapter).parent / "job.yaml"
+    try:
+        spec = yaml_load(job_yaml.read_text(encoding="utf-8"))
+        fixset = Path(str(spec["fixset"]))
+        manifest = json.loads((fixset / "fixset.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError):
+        return None
+    ids = manifest.get("replayed_probe_ids")
+    return frozenset(str(i) for i in ids) if isinstance(ids, list) else None
