@@ -103,9 +103,10 @@ VALIDATION_MAX = 200
 #: of what the fix does to the model's knowledge at large, not to the few facts it replays.
 GUARD_VALIDATION_SHARE = 0.25
 GUARD_VALIDATION_MAX = 100
-#: Replay rows per known fact at most: replay asks `replay_ratio` x the targeted rows, and a pool smaller than that
-#: was cycled until it filled them (4 known facts repeated 45 times each, teaching those four and nothing else).
-#: Past this many the replay slice is smaller than asked, and the manifest's `replay_capped` says so.
+#: Replay rows per known phrasing at most (a fact asked under its question and a paraphrase has two): replay asks
+#: `replay_ratio` x the targeted rows, and a pool smaller than that was cycled until it filled them (4 known facts
+#: repeated 45 times each, teaching those four and nothing else). Past this many the replay slice is smaller than
+#: asked, and the manifest's `replay_capped` says so.
 MAX_REPLAY_REPEATS = 3
 #: Rehearsal rows (plain corpus text, finetune/rehearsal.py) per targeted SFT training row, when a corpus is given.
 REHEARSAL_RATIO = 1.0

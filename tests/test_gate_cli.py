@@ -94,8 +94,9 @@ def test_watch_gates_only_complete_adapters_once(world: Any, workspace: Path, da
     assert capsys.readouterr().out == ""
 
 
-def _few_known_facts(world: Any, workspace: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> str:
-    """A probe file the world model gets right on only 3 probes (plus 12 it gets wrong), evaluated: McNemar
+def _few_known_facts(world: Any, workspace: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                     right_n: int = 3) -> str:
+    """A probe file the world model gets right on only `right_n` probes (plus 12 it gets wrong), evaluated: McNemar
     over 3 known facts can never reach p < 0.05, so the built-in policy's verdict is inconclusive."""
     from workbench.results import load_results
     from workbench.store import Store
@@ -103,9 +104,9 @@ def _few_known_facts(world: Any, workspace: Path, capsys: pytest.CaptureFixture[
 
     full = eval_world(world, workspace, capsys)
     results = load_results(Store.open(workspace), full).probes
-    right = [r.probe.id for r in results if r.verdict == Verdict.CORRECT][:3]
+    right = [r.probe.id for r in results if r.verdict == Verdict.CORRECT][:right_n]
     wrong = [r.probe.id for r in results if r.verdict != Verdict.CORRECT][:12]
-    assert len(right) == 3 and len(wrong) == 12
+    assert len(right) == right_n and len(wrong) == 12
     keep = set(right + wrong)
     rows = [line for line in Path(world.probes).read_text().splitlines() if json.loads(line)["id"] in keep]
     (tmp_path / "few.jsonl").write_text("\n".join(rows) + "\n")
@@ -162,3 +163,57 @@ def test_inconclusive_gate_exits_3_in_regress_watch_and_history(
     assert main(["history", "--workspace", str(workspace), "--json"]) == 0
     gates = json.loads(capsys.readouterr().out)
     assert [(g["verdict"], g["exit_code"]) for g in gates] == [("inconclusive", 3)] * 3
+
+
+def _world_pool(world: Any, tmp_path: Path) -> Path:
+    """The world's own facts as a user's guard pool file (the shipped pool is in languages the world model cannot
+    read): `--guard-pool none --guard-pool FILE`, the file without the shipped pool."""
+    rows = [json.loads(line) for line in Path(world.probes).read_text().splitlines()]
+    path = tmp_path / "world-pool.jsonl"
+    path.write_text("".join(json.dumps({**r, "id": "pool-" + r["id"]}) + "\n" for r in rows))
+    return path
+
+
+def test_guard_fails_a_damaging_candidate_the_probe_set_cannot_judge(
+    world: Any, workspace: Path, damaging_adapter: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A team's own failures: a probe set the model answers none of right leaves the probe set's gates blind
+    (inconclusive, exit 3); the guard set, evaluated beside it, sees the damage: FAIL (exit 1), the guard gate
+    naming the guard set."""
+    probes = _few_known_facts(world, workspace, capsys, tmp_path, right_n=0)
+    base = eval_world(world, workspace, capsys, "--probes", probes)
+    pool = _world_pool(world, tmp_path)
+    args = ["regress", "--baseline", base, "--candidate", str(world.model), "--candidate-adapter",
+            str(damaging_adapter), "--workspace", str(workspace), "--json"]
+    assert main([*args, "--no-guard"]) == 3
+    blind = json.loads(capsys.readouterr().out)
+    gate = next(g for g in blind["gates"] if g["name"] == "guard_facts_kept")
+    assert gate["status"] == "pass" and "not checked" in gate["message"] and blind["guard"] is None
+
+    assert main([*args, "--guard-pool", "none", "--guard-pool", str(pool)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    gate = next(g for g in out["gates"] if g["name"] == "guard_facts_kept")
+    assert out["verdict"] == "fail" and gate["status"] == "fail" and gate["message"].startswith("guard set:")
+    guard = next(k for k in out["known_facts"] if k["scope"] == "guard")
+    assert guard["known"] >= 20 and guard["broken"] / guard["known"] > 0.02
+    assert guard["replayed"] is None  # a random adapter has no fix-set lineage: said, not guessed
+    assert len([c for c in out["guard"]["changes"] if c["flip"] == "broken"]) == guard["broken"]
+
+
+def test_guard_passes_a_candidate_that_changes_nothing(
+    world: Any, workspace: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Baseline against itself with the guard: every guard fact kept, the guard gate passes, and the terminal
+    report prints the known-facts lines of both scopes."""
+    import subprocess
+    import sys
+
+    a = eval_world(world, workspace, capsys)
+    pool = _world_pool(world, tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "hallucination_workbench", "regress", "--baseline", a,
+                           "--candidate", a, "--workspace", str(workspace), "--guard-pool", "none", "--guard-pool",
+                           str(pool)],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "guard set: 0 of" in proc.stdout and "probes: 0 of" in proc.stdout
+    assert "guard_facts_kept" in proc.stdout

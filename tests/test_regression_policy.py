@@ -48,9 +48,11 @@ def test_default_policy_parses_and_covers_documented_gates() -> None:
     assert policy.bootstrap.confidence == 0.95
     assert len({g.name for g in policy.gates}) == len(policy.gates) >= 4
     assert "gates:" in DEFAULT_POLICY_YAML
-    # broken known facts come first: warn above 1%, fail above 2.5%; abstention over all probes warns
-    broken = [(g.max_fraction, g.severity) for g in policy.gates if g.type == "max_broken_fraction"]
-    assert broken == [(0.025, "fail"), (0.01, "warn")] and policy.gates[0].type == "max_broken_fraction"
+    # broken known facts come first: the guard set's fail above 2%, then the probes' warn above 1%, fail above
+    # 2.5%; abstention over all probes warns
+    broken = [(g.scope, g.max_fraction, g.severity) for g in policy.gates if g.type == "max_broken_fraction"]
+    assert broken == [("guard", 0.02, "fail"), ("probes", 0.025, "fail"), ("probes", 0.01, "warn")]
+    assert policy.gates[0].type == "max_broken_fraction"
     (abstention,) = [g for g in policy.gates if g.type == "max_abstention_increase"]
     assert abstention.severity == "warn"
 

@@ -36,7 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "with --rehearsal)")
     p.add_argument("--guard-pool", action="append", metavar="FILE",
                    help="known-facts guard: a probe file of your own facts added to the shipped pool (repeatable); "
-                   "`none`: no guard set, only the run's own known facts (see `workbench guard`)")
+                   "`none`: leave the shipped pool out (alone: no guard set, only the run's own known facts; see "
+                   "`workbench guard`)")
     p.add_argument("--allow-unguarded", action="store_true",
                    help="build the set even when no known fact (run or guard) protects it: the job then cannot see "
                    "the known facts it breaks")
@@ -128,7 +129,7 @@ def _print_guard(manifest: FixSetManifest) -> None:
         print(f"  guard: {g['known']} known facts of the base model ({g['usable']} not asked by the run): "
               f"{g['replayed']} replayed, {g['validation']} held out for the job to check")
     if manifest.replay_capped:
-        print(f"  note: replay capped at {MAX_REPLAY_REPEATS} rows per known fact "
+        print(f"  note: replay capped at {MAX_REPLAY_REPEATS} rows per known phrasing "
               "(fewer rows than --replay-ratio asks)")
     if not manifest.validation:
         print("  WARNING: no known fact is held out: the job cannot count the known facts it breaks", file=sys.stderr)

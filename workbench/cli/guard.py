@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stop", action="append", type=stop_string, metavar="STR", help="stop string, repeatable")
     p.add_argument("--guard-pool", action="append", metavar="FILE",
                    help="a probe file of the user's own facts to add to the shipped pool (repeatable); `none`: "
-                   "no pool")
+                   "leave the shipped pool out (alone: no pool)")
     p.add_argument("--samples", type=samples_count, default=3,
                    help="samples per question on facts greedy gets right under every phrasing (default 3)")
     p.add_argument("--min-samples-right", type=int, default=2,

@@ -44,7 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="leave out the known-facts guard (by default the base model's guard set is evaluated beside "
                    "the probes and its gates count it; see `workbench guard`)")
     p.add_argument("--guard-pool", action="append", metavar="FILE",
-                   help="a probe file of your own known facts added to the shipped guard pool (repeatable)")
+                   help="a probe file of your own known facts added to the shipped guard pool (repeatable); `none`: "
+                   "leave the shipped pool out")
     p.add_argument("--json", action="store_true")
     add_eval_arguments(p)
     add_limit_arguments(p)

@@ -12,7 +12,7 @@ from workbench.types import Probe
 
 #: The shipped pool (package data of `evals`; located by path so that `workbench` does not import `evals`).
 POOL_DIR = Path(__file__).resolve().parents[2] / "evals" / "data" / "guard"
-#: `--guard-pool none`: no pool at all (only the run's own known facts protect a fix).
+#: `--guard-pool none`: leave the shipped pool out; alone, no pool at all (only a run's own known facts guard a fix).
 NONE = "none"
 
 
@@ -23,17 +23,14 @@ def shipped_pool() -> list[Path]:
 
 def pool_files(given: Sequence[str | Path] | None) -> list[Path]:
     """The files a guard is built from: the shipped pool plus `given` (None or empty: the shipped pool alone;
-    `none` alone: nothing)."""
-    given = list(given or ())
-    if [str(g) for g in given] == [NONE]:
-        return []
-    if NONE in (str(g) for g in given):
-        raise WorkbenchError(f"--guard-pool {NONE} cannot be combined with files (it turns the pool off)")
-    extra = [Path(g) for g in given]
+    with `none` among them: `given`'s files without the shipped pool, so `none` alone is no pool at all)."""
+    given = [str(g) for g in given or ()]
+    shipped = [] if NONE in given else shipped_pool()
+    extra = [Path(g) for g in given if g != NONE]
     for p in extra:
         if not p.is_file():
             raise WorkbenchError(f"--guard-pool: no such file `{p}` (a probe file: JSONL, CSV, ...)")
-    return [*shipped_pool(), *extra]
+    return [*shipped, *extra]
 
 
 def load_pool(files: Sequence[Path]) -> tuple[Probe, ...]:

@@ -1,0 +1,138 @@
+"""The known-facts guard (workbench/guard) on the test world: which facts a guard set holds, its cache, the screen
+that spares a model that knows none of the pool, and how fix sets replay and hold out its facts."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clirun import assert_refused, workbench
+from ftworld import FtWorld, attributions_from_truth
+
+
+@pytest.fixture(scope="module")
+def half(w: FtWorld, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A run of the world model on half of its probes (attributed from truth) and a user pool of the other half:
+    guard facts the run never asks."""
+    from workbench.attribution.types import save_attributions
+    from workbench.probes import LoadResult
+    from workbench.runner import EvalOptions, run_eval
+    from workbench.types import ModelSpec
+
+    probes = w.loaded.probes
+    asked, rest = probes[::2], probes[1::2]
+    run = run_eval(w.store, ModelSpec(model=str(w.paths.model)), w.suite,
+                   LoadResult(probes=asked, skipped=0, problems=(), source="half"),
+                   EvalOptions(samples=4, paraphrases=True, bootstrap=0)).run_id
+    save_attributions(w.store, run, attributions_from_truth(w.store, run, w.truth))
+    by_id = {p.id for p in rest}
+    rows = [json.loads(line) for line in w.paths.probes.read_text().splitlines()]
+    pool = tmp_path_factory.mktemp("pool") / "own-facts.jsonl"
+    pool.write_text("".join(json.dumps({**r, "id": "own-" + r["id"]}) + "\n" for r in rows if r["id"] in by_id))
+    return {"run": run, "pool": pool, "rest": rest}
+
+
+def _guard(w: FtWorld, pool: Path, **kw: Any) -> Any:
+    from workbench.guard import build_guard
+    from workbench.types import ModelSpec
+
+    return build_guard(w.store, ModelSpec(model=str(w.paths.model)), w.suite, pool=["none", pool], **kw)
+
+
+def test_guard_holds_the_facts_greedy_and_samples_get_right(w: FtWorld, half: dict[str, Any]) -> None:
+    from workbench.results import load_results
+    from workbench.types import Verdict
+
+    built = _guard(w, half["pool"])
+    g = built.guard
+    assert not built.cached and g.pool_size == len(half["rest"]) == g.evaluated
+    greedy, sampled = (load_results(w.store, r).by_id() for r in g.runs)
+    for pid, r in greedy.items():  # greedy-right under the question and the paraphrase, nothing less
+        assert (pid in sampled) == all(a.verdict == Verdict.CORRECT for a in r.greedy)
+    known = {f.probe.id for f in g.facts}
+    for pid, r in sampled.items():
+        right = sum(a.verdict == Verdict.CORRECT for a in r.samples if a.variant == 0)
+        assert (pid in known) == (right >= 2), pid
+    assert 10 <= len(known) <= g.greedy_right < g.pool_size
+    assert all(f.answer.strip() for f in g.facts)
+
+    again = _guard(w, half["pool"])  # cached: same key, nothing evaluated
+    assert again.cached and again.path == built.path and again.guard.facts == g.facts
+    stricter = _guard(w, half["pool"], min_samples_right=3)
+    assert not stricter.cached and {f.probe.id for f in stricter.guard.facts} <= known
+
+
+def test_guard_screen_spares_a_model_that_knows_none_of_the_pool(w: FtWorld) -> None:
+    """The shipped pool (everyday facts in five languages) means nothing to the world model: only the screen is
+    evaluated, and the guard says it knows none."""
+    from workbench.guard import build_guard, shipped_pool
+    from workbench.guard.build import SCREEN
+    from workbench.types import ModelSpec
+
+    assert len(shipped_pool()) == 5
+    g = build_guard(w.store, ModelSpec(model=str(w.paths.model)), w.suite).guard
+    assert g.pool_size > 600 and g.evaluated == SCREEN and g.facts == ()
+
+
+def test_fix_set_replays_and_holds_out_guard_facts(w: FtWorld, half: dict[str, Any], tmp_path: Path) -> None:
+    from datasets import load_from_disk
+
+    from finetune.fixset import GUARD_VALIDATION_SHARE, MAX_REPLAY_REPEATS, build_fixset
+
+    guard = _guard(w, half["pool"]).guard
+    m = build_fixset(w.store, half["run"], tmp_path / "fix", guard=guard, replay_ratio=20)
+    ids = {f.probe.id for f in guard.facts}
+    held = {v["probe_id"] for v in m.validation} & ids
+    assert len(held) == max(1, round(GUARD_VALIDATION_SHARE * len(ids)))
+    sft = list(load_from_disk(m.path)["sft"])
+    replayed = Counter(r["prompt"] for r in sft if r["category"] == "replay")
+    guard_rows = {r["probe_id"] for r in sft if r["source"] == "guard"}
+    assert guard_rows and guard_rows <= ids - held  # held-out guard facts never train
+    assert max(replayed.values()) <= MAX_REPLAY_REPEATS and m.replay_capped  # 20x asks more than 3 per fact
+    assert set(m.replayed_probe_ids) >= guard_rows and m.guard is not None
+    assert m.guard["validation"] == len(held) and m.guard["replayed"] == len(guard_rows & set(m.replayed_probe_ids))
+
+
+def test_fix_set_with_no_known_fact_is_refused_unless_allowed(w: FtWorld, tmp_path: Path) -> None:
+    """A run of only the facts the model gets wrong, no guard: nothing known to protect, so no fix set without
+    --allow-unguarded (then marked unguarded, its validation slice empty)."""
+    from finetune.fixset import build_fixset
+    from workbench.attribution.types import save_attributions
+    from workbench.errors import WorkbenchError
+    from workbench.probes import LoadResult
+    from workbench.results import load_results
+    from workbench.runner import EvalOptions, run_eval
+    from workbench.types import ModelSpec, Verdict
+
+    wrong = {r.probe.id for r in load_results(w.store, w.run_id).probes if r.verdict != Verdict.CORRECT}
+    probes = tuple(p for p in w.loaded.probes if p.id in wrong)
+    run = run_eval(w.store, ModelSpec(model=str(w.paths.model)), w.suite,
+                   LoadResult(probes=probes, skipped=0, problems=(), source="wrong"),
+                   EvalOptions(samples=4, paraphrases=True, bootstrap=0)).run_id
+    save_attributions(w.store, run, attributions_from_truth(w.store, run, w.truth))
+    with pytest.raises(WorkbenchError, match=r"no known facts to protect.*--allow-unguarded"):
+        build_fixset(w.store, run, tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()
+    m = build_fixset(w.store, run, tmp_path / "allowed", allow_unguarded=True)
+    assert m.unguarded and m.validation == [] and m.replayed_probe_ids == []
+
+
+@pytest.mark.slow
+def test_guard_cli_build_and_show(w: FtWorld, half: dict[str, Any], tmp_path: Path) -> None:
+    ws = str(tmp_path / "ws")
+    args = ["--workspace", ws, "--model", str(w.paths.model), "--template", "Q: {question} A:", "--stop", ".",
+            "--max-tokens", "6", "--guard-pool", "none", "--guard-pool", str(half["pool"])]
+    built = workbench("guard", "build", *args, "--json", timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    out = json.loads(built.stdout)
+    assert not out["cached"] and out["known"] >= 10 and out["pool_size"] == len(half["rest"])
+    shown = workbench("guard", "show", *args, "--facts", timeout=120)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert f"{out['known']} known facts of a pool of {out['pool_size']}" in shown.stdout
+    assert "read from the workspace" in shown.stdout and shown.stdout.count("  own-") == out["known"]
+    other = workbench("guard", "show", *args[:-4], "--max-tokens", "7", timeout=120)  # never built
+    assert_refused(other, "no guard set built", "workbench guard build")
+    assert_refused(workbench("guard", "build", "--workspace", ws, timeout=60), "--model (or --run RUN)")
