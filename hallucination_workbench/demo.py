@@ -112,7 +112,7 @@ def _loop(args: argparse.Namespace, console: Any, clock: _Clock, ws: Path, world
     from workbench.backends.vllm import unservable_reason
     from workbench.cli.show import print_run
     from workbench.probes import resolve_probes
-    from workbench.regression.gate import gate_runs, rerun_like
+    from workbench.regression.gate import gate_runs, guard_outcomes, rerun_like
     from workbench.runner import EvalOptions, run_eval
     from workbench.store import Store
     from workbench.types import ModelSpec
@@ -165,7 +165,7 @@ def _loop(args: argparse.Namespace, console: Any, clock: _Clock, ws: Path, world
             continue
         cand = rerun_like(store, base.run_id, adapter=job.adapter, backend_for=backend_for)
         _before_after(store, base.run_id, cand, method, console)
-        record = gate_runs(store, base.run_id, cand)
+        record = gate_runs(store, base.run_id, cand, guard=guard_outcomes(store, base.run_id, cand))
         verdicts.append((method, record.result.verdict, record.reports["html"]))
     clock.done("gate")
 

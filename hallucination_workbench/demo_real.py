@@ -47,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--real: `trainer.adapter_scale` of the fix job, `auto` or a number in (0, 1] (WiSE-FT, "
                    "finetune/job/scale.py; default: the job's rule, auto at SmolLM2's size; 1: all of the trained "
                    "delta)")
+    p.add_argument("--guard-pool", action="append", metavar="FILE",
+                   help="--real: the known-facts guard's pool: a probe file added to the shipped pool (repeatable); "
+                   "`none` leaves the shipped pool out (see `workbench guard`)")
     p.add_argument("--max-tokens", type=int, default=48,
                    help="--real: new tokens per answer (default 48: one short sentence, as the system prompt asks)")
 
@@ -56,9 +59,10 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
     from workbench.attribution.attribute import attribute_run
     from workbench.cli.show import print_run
     from workbench.errors import WorkbenchError
+    from workbench.guard import guard_for_run
     from workbench.models import resolve_model
     from workbench.probes import resolve_probes
-    from workbench.regression.gate import gate_runs, rerun_like
+    from workbench.regression.gate import gate_runs, guard_outcomes, rerun_like
     from workbench.runner import EvalOptions, run_eval
     from workbench.store import Store
     from workbench.types import ModelSpec
@@ -99,8 +103,11 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
 
     # sft: the auto fix set (abstention rows for unknown facts, + replay); dpo: every failure as a preference pair
     # (unknown facts: chosen "I don't know.", rejected the hallucination), + anchor pairs from known facts
+    guard = guard_for_run(store, store.get_run(base.run_id), pool=args.guard_pool).guard
+    console.print(f"guard: {len(guard.facts)} facts of a pool of {guard.pool_size} the model knows "
+                  "(built once per model and prompt settings)")
     manifest = build_fixset(store, base.run_id, out / "fixset", strategy="auto" if method == "sft" else "dpo",
-                            seed=args.seed)
+                            seed=args.seed, guard=guard)
     console.print(f"fix set: {json.dumps(manifest.counts)}; held-out probes: {len(manifest.heldout_probe_ids)}")
     # validated again with the real paths (model_copy would skip the checks the placeholders passed)
     job = run_job(type(fix_job).model_validate({**fix_job.model_dump(), "fixset": str((out / "fixset").resolve()),
@@ -114,20 +121,23 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
 
     clock.step("5. the adapter evaluated like the baseline; gate")
     cand = rerun_like(store, base.run_id, adapter=job.adapter)
-    record = gate_runs(store, base.run_id, cand)
+    record = gate_runs(store, base.run_id, cand, guard=guard_outcomes(store, base.run_id, cand, pool=args.guard_pool))
     trained, replay = taught_and_replayed(out / "fixset", method)
     report = outcome(store, base.run_id, cand, trained, set(manifest.heldout_probe_ids), replay)
     clock.done("gate")
     console.rule("[bold]summary")
     for line in report_lines(report):
         console.print(line)
+    for known in record.result.known:
+        console.print(known.line())
     console.print(f"gate {method}: [bold]{record.result.verdict}[/bold]  report: {record.reports['html']}")
     # one line of JSON for scripts and bench/real_model.py (print: rich would wrap it at the terminal's width)
     print(json.dumps({"real_demo": report, "gate": record.result.verdict, "times": clock.times,
                       "lr": job.learning_rate, "lr_rule": job.learning_rate_rule, "steps": job.steps,
                       "steps_rule": job.max_steps_rule, "size_rule": job.size_rule,
                       "adapter_scale": job.adapter_scale, "adapter_scale_reason": job.adapter_scale_reason,
-                      "job_s": round(job.seconds, 1)}), flush=True)
+                      "job_s": round(job.seconds, 1), "known_facts": [k.to_dict() for k in record.result.known],
+                      "guard_note": record.result.guard_note}), flush=True)
     console.print(f"inspect it: workbench app --workspace {ws}")
     return 0
 

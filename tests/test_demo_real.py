@@ -14,6 +14,7 @@ from realmodel import real_model_dir
 from finetune.job.resolve import default_lr
 from hallucination_workbench.demo import add_arguments
 from hallucination_workbench.demo_real import job_spec
+from workbench.guard import POOL_DIR
 from workbench.regression.gate import history
 from workbench.store import Store
 
@@ -26,8 +27,12 @@ _WITHOUT_PACKAGE = ("import sys; from workbench import models; models.BUILTIN['s
 def test_real_demo_runs_the_loop_on_the_real_model(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     env = {**ENV, "WORKBENCH_MODELS_DIR": str(real_model_dir().parent)}  # converted once, shared
+    pool = tmp_path / "guard-pool.jsonl"  # 16 facts of the shipped pool the demo's own probes do not ask
+    rows = [json.loads(line) for line in (POOL_DIR / "everyday_en.jsonl").read_text().splitlines()]
+    pool.write_text("".join(json.dumps(r) + "\n" for r in [r for r in rows if "everyday" not in r["tags"]][:16]))
     proc = workbench("demo", "--real", "--workspace", str(ws), "--questions", "4", "--samples", "2", "--steps", "2",
-                     "--facts", "3", "--threads", "1", env=env, timeout=1500)
+                     "--facts", "3", "--threads", "1", "--guard-pool", "none", "--guard-pool", str(pool), env=env,
+                     timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "gate sft:" in proc.stdout and "known facts, " in proc.stdout
     report = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith('{"real_demo"')))
@@ -38,6 +43,10 @@ def test_real_demo_runs_the_loop_on_the_real_model(tmp_path: Path) -> None:
     assert report["lr_rule"] == default_lr("sft", 576)[1]  # SmolLM2's width: the job's rule, not a passed rate
     assert report["adapter_scale"] in (0.25, 0.5, 0.75, 1.0) and report["adapter_scale_reason"]  # the rule's auto
     assert report["size_rule"].startswith("pretrained-size (width 576 > 128)")
+    scopes = {k["scope"]: k for k in report["known_facts"]}
+    assert "guard" in scopes and scopes["guard"]["known"] >= 3, proc.stdout[-2000:]  # SmolLM2 knows some of them
+    assert scopes["guard"]["replayed"] is not None  # the adapter's fix set is read: replayed ones counted apart
+    assert "guard set: " in proc.stdout
     (gate,) = history(Store.open(ws))
     assert gate["adapter"] and Path(gate["report"]).is_file()
     manifest = json.loads(next((ws / "fix-real").glob("*/fixset/fixset.json")).read_text())

@@ -163,3 +163,5 @@ def test_summary_lines_say_what_the_job_took_and_holds() -> None:
     assert lines[2] == "  known facts broken: 12 of 20 (60.0%): " + ", ".join(f"p{i}" for i in range(10)) + " ..."
     assert lines[3:] == ["  adapter scale 0.75: auto", "  adapter: /o/adapter"]
     assert bare.summary_lines() == ["job j1: failed after 30 steps (12.5 s): nan loss"]
+    unchecked = dataclasses.replace(full, known_checked=0, known_broken=[]).summary_lines()
+    assert any(line.startswith("  WARNING: no known fact was checked") for line in unchecked)

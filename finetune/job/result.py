@@ -110,6 +110,9 @@ class JobResult:
             ids = ", ".join(self.known_broken[:10]) + (" ..." if len(self.known_broken) > 10 else "")
             lines.append(f"  known facts broken: {len(self.known_broken)} of {self.known_checked} "
                          f"({100 * (self.known_broken_fraction or 0):.1f}%)" + (f": {ids}" if ids else ""))
+        elif self.adapter:  # said, never left out: a job that checked no known fact cannot say what it broke
+            lines.append("  WARNING: no known fact was checked (the fix set holds out none the base model answers "
+                         "right): gate the adapter with `workbench regress`, which evaluates the model's guard set")
         lines += [f"  {note}" for note in self.protection_notes()]
         if self.adapter:
             lines.append(f"  adapter: {self.adapter}")

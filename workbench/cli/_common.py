@@ -265,3 +265,13 @@ def progress_bar(label: str, enabled: bool) -> Iterator[Callable[[int, int], Non
             prog.update(task, completed=done, total=total)
 
         yield update
+
+
+def add_guard_arguments(p: argparse.ArgumentParser) -> None:
+    """--no-guard / --guard-pool of the commands that gate (regress, watch): the known-facts guard (workbench/guard)."""
+    p.add_argument("--no-guard", action="store_true",
+                   help="leave out the known-facts guard (by default the base model's guard set is evaluated beside "
+                   "the probes and the policy's `scope: guard` gates count it; see `workbench guard`)")
+    p.add_argument("--guard-pool", action="append", metavar="FILE",
+                   help="a probe file of your own known facts added to the shipped guard pool (repeatable); `none`: "
+                   "leave the shipped pool out")

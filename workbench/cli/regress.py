@@ -9,6 +9,7 @@ from typing import Any
 from workbench.cli._common import (
     add_dtype_argument,
     add_eval_arguments,
+    add_guard_arguments,
     add_limit_arguments,
     check_model,
     check_output_file,
@@ -40,12 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", help="policy YAML (default: the built-in policy)")
     p.add_argument("--report", help="also write the report here (.md or .html)")
     p.add_argument("--junit", help="write JUnit XML here (one test case per gate)")
-    p.add_argument("--no-guard", action="store_true",
-                   help="leave out the known-facts guard (by default the base model's guard set is evaluated beside "
-                   "the probes and its gates count it; see `workbench guard`)")
-    p.add_argument("--guard-pool", action="append", metavar="FILE",
-                   help="a probe file of your own known facts added to the shipped guard pool (repeatable); `none`: "
-                   "leave the shipped pool out")
+    add_guard_arguments(p)
     p.add_argument("--json", action="store_true")
     add_eval_arguments(p)
     add_limit_arguments(p)

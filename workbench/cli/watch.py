@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from workbench.cli._common import add_limit_arguments, limits_from_args, print_json
+from workbench.cli._common import add_guard_arguments, add_limit_arguments, limits_from_args, print_json
 
 HELP = ("watch a folder for new complete adapters/checkpoints and gate each against a baseline run; "
         "--once exits with the worst verdict of the scan: 1 fail, 3 inconclusive, 0 pass")
@@ -19,6 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interval", type=float, default=60.0, help="seconds between scans (default 60)")
     p.add_argument("--once", action="store_true", help="scan once and exit (for cron / CI)")
     p.add_argument("--json", action="store_true", help="print one JSON line per gated candidate")
+    add_guard_arguments(p)
     add_limit_arguments(p)
 
 
@@ -26,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.backends import keep_engines
     from workbench.errors import WorkbenchError
     from workbench.regression import load_policy, worst_exit_code
-    from workbench.regression.gate import complete_adapters, gate_runs, gated_adapters, rerun_like
+    from workbench.regression.gate import complete_adapters, gate_runs, gated_adapters, guard_outcomes, rerun_like
     from workbench.store import Store
 
     folder = Path(args.folder)
@@ -46,7 +47,9 @@ def run(args: argparse.Namespace) -> int:
                 if str(adapter) in done:
                     continue
                 cand = rerun_like(store, baseline, adapter=str(adapter), limits=limits)
-                record = gate_runs(store, baseline, cand, policy)
+                guard = None if args.no_guard else guard_outcomes(store, baseline, cand, pool=args.guard_pool,
+                                                                   limits=limits)
+                record = gate_runs(store, baseline, cand, policy, guard=guard)
                 worst = worst_exit_code((worst, record.result.exit_code))  # fail > inconclusive > pass
                 line = {"adapter": str(adapter), "candidate_run": cand, "gate_id": record.id,
                         "verdict": record.result.verdict, "exit_code": record.result.exit_code,
