@@ -26,6 +26,7 @@ from workbench.evidence_html import attribution_html
 from workbench.glossary import term_html
 from workbench.grading.normalize import normalize
 from workbench.plots import delta_plot_html, group_deltas
+from workbench.regression.results import ComparisonResult
 from workbench.regression.stats import VERDICT_ORDER
 from workbench.regression.transitions import Flip, Transition, flip_of, transition_of, verdict_changed
 from workbench.results import ProbeResult
@@ -231,6 +232,7 @@ def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", 
                      ", ".join(b.tags), category_cell(b.category, c.category)])
     probes = pd.DataFrame(rows, columns=list(PROBE_COLUMNS))
     summary = verdict_summary_html(result, signoff_html=signoff_line(store, b_out.run_id, c_out.run_id))
+    summary += known_facts_html(store, result)
     summary += f"\n<p>showing group <b>{escape(group.name)}</b> ({group.n} probes); {len(rows)} probes listed below</p>"
     return CompareView(summary, metrics, transitions, probes, [r[0] for r in rows],
                        cli_regress(store.workspace, b_out.run_id, c_out.run_id), result.verdict,
@@ -495,3 +497,32 @@ def gate_history_table(store: Store) -> pd.DataFrame:
                      h["adapter"] or "", h["verdict"],
                      "" if s is None else f"{s['decision']} by {s['reviewer']}: {s['reason']}"])
     return pd.DataFrame(rows, columns=cols)
+
+
+def known_facts_html(store: Store, result: ComparisonResult) -> str:
+    """The known-facts lines of a comparison (probes, replayed and unreplayed apart) and the guard set's line from
+    the latest recorded gate of the same pair: the app compares without evaluating anything, and the guard's runs
+    are `workbench regress`'s to make."""
+    import json
+
+    from sqlalchemy import select
+
+    from workbench.regression.results import KnownFacts
+    from workbench.store.schema import regressions
+
+    lines = [k.line() for k in result.known if k.scope == "probes"]
+    with store.engine.connect() as c:
+        row = c.execute(select(regressions.c.id, regressions.c.result_json)
+                        .where(regressions.c.baseline_run == result.baseline_run_id,
+                               regressions.c.candidate_run == result.candidate_run_id)
+                        .order_by(regressions.c.created_at.desc()).limit(1)).first()
+    recorded = json.loads(row.result_json) if row is not None else {}
+    guard = [KnownFacts(**{k: v for k, v in d.items() if k != "broken"})
+             for d in recorded.get("known_facts") or () if d.get("scope") == "guard"]
+    if guard and row is not None:
+        lines.append(f"{guard[0].line()} (gate {row.id})")
+    elif row is not None and recorded.get("guard_note"):
+        lines.append(f"guard set: not checked by gate {row.id} ({recorded['guard_note']})")
+    else:
+        lines.append("guard set: not evaluated for this pair yet (`workbench regress` evaluates it)")
+    return '\n<ul class="known-facts">' + "".join(f"<li>{escape(line)}</li>" for line in lines) + "</ul>"
