@@ -48,6 +48,8 @@ class Review:
         new_value: The value decided.
         reason: Why, in the reviewer's words (required).
         gate_id: The recorded gate a release decision is about (store schema v2; None for overrides).
+        override_reason: Why a sign-off stands although its gate did not clear or there is none (schema v3;
+            None for every other row).
     """
 
     id: int
@@ -60,6 +62,7 @@ class Review:
     new_value: str
     reason: str
     gate_id: str | None = None
+    override_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
