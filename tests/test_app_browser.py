@@ -44,7 +44,7 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
             page.locator("#runs-table [role=gridcell]").filter(has_text=data.candidate).first.wait_for()
             page.wait_for_selector("#tag-chart .wb-chart")
             page.wait_for_selector("#shares-plot .wb-shares circle.wb-share")
-            assert page.locator("#shares-plot title").first.text_content().startswith(data.baseline)
+            assert (page.locator("#shares-plot title").first.text_content() or "").startswith(data.baseline)
             table = page.locator("#runs-table")  # the key columns fit: no horizontal scrolling at 1400 px
             assert table.evaluate("e => { const s = e.querySelector('.table-wrap') || e;"
                                   " return s.scrollWidth <= s.clientWidth + 2; }")
@@ -83,8 +83,8 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
             shot(page, "review")
 
             page.get_by_role("tab", name="Fix").click()
-            for table, header in (("pf-recs", "peak GiB"), ("job-events", "message")):  # not gradio's 1 2 3
-                page.wait_for_selector(f"#{table} th:has-text('{header}')")
+            for table_id, header in (("pf-recs", "peak GiB"), ("job-events", "message")):  # not gradio's 1 2 3
+                page.wait_for_selector(f"#{table_id} th:has-text('{header}')")
             field(page, "pf-model").fill(str(data.model))
             page.locator("#pf-btn").click()
             page.wait_for_selector("#pf-chart .wb-chart")
