@@ -54,8 +54,8 @@ def test_newer_store_is_refused_clearly(tmp_path: Path) -> None:
 
 
 def test_v2_release_decisions_survive_the_override_column(tmp_path: Path) -> None:
-    """A v2 workspace (sign-offs tied to gates, no override column) opens and is upgraded in place: its decision
-    reads as no override."""
+    """A v2 workspace (sign-offs tied to gates, no override column) opens: its decision reads as no override, and
+    a sign-off with an override can be written after the in-place upgrade."""
     from workbench import reviews
 
     ws = tmp_path / "ws"
@@ -68,6 +68,10 @@ def test_v2_release_decisions_survive_the_override_column(tmp_path: Path) -> Non
     store = Store.open(ws)
     (old,) = reviews.list_reviews(store, target="release")
     assert (old.new_value, old.gate_id, old.override_reason) == ("signoff", None, None)
+    new = reviews.record_release(store, reviewer="bob", run_id="run-old", decision="signoff", reason="re-checked",
+                                 override_reason="no gate can be recorded for a run of no probes")
+    assert new.override_reason == "no gate can be recorded for a run of no probes" and new.old_value == "signoff"
     with sqlite3.connect(ws / "store.sqlite") as con:
         assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(t.SCHEMA_VERSION)
-        assert con.execute("SELECT override_reason FROM reviews ORDER BY id").fetchall() == [(None,)]
+        assert con.execute("SELECT override_reason FROM reviews ORDER BY id").fetchall() == [
+            (None,), ("no gate can be recorded for a run of no probes",)]
