@@ -182,17 +182,17 @@ def build_app(workspace: str | Path) -> Any:
                                                                   reviewer=name)
 
     def release(reviewer: str, run_id: str, gate_id: str, decision: str, reason: str, confirm: bool,
-                request: gr.Request) -> tuple[Any, ...]:
+                override: bool, override_reason: str, request: gr.Request) -> tuple[Any, ...]:
         name = who(reviewer, request)
-        try:
+        try:  # unticked, the override text is no override: the library then refuses a FAIL gate by name
             r = reviews.record_release(store, reviewer=name, run_id=run_id or "", decision=decision, reason=reason,
-                                       gate_id=gate_id or "", confirm=bool(confirm))
+                                       gate_id=gate_id or "", confirm=bool(confirm),
+                                       override_reason=(override_reason or "") if override else None)
         except (WorkbenchError, ValueError, KeyError) as e:
             return views.refusal(e), gr.skip(), gr.skip(), gr.skip()
-        return (f"recorded #{r.id}: `{r.run_id}` {r.new_value} by {r.reviewer} on gate `{r.gate_id or '-'}`",
-                views.reviews_table(store), views.gate_history_table(store),
+        return (signoff_views.recorded_line(r), views.reviews_table(store), views.gate_history_table(store),
                 views.cli_review(ws, r.run_id, target="release", value=decision, reason=r.reason, reviewer=name,
-                                 gate_id=r.gate_id, confirm=bool(confirm)))
+                                 gate_id=r.gate_id, confirm=bool(confirm), override_reason=r.override_reason))
 
     def signoff_form(run_id: str) -> tuple[Any, str]:
         """The candidate's recorded gates (latest preselected) and what a sign-off on it would be about."""
@@ -433,6 +433,11 @@ def build_app(workspace: str | Path) -> Any:
                     rl_reason = gr.Textbox(label="reason", scale=2, elem_id="release-reason")
                     rl_confirm = gr.Checkbox(label="confirm: sign off although grades changed since this gate",
                                              elem_id="release-confirm")
+                with gr.Row():
+                    rl_override = gr.Checkbox(label="override: sign off although this gate is FAIL or INCONCLUSIVE "
+                                              "(or there is none)", elem_id="release-override")
+                    rl_override_reason = gr.Textbox(label="override reason (required with override; recorded)",
+                                                    scale=2, elem_id="release-override-reason")
                     rl_btn = gr.Button("Record decision", elem_id="release-btn")
                 rl_note = gr.Markdown(elem_id="release-note")
                 rl_msg = gr.Markdown(elem_id="release-msg")
@@ -489,8 +494,8 @@ def build_app(workspace: str | Path) -> Any:
         rv_btn.click(override, [rv_name, rv_run, rv_probe, rv_target, rv_value, rv_reason],
                      [rv_msg, rv_log, review_cli], api_name="override").then(
             signoff_note, [rl_run, rl_gate], rl_note, api_visibility="private")  # an override may stale the gate
-        rl_btn.click(release, [rv_name, rl_run, rl_gate, rl_decision, rl_reason, rl_confirm],
-                     [rl_msg, rv_log, rv_gates, review_cli], api_name="release")
+        rl_btn.click(release, [rv_name, rl_run, rl_gate, rl_decision, rl_reason, rl_confirm, rl_override,
+                               rl_override_reason], [rl_msg, rv_log, rv_gates, review_cli], api_name="release")
         rl_run.change(signoff_form, rl_run, [rl_gate, rl_note], api_visibility="private")
         rl_gate.input(signoff_note, [rl_run, rl_gate], rl_note, api_visibility="private")
         rv_refresh.click(review_log, None, [rv_log, rv_gates], api_name="reviews")

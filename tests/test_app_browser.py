@@ -44,7 +44,7 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
             page.locator("#runs-table [role=gridcell]").filter(has_text=data.candidate).first.wait_for()
             page.wait_for_selector("#tag-chart .wb-chart")
             page.wait_for_selector("#shares-plot .wb-shares circle.wb-share")
-            assert page.locator("#shares-plot title").first.text_content().startswith(data.baseline)
+            assert (page.locator("#shares-plot title").first.text_content() or "").startswith(data.baseline)
             table = page.locator("#runs-table")  # the key columns fit: no horizontal scrolling at 1400 px
             assert table.evaluate("e => { const s = e.querySelector('.table-wrap') || e;"
                                   " return s.scrollWidth <= s.clientWidth + 2; }")
@@ -83,8 +83,8 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
             shot(page, "review")
 
             page.get_by_role("tab", name="Fix").click()
-            for table, header in (("pf-recs", "peak GiB"), ("job-events", "message")):  # not gradio's 1 2 3
-                page.wait_for_selector(f"#{table} th:has-text('{header}')")
+            for table_id, header in (("pf-recs", "peak GiB"), ("job-events", "message")):  # not gradio's 1 2 3
+                page.wait_for_selector(f"#{table_id} th:has-text('{header}')")
             field(page, "pf-model").fill(str(data.model))
             page.locator("#pf-btn").click()
             page.wait_for_selector("#pf-chart .wb-chart")
@@ -100,8 +100,9 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
 def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData]) -> None:
     """Issue 18: the finished pair is preselected (a running run is marked, not picked); Compare shows the
     headline, every verdict change (broken first) and each gate's detectability by default; a sign-off needs a
-    recorded gate and, after an override changed a grade it saw, the confirmation box; an empty reviewer is a
-    message beside the form; a pair that cannot be compared replaces the previous verdict."""
+    recorded gate, on this FAIL gate the override box and its reason, and, after an override changed a grade it
+    saw, the confirmation box; an empty reviewer is a message beside the form; a pair that cannot be compared
+    replaces the previous verdict."""
     from playwright.sync_api import sync_playwright
 
     from workbench.store import Store
@@ -167,10 +168,14 @@ def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData
             page.locator("#review-btn").click()
             page.wait_for_selector("#review-msg:has-text('recorded')")
             page.wait_for_selector("#release-note:has-text('changed 1 grade it saw')")
+            assert "(FAIL," in page.locator("#release-note").inner_text()
             page.locator("#release-btn").click()
             page.wait_for_selector("#release-msg:has-text('confirm')")
-            assert "not recorded" in page.locator("#release-msg").inner_text()
+            refused = page.locator("#release-msg").inner_text()
+            assert "not recorded" in refused and "is FAIL" in refused and "tick override" in refused, refused
             page.locator("#release-confirm input").check()
+            page.locator("#release-override input").check()
+            field(page, "release-override-reason").fill("the random adapter, signed for the screenshot")
             page.locator("#release-btn").click()
             page.wait_for_selector("#release-msg:has-text('recorded #')")
             for table in ("#review-log", "#gate-history"):  # key columns readable without horizontal scrolling

@@ -66,10 +66,11 @@ def test_api_calls(served: tuple[str, Path], data: AppData) -> None:
     assert "cannot compare" in bad[0] and "gate:" not in bad[0] and not bad[3]["data"] and bad[8] == ""
     assert bad[-1] == "" and "change per" not in bad[9]
     gate_id = gate_msg.split("`")[1]
-    rel = c.predict("ann", data.candidate, "", "block", "too many broken probes", False, api_name="/release")
+    rel = c.predict("ann", data.candidate, "", "block", "too many broken probes", False, False, "",
+                    api_name="/release")
     assert gate_id in rel[0] and "block by ann" in rel[2]["data"][0][-1]
     # a refusal is a message beside the form, not an error: the review log and the gate history stay
-    refused = c.predict("", data.candidate, gate_id, "signoff", "ok", False, api_name="/release")
+    refused = c.predict("", data.candidate, gate_id, "signoff", "ok", False, False, "", api_name="/release")
     assert refused[0] == "**not recorded**: `reviewer` is required: say who decides"
 
 

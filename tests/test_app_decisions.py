@@ -98,9 +98,13 @@ def test_app_decisions_survive_concurrent_cli_writes(served: str, workspace: Pat
     assert refused.returncode == 2 and "has no recorded gate: a sign-off is tied to one" in refused.stderr
     gate = workbench("regress", "--baseline", run, "--candidate", run, "--workspace", str(workspace), "--json")
     assert gate.returncode in (0, 3), gate.stderr[-2000:]  # 3 probes: inconclusive, recorded all the same
+    # an inconclusive gate needs an override to be signed off on (a pass would refuse one)
+    why = "3 probes cannot clear a gate" if json.loads(gate.stdout)["verdict"] == "inconclusive" else ""
+    override = ["--override-reason", why] if why else []
     for i in range(2):
         # confirm: the app's override below changes a grade the gate saw
-        replies.append(c.predict("ann", run, "", "signoff", f"app signoff {i}", True, api_name="/release")[0])
+        replies.append(c.predict("ann", run, "", "signoff", f"app signoff {i}", True, bool(why), why,
+                                 api_name="/release")[0])
         with contextlib.suppress(AppError):  # refused now; before, serving it dropped the app's locks
             c.predict("store.sqlite", api_name="/workspace_file")
         cli = workbench("eval", "--model", str(world.model), "--probes", str(probes), "--workspace", str(workspace),
@@ -111,7 +115,8 @@ def test_app_decisions_survive_concurrent_cli_writes(served: str, workspace: Pat
         cli = workbench("review", run, "--target", "release", "--value", "block", "--reason", f"cli block {i}",
                         "--reviewer", "bob", "--workspace", str(workspace))
         assert cli.returncode == 0, cli.stderr[-2000:]
-        replies.append(c.predict("ann", run, "", "signoff", f"app signoff again {i}", True, api_name="/release")[0])
+        replies.append(c.predict("ann", run, "", "signoff", f"app signoff again {i}", True, bool(why), why,
+                                 api_name="/release")[0])
     rows = _on_disk(workspace)
     reasons = [r[2] for r in rows]
     for i in range(2):
@@ -129,11 +134,11 @@ def test_app_decisions_survive_concurrent_cli_writes(served: str, workspace: Pat
     flip = workbench("review", run, "--target", "verdict", "--probe", probe, "--reason", "cli override",
                      "--value", "correct" if graded != "correct" else "not_attempted", "--workspace", str(workspace))
     assert flip.returncode == 0, flip.stderr[-2000:]
-    stale = workbench("review", run, "--target", "release", "--value", "signoff", "--reason", "cli",
+    stale = workbench("review", run, "--target", "release", "--value", "signoff", "--reason", "cli", *override,
                       "--workspace", str(workspace))
     assert stale.returncode == 2 and "grade it saw" in stale.stderr and "confirm" in stale.stderr
     ok = workbench("review", run, "--target", "release", "--value", "signoff", "--reason", "cli", "--confirm",
-                   "--workspace", str(workspace))
+                   *override, "--workspace", str(workspace))
     assert ok.returncode == 0 and "on gate-" in ok.stdout, ok.stderr[-2000:]
 
 

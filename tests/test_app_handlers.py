@@ -284,19 +284,24 @@ def test_the_gate_reads_reviewed_attributions_as_the_app_does(data: AppData, sto
 
 def test_a_signoff_is_tied_to_one_recorded_gate(data: AppData, store: Store) -> None:
     """No gate: a sign-off is refused (a block is not). A sign-off records its gate and shows on that gate only;
-    after an override changes a grade the gate saw, a sign-off needs an explicit confirmation."""
+    on this FAIL gate it needs an override with a reason; after a reviewer changes a grade the gate saw, it also
+    needs an explicit confirmation; a later FAIL gate of the candidate shows beside it."""
     from workbench.regression.gate import gate_runs
     from workbench.regression.records import recorded_gates
     from workbench.store import shown_time
 
     with pytest.raises(WorkbenchError, match="has no recorded gate: a sign-off is tied to one"):
         reviews.record_release(store, reviewer="ann", run_id=data.candidate, decision="signoff", reason="ok")
-    assert "no sign-off possible" in signoff_views.signoff_note(store, data.candidate)
+    no_gate = signoff_views.signoff_note(store, data.candidate)
+    assert "**no recorded gate**" in no_gate and "--override-reason" in no_gate
     assert "no recorded gate for this pair" in views.compare_runs(store, data.baseline, data.candidate).summary_html
     assert reviews.record_release(store, reviewer="ann", run_id=data.candidate, decision="block",
                                   reason="no gate yet").gate_id is None
     g1 = gate_runs(store, data.baseline, data.candidate).id
-    r = reviews.record_release(store, reviewer="bob", run_id=data.candidate, decision="signoff", reason="waived")
+    with pytest.raises(WorkbenchError, match=f"gate `{g1}` is FAIL: a sign-off over a failed or inconclusive gate"):
+        reviews.record_release(store, reviewer="bob", run_id=data.candidate, decision="signoff", reason="waived")
+    r = reviews.record_release(store, reviewer="bob", run_id=data.candidate, decision="signoff", reason="waived",
+                               override_reason="a random adapter, signed for the demo")
     assert r.gate_id == g1 and reviews.signoff_check(store, data.candidate).changed == ()
     assert "signoff</b> by bob" in views.compare_runs(store, data.baseline, data.candidate).summary_html
     # times to the second, as every table shows them (store.shown_time), in the sign-off line and the gate picker
@@ -312,9 +317,10 @@ def test_a_signoff_is_tied_to_one_recorded_gate(data: AppData, store: Store) -> 
     note = signoff_views.signoff_note(store, data.candidate, g1)
     assert "changed 1 grade it saw" in note and "confirm" in note and g1 in note
     with pytest.raises(WorkbenchError, match="changed 1 grade it saw"):
-        reviews.record_release(store, reviewer="bob", run_id=data.candidate, decision="signoff", reason="again")
+        reviews.record_release(store, reviewer="bob", run_id=data.candidate, decision="signoff", reason="again",
+                               override_reason="still the demo")
     confirmed = reviews.record_release(store, reviewer="bob", run_id=data.candidate, decision="signoff",
-                                       reason="read the change", confirm=True)
+                                       reason="read the change", confirm=True, override_reason="still the demo")
     assert confirmed.gate_id == g1 and confirmed.old_value == "signoff"
     reviews.record_override(store, reviewer="ann", run_id=data.candidate, probe_id=pid, target="verdict",
                             new_value="incorrect", reason="no, wrong")  # undone: the grade is what the gate saw
@@ -324,7 +330,8 @@ def test_a_signoff_is_tied_to_one_recorded_gate(data: AppData, store: Store) -> 
     hist = {h["gate_id"]: h["signoff"] for h in history(store)}
     assert hist[g1] is not None and hist[g1]["reason"] == "read the change" and hist[g2] is None
     table = views.gate_history_table(store).set_index("gate")["sign-off"]
-    assert table[g1].startswith("signoff by bob") and table[g2] == ""
+    assert table[g1].startswith(f"signoff by bob on gate {g1} (FAIL); override: still the demo; later gate {g2} FAIL")
+    assert table[g2] == ""
     assert "no sign-off yet" in views.compare_runs(store, data.baseline, data.candidate).summary_html
     assert [g for _, g in signoff_views.gate_choices(store, data.candidate)] == [g2, g1]
     assert views.runs_table(store)["release"].iloc[0] == f"signoff by bob on {g1}"

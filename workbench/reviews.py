@@ -11,13 +11,14 @@ Targets:
     verdict      new_value is a Verdict ("correct" | "incorrect" | "not_attempted")
     attribution  new_value is an attribution category (attribution.types.CATEGORIES)
     release      new_value is a decision ("signoff" | "block"); probe_id is None; gate_id names the recorded
-                 gate it is about (a sign-off needs one: `signoff_check`)
+                 gate it is about (`signoff_check`); override_reason says why a sign-off stands although that
+                 gate did not clear (fail, inconclusive) or there is none (`record_release`)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import insert, select
 
@@ -29,8 +30,15 @@ from workbench.store import Store, utcnow
 from workbench.store.schema import reviews as reviews_table
 from workbench.types import Verdict
 
+if TYPE_CHECKING:
+    from workbench.regression.records import GateRow
+
 TARGETS = ("verdict", "attribution", "release")
 DECISIONS = ("signoff", "block")
+#: Gate verdicts a sign-off may stand on as they are (`warn`: only warn-severity gates failed). A `fail` or
+#: `inconclusive` gate, or none, is no evidence the candidate may ship: a sign-off then needs an override.
+CLEARED = ("pass", "warn")
+OVERRIDE_HINT = '`--override-reason "why it may ship anyway"` (app: tick *override* and give the reason)'
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,8 @@ class Review:
         new_value: The value decided.
         reason: Why, in the reviewer's words (required).
         gate_id: The recorded gate a release decision is about (store schema v2; None for overrides).
+        override_reason: Why a sign-off stands although its gate did not clear or there is none (schema v3;
+            None for every other row).
     """
 
     id: int
@@ -60,6 +70,7 @@ class Review:
     new_value: str
     reason: str
     gate_id: str | None = None
+    override_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -172,6 +183,8 @@ class SignoffCheck:
         gate_verdict: That gate's verdict ("" without a gate).
         changed: `run:probe` of every grade the gate saw that reviewers changed since (the effective verdict
             then differs from the effective verdict now), baseline and candidate runs.
+        later: Gates of the same candidate (its model and adapter, any run) recorded after this one that did not
+            clear (`CLEARED`), oldest first.
     """
 
     run_id: str
@@ -179,24 +192,55 @@ class SignoffCheck:
     baseline_run: str = ""
     gate_verdict: str = ""
     changed: tuple[str, ...] = ()
+    later: tuple[GateRow, ...] = ()
+
+    @property
+    def needs_override(self) -> bool:
+        """A sign-off must carry an override reason: there is no gate, or it failed or was inconclusive."""
+        return self.gate_verdict not in CLEARED
+
+    def refusal(self, *, override: bool = False, confirm: bool = False) -> str:
+        """Why a sign-off with (or without) an override and the confirmation is refused; "" when it is not."""
+        why = []
+        if self.needs_override and not override:
+            why.append(self._override_needed())
+        if self.changed and not confirm:
+            why.append(self._changed_since())
+        return "; and ".join(why)
 
     def warning(self) -> str:
-        """Why a sign-off would be refused or needs confirming; "" when it is clean."""
+        """What a sign-off needs beyond a reason (an override, a confirmation), shown before one is tried; ""
+        when it is clean."""
+        return self.refusal()
+
+    def later_note(self) -> str:
+        """The later gates of this candidate that did not clear, e.g. `later gate gate-2 FAIL`; "" for none."""
+        return later_text(self.later)
+
+    def _override_needed(self) -> str:
         if self.gate_id is None:
             return (f"run `{self.run_id}` has no recorded gate: a sign-off is tied to one. Record one first: "
                     f"`workbench regress --baseline BASELINE --candidate {self.run_id}` (or Compare → Record gate "
-                    "verdict)")
-        if self.changed:
-            shown = ", ".join(self.changed[:5]) + (" ..." if len(self.changed) > 5 else "")
-            return (f"since gate `{self.gate_id}` was recorded, reviewers changed {len(self.changed)} grade"
-                    f"{'' if len(self.changed) == 1 else 's'} it saw ({shown}): record a new gate, or confirm to "
-                    f"sign off on `{self.gate_id}` as it stands")
-        return ""
+                    f"verdict), or sign off without a gate with an override: {OVERRIDE_HINT}")
+        return (f"gate `{self.gate_id}` is {self.gate_verdict.upper()}: a sign-off over a failed or inconclusive "
+                f"gate needs an override with a reason: {OVERRIDE_HINT}, or record a new gate")
+
+    def _changed_since(self) -> str:
+        shown = ", ".join(self.changed[:5]) + (" ..." if len(self.changed) > 5 else "")
+        return (f"since gate `{self.gate_id}` was recorded, reviewers changed {len(self.changed)} grade"
+                f"{'' if len(self.changed) == 1 else 's'} it saw ({shown}): record a new gate, or confirm "
+                f"(`--confirm`; app: tick *confirm*) to sign off on `{self.gate_id}` as it stands")
+
+
+def later_text(gates: tuple[GateRow, ...]) -> str:
+    """`later gate G2 FAIL, gate G3 INCONCLUSIVE`; "" for none."""
+    return "later " + ", ".join(f"gate {g.id} {g.verdict.upper()}" for g in gates) if gates else ""
 
 
 def signoff_check(store: Store, run_id: str, gate_id: str = "") -> SignoffCheck:
-    """The gate a release decision on `run_id` is about (`gate_id`, else the run's latest gate as a candidate)
-    and the grades reviewers changed since it was recorded. Raises WorkbenchError for a gate of another run."""
+    """The gate a release decision on `run_id` is about (`gate_id`, else the run's latest gate as a candidate),
+    the grades reviewers changed since it was recorded, and the later gates of the same candidate that did not
+    clear. Raises WorkbenchError for a gate of another run."""
     from workbench.regression.records import recorded_gates
 
     run = store.get_run(run_id)
@@ -211,7 +255,21 @@ def signoff_check(store: Store, run_id: str, gate_id: str = "") -> SignoffCheck:
         return SignoffCheck(run.id, None)
     changed = [f"{rid}:{pid}" for rid in dict.fromkeys((gate.baseline_run, gate.candidate_run))
                for pid in grades_changed_since(store, rid, gate.created_at)]
-    return SignoffCheck(run.id, gate.id, gate.baseline_run, gate.verdict, tuple(changed))
+    later = _uncleared_after(recorded_gates(store), _candidates(store), run.id, gate.created_at)
+    return SignoffCheck(run.id, gate.id, gate.baseline_run, gate.verdict, tuple(changed), later)
+
+
+def _candidates(store: Store) -> dict[str, tuple[str, str | None]]:
+    """run id -> (model, adapter): what a gate's candidate is, whichever run of it was gated."""
+    return {r.id: (r.model, r.adapter) for r in store.list_runs()}
+
+
+def _uncleared_after(gates: list[GateRow], candidates: dict[str, tuple[str, str | None]], run_id: str,
+                     since: str) -> tuple[GateRow, ...]:
+    """Gates recorded after `since` that did not clear, of any run of `run_id`'s model and adapter."""
+    same = candidates.get(run_id)
+    return tuple(g for g in gates
+                 if g.created_at > since and g.verdict not in CLEARED and candidates.get(g.candidate_run) == same)
 
 
 def grades_changed_since(store: Store, run_id: str, since: str) -> list[str]:
@@ -228,23 +286,51 @@ def grades_changed_since(store: Store, run_id: str, since: str) -> list[str]:
 
 
 def record_release(store: Store, *, reviewer: str, run_id: str, decision: str, reason: str, gate_id: str = "",
-                   confirm: bool = False) -> Review:
+                   confirm: bool = False, override_reason: str | None = None) -> Review:
     """Sign off (`signoff`) or block (`block`) a candidate run for release, on one recorded gate of it
-    (`gate_id`, else its latest; `signoff_check`). A sign-off is refused without a gate, and, unless
-    `confirm`, when reviewers changed grades the gate saw since it was recorded. A block needs neither."""
+    (`gate_id`, else its latest; `signoff_check`). The CLI (`workbench review --target release`) and the app
+    both record decisions here.
+
+    A sign-off is refused when its gate failed or was inconclusive, or when the run has no gate, unless
+    `override_reason` says why it may ship anyway (stored with the row; a blank one is refused, and so is one
+    on a gate that cleared: it would record an override of nothing). Unless `confirm`, a sign-off is also
+    refused when reviewers changed grades the gate saw since it was recorded. A block needs none of these."""
     reviewer, reason = _require(reviewer, "reviewer"), _require(reason, "reason")
     if decision not in DECISIONS:
         raise unknown_name("release decision", decision, DECISIONS)
+    override = _override_reason(override_reason, decision)
     run = store.get_run(run_id)
     if run.status != "done":
         raise WorkbenchError(f"run `{run.id}` is {run.status}: only a finished run can be signed off or blocked")
     check = signoff_check(store, run.id, gate_id)
-    if decision == "signoff" and (check.gate_id is None or (check.changed and not confirm)):
-        raise WorkbenchError(f"not signed off: {check.warning()}")
+    if decision == "signoff":
+        _refuse_signoff(check, override, confirm)
     prev = gate_decisions(store).get(check.gate_id or "") if check.gate_id else release_status(store, run.id)
     return _append(store, reviewer=reviewer, target="release", run_id=run.id, probe_id=None,
                    old_value=prev.new_value if prev else None, new_value=decision, reason=reason,
-                   gate_id=check.gate_id)
+                   gate_id=check.gate_id, override_reason=override)
+
+
+def _override_reason(text: str | None, decision: str) -> str | None:
+    """The override reason, stripped; None for no override. Blank, or given with a block: WorkbenchError."""
+    if text is None:
+        return None
+    if decision != "signoff":
+        raise WorkbenchError("`--override-reason` is for a sign-off over a gate that did not clear; a block needs "
+                             "none: drop it")
+    if not text.strip():
+        raise WorkbenchError("`--override-reason` is empty: an override needs a reason; say why the candidate may "
+                             "ship over its gate (app: the *override reason* box)")
+    return text.strip()
+
+
+def _refuse_signoff(check: SignoffCheck, override: str | None, confirm: bool) -> None:
+    refused = check.refusal(override=override is not None, confirm=confirm)
+    if refused:
+        raise WorkbenchError(f"not signed off: {refused}")
+    if override is not None and not check.needs_override:
+        raise WorkbenchError(f"not signed off: gate `{check.gate_id}` is {check.gate_verdict.upper()}, there is "
+                             "nothing to override: drop `--override-reason` (app: untick *override*)")
 
 
 def release_status(store: Store, run_id: str) -> Review | None:
@@ -296,3 +382,59 @@ def gate_decisions(store: Store) -> dict[str, Review]:
     """gate_id -> the latest release decision recorded on that gate. Decisions recorded before decisions were
     tied to gates (gate_id None) belong to no gate: the runs table still shows them as the run's latest."""
     return {r.gate_id: r for r in list_reviews(store, target="release") if r.gate_id}
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A release decision and what it stands on (`standings`).
+
+    Attributes:
+        decision: The latest release row on its gate (or on its run, outside any gate).
+        gate: The recorded gate it covers; None outside any gate (an override without a gate, or a decision
+            from before decisions were tied to gates).
+        later: For a sign-off, the gates of the same candidate (model and adapter, any run) recorded after its
+            gate (after the decision, without one) that did not clear, oldest first; () for a block.
+    """
+
+    decision: Review
+    gate: GateRow | None
+    later: tuple[GateRow, ...] = ()
+
+    def text(self, *, reason: bool = False) -> str:
+        """`signoff by ann on gate G1 (PASS)`, with `: REASON` when asked, `; override: WHY` for an override
+        and `; later gate G2 FAIL` when a later gate of the candidate did not clear."""
+        d = self.decision
+        on = f"gate {self.gate.id} ({self.gate.verdict.upper()})" if self.gate else "no gate"
+        out = f"{d.new_value} by {d.reviewer} on {on}" + (f": {d.reason}" if reason else "")
+        if d.override_reason:
+            out += f"; override: {d.override_reason}"
+        return out + (f"; {later_text(self.later)}" if self.later else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `signoff` of a `workbench history --json` row."""
+        d = self.decision
+        return {"decision": d.new_value, "reviewer": d.reviewer, "at": d.at, "reason": d.reason,
+                "gate_verdict": self.gate.verdict if self.gate else None, "override_reason": d.override_reason,
+                "later_gates": [{"gate_id": g.id, "verdict": g.verdict, "candidate_run": g.candidate_run,
+                                 "created_at": g.created_at} for g in self.later],
+                "text": self.text()}
+
+
+def standings(store: Store) -> list[Standing]:
+    """The latest release decision on each recorded gate and, per run, the latest one outside any gate, in the
+    order they were recorded; each sign-off with the later gates of its candidate that did not clear."""
+    from workbench.regression.records import recorded_gates
+
+    gates = recorded_gates(store)
+    by_id = {g.id: g for g in gates}
+    candidates = _candidates(store)
+    latest_each: dict[str, Review] = {}
+    for r in list_reviews(store, target="release"):  # oldest first: the later row on a key wins
+        latest_each[r.gate_id if r.gate_id and r.gate_id in by_id else f"run {r.run_id}"] = r
+    out = []
+    for r in sorted(latest_each.values(), key=lambda r: r.id):
+        gate = by_id.get(r.gate_id or "")
+        later = _uncleared_after(gates, candidates, gate.candidate_run if gate else r.run_id,
+                                 gate.created_at if gate else r.at) if r.new_value == "signoff" else ()
+        out.append(Standing(r, gate, later))
+    return out

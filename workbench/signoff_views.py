@@ -1,13 +1,18 @@
 """What the app shows about release decisions: the sign-off line of a compared pair, the gates a decision
-can be about, and the note beside the sign-off form. Plain strings and lists (no gradio); the rules
-themselves (a sign-off needs a gate; grades changed since it need confirming) live in `workbench.reviews`.
+can be about, the note beside the sign-off form and the line a recorded decision gets. Plain strings and lists
+(no gradio); the rules themselves (a sign-off over a failed or inconclusive gate, or none, needs an override
+with a reason; grades changed since the gate need confirming) live in `workbench.reviews`.
 """
 
 from __future__ import annotations
 
 from html import escape
+from typing import TYPE_CHECKING
 
 from workbench.store import Store, shown_time
+
+if TYPE_CHECKING:
+    from workbench.reviews import Review
 
 
 def signoff_line(store: Store, baseline: str, candidate: str) -> str:
@@ -21,14 +26,17 @@ def signoff_line(store: Store, baseline: str, candidate: str) -> str:
                 "sign-off</p>")
     gate = gates[-1]
     decision = gate_decisions(store).get(gate.id)
-    warn = signoff_check(store, candidate, gate.id).warning()
-    out = f"<p id='wb-release'>release on gate <code>{escape(gate.id)}</code> ({escape(gate.verdict)}): "
+    check = signoff_check(store, candidate, gate.id)
+    out = f"<p id='wb-release'>release on gate <code>{escape(gate.id)}</code> ({escape(gate.verdict.upper())}): "
     if decision is None:
         out += "no sign-off yet"
     else:
         out += (f"<b>{escape(decision.new_value)}</b> by {escape(decision.reviewer)} at "
                 f"{escape(shown_time(decision.at))}: {escape(decision.reason)}")
-    return out + (f"<br><b style='color:#9a6700'>{escape(warn)}</b>" if warn else "") + "</p>"
+        if decision.override_reason:
+            out += f"; <b>override</b>: {escape(decision.override_reason)}"
+    notes = [check.warning(), check.later_note() if decision and decision.new_value == "signoff" else ""]
+    return out + "".join(f"<br><b style='color:#9a6700'>{escape(n)}</b>" for n in notes if n) + "</p>"
 
 
 def gate_choices(store: Store, run_id: str) -> list[tuple[str, str]]:
@@ -38,22 +46,32 @@ def gate_choices(store: Store, run_id: str) -> list[tuple[str, str]]:
     if not run_id:
         return []
     rid = store.get_run(run_id).id
-    return [(f"{g.id} · {g.verdict} · baseline {g.baseline_run} · {shown_time(g.created_at)}", g.id)
+    return [(f"{g.id} · {g.verdict.upper()} · baseline {g.baseline_run} · {shown_time(g.created_at)}", g.id)
             for g in reversed(recorded_gates(store, candidate=rid))]
 
 
 def signoff_note(store: Store, run_id: str, gate_id: str = "") -> str:
-    """Markdown shown beside the sign-off form: the gate the decision is about, and any warning (no gate:
-    a sign-off is refused; grades changed since the gate: a sign-off needs the confirmation box)."""
+    """Markdown shown beside the sign-off form: the gate the decision covers and its verdict, and what a
+    sign-off needs beyond a reason (a FAIL or INCONCLUSIVE gate, or none: the *override* box and an override
+    reason; grades changed since the gate: the *confirm* box), and later gates of the candidate that did not
+    clear."""
     from workbench.reviews import signoff_check
 
     if not run_id:
         return "pick the candidate run to sign off or block"
     check = signoff_check(store, run_id, gate_id)
     if check.gate_id is None:
-        return f"**no sign-off possible**: {check.warning()}"
-    head = (f"decision on gate `{check.gate_id}` (**{check.gate_verdict}**, baseline `{check.baseline_run}`, "
-            f"candidate `{check.run_id}`)")
-    if check.changed:
-        return f"{head}\n\n**warning**: {check.warning()}; tick *confirm* to sign off anyway"
-    return head
+        head = f"**no recorded gate** for candidate `{check.run_id}`"
+    else:
+        head = (f"decision on gate `{check.gate_id}` (**{check.gate_verdict.upper()}**, baseline "
+                f"`{check.baseline_run}`, candidate `{check.run_id}`)")
+    notes = [f"**a sign-off needs**: {check.warning()}"] if check.warning() else []
+    if check.later:
+        notes.append(f"**not the latest word**: {check.later_note()}")
+    return "\n\n".join([head, *notes])
+
+
+def recorded_line(r: Review) -> str:
+    """Markdown for a release decision just recorded: its id, run, decision, gate and any override."""
+    over = f"; **override**: {r.override_reason}" if r.override_reason else ""
+    return f"recorded #{r.id}: `{r.run_id}` {r.new_value} by {r.reviewer} on gate `{r.gate_id or '-'}`{over}"

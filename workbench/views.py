@@ -84,7 +84,7 @@ def cli_history(workspace: str | Path) -> str:
 
 def cli_review(workspace: str | Path, run_id: str, *, target: str, value: str, reason: str,
                probe_id: str | None = None, reviewer: str = "", gate_id: str | None = None,
-               confirm: bool = False) -> str:
+               confirm: bool = False, override_reason: str | None = None) -> str:
     args = ["review", run_id, "--target", target, "--value", value, "--reason", reason]
     if probe_id:
         args += ["--probe", probe_id]
@@ -92,6 +92,8 @@ def cli_review(workspace: str | Path, run_id: str, *, target: str, value: str, r
         args += ["--gate", gate_id]
     if confirm:
         args += ["--confirm"]
+    if override_reason:
+        args += ["--override-reason", override_reason]
     if reviewer:
         args += ["--reviewer", reviewer]
     return _cli(workspace, *args)
@@ -480,22 +482,24 @@ def reviews_table(store: Store, run_id: str | None = None) -> pd.DataFrame:
     from workbench.reviews import list_reviews
 
     cols = list(REVIEW_COLUMNS)
-    rows = [[r.id, r.at, r.reviewer, r.target, r.run_id, r.probe_id or "", r.old_value or "", r.new_value, r.reason]
+    rows = [[r.id, r.at, r.reviewer, r.target, r.run_id, r.probe_id or "", r.old_value or "", r.new_value,
+             r.reason + (f"; override: {r.override_reason}" if r.override_reason else "")]
             for r in reversed(list_reviews(store, run_id or None))]
     return pd.DataFrame(rows, columns=cols)
 
 
 def gate_history_table(store: Store) -> pd.DataFrame:
-    """Recorded gates (newest first) with the candidate's latest sign-off."""
-    from workbench.regression.gate import history
+    """Recorded gates (newest first) with the release decision on each (its override, later gates of the
+    candidate that did not clear), and decisions outside any gate: `workbench history`'s rows."""
+    from workbench.releases import release_history
 
     cols = list(GATE_COLUMNS)
     rows = []
-    for h in reversed(history(store)):
+    for h in reversed(release_history(store)):
         s = h["signoff"]
-        rows.append([h["gate_id"], shown_time(h["created_at"]), h["baseline_run"], h["candidate_run"],
-                     h["adapter"] or "", h["verdict"],
-                     "" if s is None else f"{s['decision']} by {s['reviewer']}: {s['reason']}"])
+        rows.append([h["gate_id"] or "(no gate)", shown_time(h["created_at"]), h["baseline_run"] or "",
+                     h["candidate_run"], h["adapter"] or "", h["verdict"] or "",
+                     "" if s is None else f"{s['text']}; reason: {s['reason']}"])
     return pd.DataFrame(rows, columns=cols)
 
 

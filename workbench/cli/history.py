@@ -1,4 +1,4 @@
-"""`workbench history`: every gate verdict of the workspace, with release sign-offs."""
+"""`workbench history`: every gate verdict of the workspace, with release sign-offs and their overrides."""
 
 from __future__ import annotations
 
@@ -7,21 +7,26 @@ import argparse
 from workbench.cli._common import print_json
 
 HELP = "list past regression gates and release sign-offs"
+EPILOG = ("The sign-off column names the gate a decision covers and its verdict, the override reason of a "
+          "sign-off over a FAIL or INCONCLUSIVE gate (or none), and later gates of the same model and adapter "
+          "that failed or were inconclusive. A decision outside any gate is a row without a gate.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
+    p.epilog = EPILOG
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.regression.gate import history
+    from workbench.releases import release_history
     from workbench.store import Store, shown_time
 
-    rows = history(Store.open(args.workspace))
+    rows = release_history(Store.open(args.workspace))
     if args.json:
         print_json(rows)
         return 0
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="regression gates")
@@ -29,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
         table.add_column(col)
     for r in rows:
         s = r["signoff"]
-        table.add_row(r["gate_id"], shown_time(r["created_at"]), r["baseline_run"], r["candidate_run"],
-                      r["adapter"] or "", r["verdict"], str(r["exit_code"]),
-                      "" if s is None else f"{s['decision']} by {s['reviewer']}")
+        cells = (r["gate_id"] or "(no gate)", shown_time(r["created_at"]), r["baseline_run"], r["candidate_run"],
+                 r["adapter"], r["verdict"], r["exit_code"], None if s is None else s["text"])
+        table.add_row(*("" if c is None else escape(str(c)) for c in cells))
     Console().print(table)
     return 0

@@ -10,6 +10,9 @@ from typing import Any
 from workbench.cli._common import print_json
 
 HELP = "override a verdict or attribution, or sign off / block a run for release (append-only log)"
+EPILOG = ("A sign-off covers one recorded gate of RUN (--gate, default its latest). Over a FAIL or INCONCLUSIVE "
+          "gate, or with no gate at all, it is refused (exit 2) unless --override-reason says why the candidate "
+          "may ship anyway; the override and its reason are recorded and shown by `workbench history`.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,9 +22,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe", help="probe id (verdict and attribution)")
     p.add_argument("--reason", help="why (required)")
     p.add_argument("--gate", default="", help="release: the recorded gate of RUN the decision is about "
-                   "(default: RUN's latest gate as candidate; a sign-off needs one)")
+                   "(default: RUN's latest gate as candidate)")
     p.add_argument("--confirm", action="store_true", help="release: sign off although reviewers changed grades "
                    "the gate saw since it was recorded")
+    p.add_argument("--override-reason", metavar="TEXT", help="release: sign off although the gate is FAIL or "
+                   "INCONCLUSIVE, or RUN has no gate; TEXT (required, not blank) says why, and is recorded")
+    p.epilog = EPILOG
     p.add_argument("--reviewer", default=os.environ.get("WORKBENCH_REVIEWER") or getpass.getuser())
     p.add_argument("--json", action="store_true")
 
@@ -39,15 +45,17 @@ def run(args: argparse.Namespace) -> int:
             print_json(rows)
         else:
             for row in rows:
+                over = f"; override: {row['override_reason']}" if row["override_reason"] else ""
                 print(f"#{row['id']} {row['at']} {row['reviewer']}: {row['target']} {row['probe_id'] or ''} "
-                      f"{row['old_value']} -> {row['new_value']} ({row['reason']})")
+                      f"{row['old_value']} -> {row['new_value']} ({row['reason']}{over})")
         return 0
     if not args.value:
         raise WorkbenchError("--value is required with --target")
     r: reviews.Review
     if args.target == "release":
         r = reviews.record_release(store, reviewer=args.reviewer, run_id=run_id, decision=args.value,
-                                   reason=args.reason or "", gate_id=args.gate, confirm=args.confirm)
+                                   reason=args.reason or "", gate_id=args.gate, confirm=args.confirm,
+                                   override_reason=args.override_reason)
     else:
         r = reviews.record_override(store, reviewer=args.reviewer, run_id=run_id, probe_id=args.probe or "",
                                     target=args.target, new_value=args.value, reason=args.reason or "")
@@ -55,5 +63,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(r.to_dict())
     else:
         on = f" on {r.gate_id}" if r.gate_id else ""
-        print(f"recorded #{r.id}: {r.target} {r.probe_id or ''} {r.old_value} -> {r.new_value} by {r.reviewer}{on}")
+        over = f" (override: {r.override_reason})" if r.override_reason else ""
+        print(f"recorded #{r.id}: {r.target} {r.probe_id or ''} {r.old_value} -> {r.new_value} by {r.reviewer}{on}"
+              f"{over}")
     return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 metadata = MetaData()
 
 meta = Table("meta", metadata, Column("key", String, primary_key=True), Column("value", Text, nullable=False))
@@ -147,12 +147,16 @@ reviews = Table(
     Column("new_value", String, nullable=False),
     Column("reason", Text, nullable=False),
     Column("gate_id", String),  # v2: a release decision is about one recorded gate (regressions.id)
+    # v3: why a sign-off stands although its gate did not clear (fail, inconclusive) or there is none; None
+    # for every other row. Kept apart from `reason` so that an override is found and shown as one.
+    Column("override_reason", Text),
 )
 
 #: Columns added after v1, by the version that added them: (table, column DDL). All nullable.
 ADDED_COLUMNS: dict[int, list[tuple[str, str, str]]] = {
     2: [("runs", "pid", "INTEGER"), ("runs", "host", "VARCHAR"), ("runs", "heartbeat_at", "VARCHAR"),
         ("answers", "engine", "VARCHAR"), ("gen_cache", "engine", "VARCHAR"), ("reviews", "gate_id", "VARCHAR")],
+    3: [("reviews", "override_reason", "TEXT")],
 }
 
 Index("ix_answers_run", answers.c.run_id)
