@@ -1,0 +1,128 @@
+"""The known-facts guard on the real chat model: a fix made from a team's own failures, as a user runs it.
+
+    .venv/bin/python bench/guard_flow.py --workspace WS [--sets nq,tqa] [--seeds 0,1] [--methods sft,dpo]
+        [--questions 60] [--out FILE]
+
+For each question set (`nq`: the shipped NQ-open slice; `tqa`: the first `--questions` of
+../shared/data/TruthfulQA.csv), one baseline run of SmolLM2-135M-Instruct as a team would make it (chat template,
+system prompt "Answer in one short sentence.", 48 tokens, greedy + 3 samples), attributed; then per method and seed
+`workbench fix RUN --train` with the defaults (the guard set built at first use, then read from the workspace) and
+`workbench regress` of the adapter against the baseline (the guard evaluated beside the probes). Every step is the
+CLI in a subprocess. Printed and written (`--out`, JSON): per run the guard facts broken and refused (all, replayed,
+never seen), the probe set's hallucinations before and after, the gate's verdict, the job's known-facts count and
+the wall times; and the goals: guard facts broken <= 2% and refused <= 2%, hallucinations on the probes at least
+halved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SETS = {"nq": ROOT / "tests/data/formats/nq_open.jsonl", "tqa": ROOT.parent / "shared/data/TruthfulQA.csv"}
+SYSTEM = "Answer in one short sentence."
+
+
+def workbench(*args: str, timeout: float = 7200) -> dict[str, Any]:
+    """`workbench ARGS --json` in a subprocess; its JSON (the last line that parses)."""
+    proc = subprocess.run([sys.executable, "-m", "hallucination_workbench", *args, "--json"], capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd=ROOT)
+    if proc.returncode not in (0, 1, 3):
+        raise SystemExit(f"workbench {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    for line in reversed(proc.stdout.splitlines()):
+        try:
+            out: dict[str, Any] = json.loads(line)
+            return out
+        except ValueError:
+            continue
+    raise SystemExit(f"workbench {' '.join(args)}: no JSON in its output:\n{proc.stdout[-2000:]}")
+
+
+def probe_file(name: str, questions: int, ws: Path) -> tuple[Path, str]:
+    """The set's probe file (a slice of TruthfulQA written into the workspace) and its format."""
+    if name == "nq":
+        return SETS["nq"], "auto"
+    lines = SETS["tqa"].read_text(encoding="utf-8").splitlines(keepends=True)
+    path = ws / f"truthfulqa-{questions}.csv"
+    path.write_text("".join(lines[: questions + 1]), encoding="utf-8")  # header + rows (no embedded newlines)
+    return path, "truthfulqa"
+
+
+def baseline(name: str, questions: int, ws: Path) -> tuple[str, float]:
+    probes, fmt = probe_file(name, questions, ws)
+    t = time.monotonic()
+    run = workbench("eval", "--model", "smollm2", "--probes", str(probes), "--format", fmt, "--template", "chat",
+                    "--system-prompt", SYSTEM, "--max-tokens", "48", "--samples", "3", "--workspace", str(ws))
+    workbench("attribute", run["run_id"], "--workspace", str(ws))
+    return str(run["run_id"]), time.monotonic() - t
+
+
+def one(ws: Path, run: str, method: str, seed: int) -> dict[str, Any]:
+    out = ws / f"fix-{run}-{method}-{seed}"
+    t = time.monotonic()
+    fix = workbench("fix", run, "--out", str(out), "--train", "--method", method, "--seed", str(seed),
+                    "--workspace", str(ws))
+    fix_s = time.monotonic() - t
+    job = fix["job"]
+    t = time.monotonic()
+    gate = workbench("regress", "--baseline", run, "--candidate", fix["fixset"]["model"], "--candidate-adapter",
+                     job["adapter"], "--workspace", str(ws))
+    gate_s = time.monotonic() - t
+    scopes = {k["scope"]: k for k in gate["known_facts"]}
+    g = scopes.get("guard", {})
+    rows = {r["label"]: r for r in gate["headline"]["rows"]}
+    return {"method": method, "seed": seed, "verdict": gate["verdict"], "guard": g, "probes": scopes["probes"],
+            "guard_broken_share": g["broken"] / g["known"] if g.get("known") else None,
+            "guard_refused_share": g["refused"] / g["known"] if g.get("known") else None,
+            "hallucinated_before": rows["hallucinated"]["baseline_count"],
+            "hallucinated_after": rows["hallucinated"]["candidate_count"],
+            "job_known_checked": job["known_checked"], "job_known_broken": len(job["known_broken"]),
+            "job_steps": job["steps"], "fix_s": round(fix_s), "gate_s": round(gate_s),
+            "fixset": fix["fixset"]["counts"], "guard_in_fixset": fix["fixset"].get("guard")}
+
+
+def goals(r: dict[str, Any]) -> dict[str, bool | None]:
+    b, a = r["hallucinated_before"], r["hallucinated_after"]
+    return {"guard_broken_le_2pct": None if r["guard_broken_share"] is None else r["guard_broken_share"] <= 0.02,
+            "guard_refused_le_2pct": None if r["guard_refused_share"] is None else r["guard_refused_share"] <= 0.02,
+            "hallucinations_halved": a <= b / 2}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workspace", required=True, type=Path)
+    p.add_argument("--sets", default="nq,tqa")
+    p.add_argument("--seeds", default="0,1")
+    p.add_argument("--methods", default="sft,dpo")
+    p.add_argument("--questions", type=int, default=60)
+    p.add_argument("--out", type=Path)
+    args = p.parse_args()
+    results = []
+    for name in args.sets.split(","):
+        ws = args.workspace / name
+        ws.mkdir(parents=True, exist_ok=True)
+        run, eval_s = baseline(name, args.questions, ws)
+        for method in args.methods.split(","):
+            for seed in (int(s) for s in args.seeds.split(",")):
+                r = {"set": name, "run": run, "baseline_s": round(eval_s), **one(ws, run, method, seed)}
+                r["goals"] = goals(r)
+                results.append(r)
+                print(json.dumps(r), flush=True)
+                if args.out:
+                    args.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "results": results},
+                                                   indent=1) + "\n")
+    for r in results:
+        g = r["guard"]
+        print(f"{r['set']:<4} {r['method']:<4} seed {r['seed']}: guard broken {g.get('broken')} of {g.get('known')} "
+              f"(refused {g.get('refused')}), hallucinated {r['hallucinated_before']} -> {r['hallucinated_after']}, "
+              f"gate {r['verdict']}, goals {r['goals']}")
+
+
+if __name__ == "__main__":
+    main()
