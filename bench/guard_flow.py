@@ -105,7 +105,7 @@ def main() -> None:
     args = p.parse_args()
     results = []
     for name in args.sets.split(","):
-        ws = args.workspace / name
+        ws = args.workspace  # one workspace: the guard set is built once for every set, method and seed
         ws.mkdir(parents=True, exist_ok=True)
         run, eval_s = baseline(name, args.questions, ws)
         for method in args.methods.split(","):

@@ -23,13 +23,10 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session")
 def world(tmp_path_factory: pytest.TempPathFactory) -> object:
-    """The test-size synthetic world (tiny Llama trained from scratch), built once per session."""
-    import torch
+    """The test-size synthetic world (tiny Llama trained from scratch), built once per session (tests/artifacts.py)."""
+    from artifacts import world as shared_world
 
-    from evals.world import TEST_CONFIG, build_world
-
-    torch.set_num_threads(1)
-    return build_world(tmp_path_factory.mktemp("world"), TEST_CONFIG)
+    return shared_world(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -70,8 +70,9 @@ def setup(request: pytest.FixtureRequest, tmp_root: Path) -> FtWorld:
     if "w" in _MEMO:
         return _MEMO["w"]  # type: ignore[no-any-return]
     import torch
+    from artifacts import world
 
-    from evals.world import TEST_CONFIG, build_world
+    from evals.world import TEST_CONFIG
     from finetune.fixset import build_fixset
     from workbench.attribution.types import save_attributions
     from workbench.probes import resolve_probes
@@ -80,9 +81,7 @@ def setup(request: pytest.FixtureRequest, tmp_root: Path) -> FtWorld:
     from workbench.types import ModelSpec
 
     torch.set_num_threads(1)
-    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
-    world_dir = cache.mkdir("finetune-world") if cache is not None else tmp_root / "world-cache"
-    paths = build_world(Path(world_dir) / "world", TEST_CONFIG)
+    paths = world(request.getfixturevalue("tmp_path_factory"), TEST_CONFIG)
     store = Store.open(tmp_root / "ws")
     suite, loaded = resolve_probes(paths.suite)
     s = run_eval(store, ModelSpec(model=str(paths.model)), suite, loaded,

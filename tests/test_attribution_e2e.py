@@ -49,7 +49,9 @@ def _recall(world: WorldPaths, out: dict[str, Any]) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def test_world(tmp_path_factory: pytest.TempPathFactory) -> WorldPaths:
-    return build_world(tmp_path_factory.mktemp("world"), TEST_CONFIG)
+    from artifacts import world
+
+    return world(tmp_path_factory, TEST_CONFIG)  # type: ignore[no-any-return]
 
 
 def test_end_to_end_recall_json_shape_and_storage(test_world: WorldPaths, tmp_path: Path,

@@ -49,9 +49,11 @@ def test_guard_holds_the_facts_greedy_and_samples_get_right(w: FtWorld, half: di
     built = _guard(w, half["pool"])
     g = built.guard
     assert not built.cached and g.pool_size == len(half["rest"]) == g.evaluated
-    greedy, sampled = (load_results(w.store, r).by_id() for r in g.runs)
-    for pid, r in greedy.items():  # greedy-right under the question and the paraphrase, nothing less
-        assert (pid in sampled) == all(a.verdict == Verdict.CORRECT for a in r.greedy)
+    question, phrasings, sampled = (load_results(w.store, r).by_id() for r in g.runs)
+    for pid, r in question.items():  # each stage asks only what passed the one before
+        assert (pid in phrasings) == (r.verdict == Verdict.CORRECT)
+    for pid, r in phrasings.items():  # greedy-right under the question and the paraphrase, nothing less
+        assert len(r.greedy) == 2 and (pid in sampled) == all(a.verdict == Verdict.CORRECT for a in r.greedy)
     known = {f.probe.id for f in g.facts}
     for pid, r in sampled.items():
         right = sum(a.verdict == Verdict.CORRECT for a in r.samples if a.variant == 0)

@@ -2,9 +2,10 @@
 
 Known, for the guard, is the strict reading of Gekhman et al.'s HighlyKnown on a small budget: the greedy answer
 is right under the question *and* its paraphrase, and at least `min_samples_right` of `samples` samples on the
-question are right. Two evaluations through the runner (so answers are cached by the model's fingerprint and a
-killed build resumes for free): greedy on every phrasing of the whole pool, then samples on the facts that
-passed it only, which on a pool the model mostly does not know costs a fraction of sampling everything.
+question are right. Evaluations through the runner (answers cached by the model's fingerprint, so a killed build
+resumes for free), each on what passed the one before: greedy on the questions of a seeded screen, then of the whole
+pool, then greedy on the paraphrases, then samples; on a pool the model half knows that is about half the
+generations of asking everything of every fact.
 """
 
 from __future__ import annotations
@@ -109,15 +110,18 @@ def _known(store: Store, spec: ModelSpec, suite: Suite, probes: Sequence[Probe],
     from workbench.results import load_results
 
     screen = sorted(probes, key=lambda p: hashlib.sha256(p.id.encode()).hexdigest())[:SCREEN]
-    first = _evaluate(store, spec, suite, screen, backend, limits, progress, paraphrases=True)
+    first = _evaluate(store, spec, suite, screen, backend, limits, progress)
     if len(screen) < len(probes) and len(_greedy_right(store, first)) >= SCREEN_MIN_RIGHT:
-        first = _evaluate(store, spec, suite, probes, backend, limits, progress, paraphrases=True)  # cached: the screen
+        first = _evaluate(store, spec, suite, probes, backend, limits, progress)  # the screen's answers: cached
     right = _greedy_right(store, first)
     evaluated = len(store.probe_rows(first))
     runs = [first]
+    if any(p.paraphrases for p in right):  # the paraphrase only where the question is right: half the pool or less
+        runs.append(_evaluate(store, spec, suite, right, backend, limits, progress, paraphrases=True))
+        right = _greedy_right(store, runs[-1])
     if not right or not criteria["samples"]:
         sampled = {p.id: (0, 0) for p in right}
-        answers = {r.probe.id: r.answer for r in load_results(store, first).probes}
+        answers = {r.probe.id: r.answer for r in load_results(store, runs[-1]).probes}
     else:
         second = _evaluate(store, spec, suite, right, backend, limits, progress, samples=criteria["samples"],
                            seed=criteria["seed"])
