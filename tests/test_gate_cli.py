@@ -174,6 +174,7 @@ def _world_pool(world: Any, tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_guard_fails_a_damaging_candidate_the_probe_set_cannot_judge(
     world: Any, workspace: Path, damaging_adapter: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -200,6 +201,7 @@ def test_guard_fails_a_damaging_candidate_the_probe_set_cannot_judge(
     assert len([c for c in out["guard"]["changes"] if c["flip"] == "broken"]) == guard["broken"]
 
 
+@pytest.mark.slow
 def test_guard_passes_a_candidate_that_changes_nothing(
     world: Any, workspace: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

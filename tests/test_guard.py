@@ -12,6 +12,8 @@ import pytest
 from clirun import assert_refused, workbench
 from ftworld import FtWorld, attributions_from_truth
 
+pytestmark = pytest.mark.slow  # the fine-tuning world's run and a guard built on it
+
 
 @pytest.fixture(scope="module")
 def half(w: FtWorld, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
@@ -122,7 +124,6 @@ def test_fix_set_with_no_known_fact_is_refused_unless_allowed(w: FtWorld, tmp_pa
     assert m.unguarded and m.validation == [] and m.replayed_probe_ids == []
 
 
-@pytest.mark.slow
 def test_guard_cli_build_and_show(w: FtWorld, half: dict[str, Any], tmp_path: Path) -> None:
     ws = str(tmp_path / "ws")
     args = ["--workspace", ws, "--model", str(w.paths.model), "--template", "Q: {question} A:", "--stop", ".",
