@@ -584,7 +584,12 @@ def run(args: argparse.Namespace) -> int:
             add_user(args.auth_file, args.add_user, password)
             print(f"added {args.add_user} to {args.auth_file}")
             return 0
-        launch(args.workspace, host=args.host, port=args.port, auth_file=args.auth_file)
+        # Quiet: gradio's banner also tells the user to set `share=True`, which would publish the workspace on a
+        # public tunnel (this app never does); the local URL, the one line worth printing, is printed here.
+        demo, url = launch(args.workspace, host=args.host, port=args.port, auth_file=args.auth_file,
+                           prevent_thread_lock=True, quiet=True)
+        print(f"* Running on local URL:  {url}", flush=True)
+        demo.block_thread()
     except WorkbenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
