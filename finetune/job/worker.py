@@ -10,6 +10,7 @@ and accelerate launchers, starts this on the saved `OUT/job.yaml`. The JobResult
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,7 +41,7 @@ def main(argv: Sequence[str] | None = None, *, callbacks: Sequence[Any] = (),
         spec = load_spec(a.job)
         workspace = a.workspace or spec.workspace
         result = run_job(spec, Store.open(workspace) if workspace else None, resume=a.resume, callbacks=callbacks,
-                         before_commit=before_commit)
+                         before_commit=before_commit, progress=functools.partial(print, flush=True))
     except WorkbenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
