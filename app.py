@@ -610,6 +610,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from workbench.quiet import quiet_known_noise
+
+    quiet_known_noise()  # `python app.py` is an entry point of its own (before gradio is imported)
     p = argparse.ArgumentParser(prog="python app.py", description="The Hallucination Workbench web app.")
     add_arguments(p)
     return run(p.parse_args(argv))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import WorkbenchError
+from workbench.quiet import quiet_known_noise
 
 
 def main(argv: Sequence[str] | None = None, *, callbacks: Sequence[Any] = (),
@@ -29,6 +30,7 @@ def main(argv: Sequence[str] | None = None, *, callbacks: Sequence[Any] = (),
     p.add_argument("--workspace", help="workspace whose store records the job (default: the spec's)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     a = p.parse_args(argv)
+    quiet_known_noise()  # the job process is an entry point of its own (before trl is imported)
     from finetune.job.run import run_job
     from finetune.job.spec import load_spec
     from workbench.store import Store
