@@ -132,6 +132,14 @@ def build_app(workspace: str | Path) -> Any:
                 gr.Dropdown(choices=pg.matching_ids), "", pg.matching_ids, v.delta_plot, v.probes, pg.page, pg.label,
                 "")
 
+    def compare_preselected(baseline: str, candidate: str, tag: str, transition: str, category: str, query: str,
+                            size: float) -> Any:
+        """The pair first_load preselected, compared on load: the tab shows it without a click. No pair (a
+        workspace without two finished runs): the tab is left as it is, not given a refusal nobody asked for."""
+        if not baseline or not candidate:
+            return gr.skip()
+        return compare(baseline, candidate, tag, transition, category, query, size)
+
     @_ui_errors
     def probe_page(table: Any, query: str, page: float, size: float, by: int = 0) -> tuple[Any, ...]:
         """Search / page through the pair's probe list (views.page_probes) without comparing again."""
@@ -455,7 +463,8 @@ def build_app(workspace: str | Path) -> Any:
         refresh_outputs = [runs_df, f_status, f_suite, baseline, candidate, fx_run, rv_run, plot_runs, runs_cli,
                            runs_note]
         refresh_btn.click(refresh_runs, run_inputs, refresh_outputs, api_name="refresh")
-        demo.load(first_load, run_inputs, [*refresh_outputs, header, shares, jb_pick], api_visibility="private")
+        loaded = demo.load(first_load, run_inputs, [*refresh_outputs, header, shares, jb_pick],
+                           api_visibility="private")
         shares_unfinished.change(shares_chart, shares_unfinished, shares, api_name="run_shares")
         demo.load(review_log, None, [rv_log, rv_gates], api_visibility="private")
         f_text.submit(runs_table, run_inputs, runs_df, api_name="runs")
@@ -470,9 +479,13 @@ def build_app(workspace: str | Path) -> Any:
         compare_outputs = [summary, metrics_df, trans_df, probes_df, compare_cli, c_tag, c_cat, probe_pick, gate_msg,
                            listed, delta_plot, all_probes, p_page, p_label, gate_report]
         compare_inputs = [baseline, candidate, c_tag, c_trans, c_cat, p_search, p_size]
-        compare_btn.click(compare, compare_inputs, compare_outputs, api_name="compare")
+        # One queue for every compare: a click (or a filter) made while the on-load compare runs comes after it, so
+        # the on-load result never lands over the user's.
+        loaded.then(compare_preselected, compare_inputs, compare_outputs, api_visibility="private",
+                    concurrency_id="compare")
+        compare_btn.click(compare, compare_inputs, compare_outputs, api_name="compare", concurrency_id="compare")
         for dd in (c_tag, c_trans, c_cat):
-            dd.input(compare, compare_inputs, compare_outputs, api_visibility="private")
+            dd.input(compare, compare_inputs, compare_outputs, api_visibility="private", concurrency_id="compare")
         page_outputs = [probes_df, p_page, p_label, listed, probe_pick]
         p_search.change(probe_page, [all_probes, p_search, p_page, p_size], page_outputs, api_visibility="private")
         for trig in (p_size.input, p_page.submit):
@@ -589,7 +602,12 @@ def run(args: argparse.Namespace) -> int:
             add_user(args.auth_file, args.add_user, password)
             print(f"added {args.add_user} to {args.auth_file}")
             return 0
-        launch(args.workspace, host=args.host, port=args.port, auth_file=args.auth_file)
+        # Quiet: gradio's banner also tells the user to set `share=True`, which would publish the workspace on a
+        # public tunnel (this app never does); the local URL, the one line worth printing, is printed here.
+        demo, url = launch(args.workspace, host=args.host, port=args.port, auth_file=args.auth_file,
+                           prevent_thread_lock=True, quiet=True)
+        print(f"* Running on local URL:  {url}", flush=True)
+        demo.block_thread()
     except WorkbenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -597,6 +615,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from workbench.quiet import quiet_known_noise
+
+    quiet_known_noise()  # `python app.py` is an entry point of its own (before gradio is imported)
     p = argparse.ArgumentParser(prog="python app.py", description="The Hallucination Workbench web app.")
     add_arguments(p)
     return run(p.parse_args(argv))

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,10 +27,12 @@ class FixJobs:
 
 
 def train_fixes(store: Store, run_id: str, out_dir: Path, methods: tuple[str, ...] = ("sft", "dpo"),
-                *, seed: int = 0, max_steps: int | None = None) -> FixJobs:
+                *, seed: int = 0, max_steps: int | None = None,
+                progress: Callable[[str], None] | None = None) -> FixJobs:
     """Build the fix sets of an attributed run, then one LoRA job per method: sft learns the injection +
     abstention rows and dpo the preference pairs of the auto fix set; grpo samples the rl fix set's
-    prompts (every targeted probe). All carry replay. `max_steps` None: each method's default."""
+    prompts (every targeted probe). All carry replay. `max_steps` None: each method's default; `progress`:
+    each job's progress lines (run_job)."""
     manifest = build_fixset(store, run_id, out_dir / "fixset", strategy="auto", seed=seed)
     rl = build_fixset(store, run_id, out_dir / "fixset-rl", strategy="rl", seed=seed) if "grpo" in methods else None
     jobs = {}
@@ -37,7 +40,7 @@ def train_fixes(store: Store, run_id: str, out_dir: Path, methods: tuple[str, ..
         fixset = out_dir / ("fixset-rl" if method == "grpo" else "fixset")
         spec = from_dict({"fixset": str(fixset.resolve()), "output_dir": str((out_dir / method).resolve()),
                           "method": method, "trainer": {"max_steps": max_steps}}, where="fix job")
-        jobs[method] = run_job(spec, store)
+        jobs[method] = run_job(spec, store, progress=progress)
     return FixJobs(manifest, jobs, rl)
 
 

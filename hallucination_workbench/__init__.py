@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from workbench import procstat
 from workbench.cli import add_workspace_argument
 from workbench.errors import WorkbenchError
+from workbench.quiet import quiet_known_noise
 
 #: command -> module, in the loop's order: world, evaluate, attribute, fix, train, gate, review, app.
 COMMANDS: dict[str, str] = {
@@ -78,6 +79,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit code. With no `argv` (the `workbench` program itself) it may end the process
     at once when a backend call is left running (see `_leave_past_busy_backend`)."""
+    quiet_known_noise()  # before any command imports trl, vLLM or gradio
     argv_given = argv
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if not a.startswith("-")), None)

@@ -9,6 +9,7 @@ The world and every generation are cached in the workspace, so a second demo is 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import time
@@ -142,7 +143,7 @@ def _loop(args: argparse.Namespace, console: Any, clock: _Clock, ws: Path, world
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     clock.step(f"4. fix: fix set + LoRA jobs ({', '.join(methods)})")
     fixes = train_fixes(store, base.run_id, ws / "fix" / base.run_id, methods, seed=args.seed,
-                        max_steps=args.steps)
+                        max_steps=args.steps, progress=functools.partial(console.print, markup=False, highlight=False))
     counts = fixes.manifest.counts
     console.print(f"fix set: {sum(counts['sft'].values())} SFT rows, {sum(counts['dpo'].values())} DPO pairs, "
                   f"{len(fixes.manifest.heldout_probe_ids)} held-out probes")

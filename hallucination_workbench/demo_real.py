@@ -17,6 +17,7 @@ and the model has trained those tokens). `--steps`, `--lr`, `--adapter-scale` se
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -111,7 +112,8 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
     console.print(f"fix set: {json.dumps(manifest.counts)}; held-out probes: {len(manifest.heldout_probe_ids)}")
     # validated again with the real paths (model_copy would skip the checks the placeholders passed)
     job = run_job(type(fix_job).model_validate({**fix_job.model_dump(), "fixset": str((out / "fixset").resolve()),
-                                                "output_dir": str((out / method).resolve())}), store)
+                                                "output_dir": str((out / method).resolve())}), store,
+                  progress=functools.partial(console.print, markup=False, highlight=False))
     console.print(f"{method}: {job.status}, {job.steps} steps ({job.max_steps_rule}), lr {job.learning_rate_rule}, "
                   f"defaults {job.size_rule}, loss {job.final_loss}, "
                   f"adapter scale {job.adapter_scale:g}, {job.seconds:.0f}s")

@@ -90,3 +90,14 @@ def test_a_library_caller_gets_the_same_budget_as_the_cli(world: Any, workspace:
     run = store.get_run(summary.run_id)
     assert (run.suite_config["max_tokens"], run.options["max_tokens_rule"]) == (
         CHAT_BUDGET, "default for the chat template")
+
+
+def test_help_states_the_default_budgets_the_runs_take() -> None:
+    """`workbench eval --help`, as a user reads it: the defaults it states are made from the constants that
+    `default_budget` decides with (a chat run gets 128, not the 16 the help once said)."""
+    proc = workbench("eval", "--help", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = " ".join(proc.stdout.split())  # argparse wraps the help at the terminal's width
+    assert f"{CHAT_BUDGET} with the chat template, else {PLAIN_BUDGET}" in text, text
+    assert all(f"{n} on {fmt} probes" in text for fmt, n in PLAIN_BY_FORMAT.items()), text
+    assert "the default 16" not in text

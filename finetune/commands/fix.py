@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         spec = from_dict({"fixset": str(Path(args.out).resolve()), "method": method,
                           "output_dir": str((Path(args.out) / "job").resolve()),
                           "trainer": {"max_steps": args.steps} if args.steps else {}}, where="--method/--steps")
-        result = run_job(spec, store)
+        result = run_job(spec, store, progress=None if args.json else functools.partial(print, flush=True))
         out["job_yaml"] = str(Path(result.output_dir) / "job.yaml")
         out["job"] = result.to_dict()
         code = 0 if result.status != "failed" else 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 
 from workbench.cli import print_json
 
@@ -25,7 +26,8 @@ def run(args: argparse.Namespace) -> int:
 
     job = resolve(load_spec(args.job))
     check_fits(job, force=args.force)
-    result = launch(job, Store.open(job.spec.workspace or args.workspace), resume=args.resume)
+    result = launch(job, Store.open(job.spec.workspace or args.workspace), resume=args.resume,
+                    progress=None if args.json else functools.partial(print, flush=True))
     if args.json:
         print_json(result.to_dict())
     else:

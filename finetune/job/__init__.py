@@ -8,6 +8,7 @@
                  result (result.py, also written as OUT/result.json)
     method.py    the contract each method fills: methods/sft.py, methods/dpo.py, methods/grpo.py
     checkpoint.py, watchdog.py   atomic checkpoints; NaN/spike watchdogs and early stopping
+    progress.py  the progress line (step, loss, ETA) a command prints while a job trains
 
 `workbench train JOB.yaml` (finetune/commands/train.py) is the way in; docs/architecture.md draws the path.
 Importing this package is light (no torch, transformers or trl): they load when a job runs.

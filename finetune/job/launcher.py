@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,11 +131,12 @@ def accelerate_command(spec: JobSpec, job_yaml: str | Path, *, resume: bool = Fa
 
 
 def launch(job: ResolvedJob, store: Store | None = None, *, resume: bool = False,
-           env: dict[str, str] | None = None) -> JobResult:
-    """Run the job with its launcher and return its JobResult (the store records it either way)."""
+           env: dict[str, str] | None = None, progress: Callable[[str], None] | None = None) -> JobResult:
+    """Run the job with its launcher and return its JobResult (the store records it either way). `progress`
+    gets the progress lines of an in-process job (run_job); a job process writes its own to OUT/job.log."""
     kind = job.spec.launcher.kind
     if kind == "inprocess":
-        return run_job(job, store, resume=resume)
+        return run_job(job, store, resume=resume, progress=progress)
     out = job.output_dir
     if not resume:
         refuse_existing(out)  # before job.yaml is replaced

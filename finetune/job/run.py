@@ -45,13 +45,20 @@ CHECKPOINT_DIR = "checkpoints"
 
 
 def run_job(spec: JobSpec | ResolvedJob, store: Store | None = None, *, resume: bool = False,
-            callbacks: Sequence[Any] = (), before_commit: Callable[[int, Path], None] | None = None) -> JobResult:
+            callbacks: Sequence[Any] = (), before_commit: Callable[[int, Path], None] | None = None,
+            progress: Callable[[str], None] | None = None) -> JobResult:
     """Train to completion, or until a watchdog stops it. `resume=True` continues from the last complete
-    checkpoint of the output_dir. `callbacks` (extra trainer callbacks) and `before_commit(step, staging)`
-    (called while a checkpoint is written but not yet committed) are for tools and tests."""
+    checkpoint of the output_dir. `progress` gets a line (step, loss, ETA) every 30 s of training
+    (finetune/job/progress.py); None: silent. `callbacks` (extra trainer callbacks) and
+    `before_commit(step, staging)` (called while a checkpoint is written but not yet committed) are for tools
+    and tests."""
     t0 = time.perf_counter()
     # 1. Resolve, find the resume point, save the decided spec.
     job = spec if isinstance(spec, ResolvedJob) else resolve(spec)
+    if progress is not None:  # before anything is written: a bad $WORKBENCH_PROGRESS_EVERY is refused here
+        from finetune.job.progress import TrainingProgress
+
+        callbacks = [*callbacks, TrainingProgress(progress, label=job.method)]
     out = job.output_dir
     start_from = resume_point(out, resume)
     save_spec(job.spec, out / JOB_FILE)

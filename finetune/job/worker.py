@@ -10,12 +10,14 @@ and accelerate launchers, starts this on the saved `OUT/job.yaml`. The JobResult
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from workbench.errors import WorkbenchError
+from workbench.quiet import quiet_known_noise
 
 
 def main(argv: Sequence[str] | None = None, *, callbacks: Sequence[Any] = (),
@@ -28,6 +30,7 @@ def main(argv: Sequence[str] | None = None, *, callbacks: Sequence[Any] = (),
     p.add_argument("--workspace", help="workspace whose store records the job (default: the spec's)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     a = p.parse_args(argv)
+    quiet_known_noise()  # the job process is an entry point of its own (before trl is imported)
     from finetune.job.run import run_job
     from finetune.job.spec import load_spec
     from workbench.store import Store
@@ -40,7 +43,7 @@ def main(argv: Sequence[str] | None = None, *, callbacks: Sequence[Any] = (),
         spec = load_spec(a.job)
         workspace = a.workspace or spec.workspace
         result = run_job(spec, Store.open(workspace) if workspace else None, resume=a.resume, callbacks=callbacks,
-                         before_commit=before_commit)
+                         before_commit=before_commit, progress=functools.partial(print, flush=True))
     except WorkbenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -8,14 +8,16 @@ With a corpus index, rows whose subject the corpus pairs with another value of t
 factual answer (code, a table, several lines or sentences, a paragraph: `longform.py`) are not screened:
 they are counted with the reason, never asked, and never flagged.
 
-Rows: JSONL objects with `question`/`prompt` and `answer`/`answers`/`completion`/`response`, or
-`messages` (the first user turn and the assistant reply); optional `id`, `subject`, `relation`,
+Rows: JSON Lines, or a JSON array (Alpaca's format), of objects with `question`/`prompt`/`instruction` (an
+Alpaca row's non-empty `input` follows its instruction) and `answer`/`answers`/`completion`/`response`/`output`,
+or `messages` (the first user turn and the assistant reply); optional `id`, `subject`, `relation`,
 `paraphrases`.
 """
 
 from __future__ import annotations
 
-import json
+import codecs
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,8 +27,8 @@ from workbench.attribution.engine import CorpusEngine
 from workbench.attribution.knowledge import ChanceModel, assess
 from workbench.attribution.longform import LongForm, longform_reason
 from workbench.errors import InputError, WorkbenchError
+from workbench.probes import read_records
 from workbench.results import RunResults
-from workbench.safeload import json_loads
 from workbench.types import Probe
 
 _QUESTION = ("question", "prompt", "instruction")
@@ -66,19 +68,18 @@ def read_sft(path: str | Path, *, skip_bad: bool = False) -> SftRows:
     probes: list[Probe] = []
     not_screened: list[tuple[str, LongForm]] = []
     skipped, first_line = 0, dict[str, int]()
-    for line_no, raw in enumerate(p.read_bytes().split(b"\n"), start=1):
-        if not raw.strip():
-            continue
+    array = _is_array(p)
+    # The probe readers, with their bounds (safeload): a JSON array as a whole, JSON Lines row by row.
+    for n, item in enumerate(read_records(p, "json" if array else "jsonl"), start=1):
         try:
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise InputError(path, line_no, None, f"not valid UTF-8 (byte 0x{raw[e.start]:02x})") from None
-            probe = _probe(path, line_no, line)
+            if isinstance(item, InputError):
+                raise item
+            # a row's default id: its line in JSON Lines, its place in an array (one line may hold them all)
+            probe = _probe(path, item.line, item.data, f"row-{n if array else item.line}")
             if probe.id in first_line:  # the run keys probes by id
-                raise InputError(path, line_no, "id", f"duplicate id `{probe.id}` (first on line "
-                                                      f"{first_line[probe.id]})")
-            first_line[probe.id] = line_no
+                raise InputError(path, item.line, "id", f"duplicate id `{probe.id}` (first on line "
+                                                        f"{first_line[probe.id]})")
+            first_line[probe.id] = item.line
             if (reason := longform_reason(probe.answers[0])) is not None:
                 not_screened.append((probe.id, reason))
             else:
@@ -92,15 +93,14 @@ def read_sft(path: str | Path, *, skip_bad: bool = False) -> SftRows:
     return SftRows(probes, skipped, not_screened)
 
 
-def _probe(path: str | Path, line_no: int, line: str) -> Probe:
-    try:
-        row = json_loads(line)
-    except json.JSONDecodeError as e:
-        raise InputError(path, line_no, None, f"not JSON ({e.msg})") from None
-    except ValueError as e:  # safeload's limits: depth, size, duplicate keys, huge integers, lone surrogates
-        raise InputError(path, line_no, None, str(e)) from None
-    if not isinstance(row, dict):
-        raise InputError(path, line_no, None, "a row must be a JSON object")
+def _is_array(path: Path) -> bool:
+    """A JSON array file (Alpaca's `[{"instruction": ..., "input": ..., "output": ...}, ...]`), not JSON Lines."""
+    with path.open("rb") as f:
+        head = f.read(4096).removeprefix(codecs.BOM_UTF8).lstrip()
+    return head.startswith(b"[")
+
+
+def _probe(path: str | Path, line_no: int, row: Mapping[str, Any], default_id: str) -> Probe:
     if "messages" in row:
         msgs = row["messages"] if isinstance(row["messages"], list) else []
         user = next((m.get("content") for m in msgs if isinstance(m, dict) and m.get("role") == "user"), None)
@@ -108,8 +108,12 @@ def _probe(path: str | Path, line_no: int, line: str) -> Probe:
         question, answer, qf, af = user, reply, "messages", "messages"
     else:
         qf = next((f for f in _QUESTION if f in row), _QUESTION[0])
-        af = next((f for f in _ANSWER if f in row), _ANSWER[0])
+        # a missing answer is named as the row's format names it: Alpaca's instruction goes with `output`
+        af = next((f for f in _ANSWER if f in row), "output" if qf == "instruction" else _ANSWER[0])
         question, answer = row.get(qf), row.get(af)
+        extra = row.get("input")
+        if qf == "instruction" and isinstance(question, str) and isinstance(extra, str) and extra.strip():
+            question = f"{question.strip()}\n\n{extra.strip()}"  # Alpaca: the instruction, then its input
     if not isinstance(question, str) or not question.strip():
         raise InputError(path, line_no, qf, "missing or empty question")
     answers = answer if isinstance(answer, list) else [answer]
@@ -119,7 +123,7 @@ def _probe(path: str | Path, line_no: int, line: str) -> Probe:
     if not isinstance(paraphrases, list) or not all(isinstance(p, str) for p in paraphrases):
         raise InputError(path, line_no, "paraphrases", "must be a list of strings")
     subject, relation = row.get("subject"), row.get("relation")
-    return Probe(id=str(row.get("id", f"row-{line_no}")), question=question.strip(),
+    return Probe(id=str(row.get("id", default_id)), question=question.strip(),
                  answers=tuple(str(a).strip() for a in answers), paraphrases=tuple(paraphrases),
                  subject=subject if isinstance(subject, str) else None,
                  relation=relation if isinstance(relation, str) else None, source=str(path))

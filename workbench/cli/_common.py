@@ -53,16 +53,33 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paraphrases", action="store_true", help="also ask each probe's paraphrases")
     p.add_argument("--temperature", type=temperature, default=1.0, help="temperature of the samples (>= 0)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the samples")
-    p.add_argument("--template", type=template, help='prompt template, e.g. "Q: {question} A:", or "chat"')
     p.add_argument("--format", default="auto", help="probe file format (auto, jsonl, csv, truthfulqa, ...)")
     p.add_argument("--skip-bad", action="store_true", help="skip bad probe rows (counted in the run)")
-    p.add_argument("--max-tokens", type=max_tokens, metavar="N",
-                   help="new tokens at most per answer, overriding the suite's (1-4096; the default 16 suits "
-                        "short answers, a chat model answering in sentences needs 64 or more)")
+    add_generation_arguments(p)
     p.add_argument("--stop", action="append", type=stop_string, metavar="STR",
                    help=r"stop string, repeatable; replaces the suite's stops (\n and \t are read as a newline "
                         "and a tab)")
+
+
+def add_generation_arguments(p: argparse.ArgumentParser) -> None:
+    """--template, --max-tokens, --system-prompt: how each prompt is put to the model and how long it may answer
+    (read back by `suite_with_generation`)."""
+    p.add_argument("--template", type=template, help='prompt template, e.g. "Q: {question} A:", or "chat"')
+    budget = p.add_argument("--max-tokens", type=max_tokens, metavar="N",
+                            help="new tokens at most per answer, 1-4096 (default: the suite's `max_tokens`; without "
+                                 "one, %(budgets)s)")
+    budget.budgets = _BudgetDefaults()  # type: ignore[attr-defined]  # argparse fills %(...)s from the action
     p.add_argument("--system-prompt", metavar="TEXT", help="system message, with --template chat (or a chat suite)")
+
+
+class _BudgetDefaults:
+    """The default token budgets in words (`workbench.probes.budget`, the constants the runs use), made only when
+    help is printed: `workbench --help` builds every command's arguments and must not import workbench.probes."""
+
+    def __str__(self) -> str:
+        from workbench.probes.budget import defaults_in_words
+
+        return defaults_in_words()
 
 
 def max_tokens(text: str) -> int:
@@ -83,9 +100,10 @@ def stop_string(text: str) -> str:
 
 
 def suite_with_generation(suite: Any, args: argparse.Namespace) -> Any:
-    """The suite with --max-tokens/--stop/--system-prompt in place of its own settings (see Suite.with_generation)."""
-    return suite.with_generation(max_tokens=args.max_tokens, stop=args.stop, system_prompt=args.system_prompt,
-                                 template=args.template)
+    """The suite with --max-tokens/--stop/--system-prompt in place of its own settings (see Suite.with_generation);
+    a command without --stop (`screen`) keeps the suite's stops."""
+    return suite.with_generation(max_tokens=args.max_tokens, stop=getattr(args, "stop", None),
+                                 system_prompt=args.system_prompt, template=args.template)
 
 
 def samples_count(text: str) -> int:

@@ -25,12 +25,16 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)
         return 0
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table()
-    for col in ("run", "created", "status", "model", "adapter", "suite", "n", "correct %", "halluc. %"):
-        table.add_column(col)
+    # The run id is what a user copies into the next command: never cut or wrapped. The other columns give way at
+    # 80 columns (folded, not cut with an ellipsis, so a model path stays whole too), with no vertical rules.
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("run", no_wrap=True)
+    for col in ("created", "status", "model", "adapter", "suite", "n", "correct %", "halluc. %"):
+        table.add_column(col, overflow="fold", justify="right" if col in ("n", "correct %", "halluc. %") else "left")
     for r in rows:
         pct = [f"{100 * r[k]:.1f}" if isinstance(r[k], float) else "-" for k in ("correct", "incorrect")]
         table.add_row(str(r["run_id"]), shown_time(str(r["created_at"])), str(r["status"]), str(r["model"]),

@@ -7,15 +7,24 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
-from workbench.cli._common import add_model_arguments, check_model_args, print_json, samples_count
+from workbench.cli._common import (
+    add_generation_arguments,
+    add_model_arguments,
+    check_model_args,
+    print_json,
+    samples_count,
+    suite_with_generation,
+)
 
 HELP = "screen a fine-tuning set: rows teaching unknown facts, rows contradicting the corpus"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("sft_file", metavar="SFT_FILE", help="JSONL: question/answer, prompt/completion or messages")
+    p.add_argument("sft_file", metavar="SFT_FILE", help="JSONL or a JSON array (Alpaca's instruction/input/output): "
+                   "question/answer, prompt/completion, instruction/output or messages")
     add_model_arguments(p)
     p.add_argument("--suite", help="suite YAML whose template, stop strings and grading to use")
+    add_generation_arguments(p)
     p.add_argument("--samples", type=samples_count, default=10, help="samples per row and variant (default 10)")
     p.add_argument("--corpus", metavar="FILE_OR_INDEX", help="training corpus or index (contradiction check)")
     p.add_argument("--text-field", default="text", help="corpus field holding the text (default: text)")
@@ -37,13 +46,15 @@ def run(args: argparse.Namespace) -> int:
     check_model_args(args)
     sft = read_sft(args.sft_file, skip_bad=args.skip_bad)
     probes, skipped = sft.probes, sft.skipped
-    suite = load_suite(args.suite) if args.suite else Suite(name="screen", data=args.sft_file)
+    suite = suite_with_generation(load_suite(args.suite) if args.suite else Suite(name="screen", data=args.sft_file),
+                                  args)
     store = Store.open(args.workspace)
     run_id, rows, index = None, [], None
     if probes:  # a file of long-form rows only asks the model nothing
         loaded = LoadResult(tuple(probes), skipped, (), args.sft_file)
         summary = run_eval(store, model_spec_from_args(args), suite, loaded,
-                           EvalOptions(samples=args.samples, paraphrases=any(p.paraphrases for p in probes)))
+                           EvalOptions(samples=args.samples, paraphrases=any(p.paraphrases for p in probes),
+                                       template=args.template))
         run_id = summary.run_id
         index = open_index(args) if args.corpus else None
         try:

@@ -4,6 +4,7 @@ benchmark formats) with strict bad-row errors, and suite YAML specs.
 Only the standard library, pydantic and yaml are imported here; pandas, pyarrow and datasets load lazily.
 """
 
+from workbench.probes._readers import read_records
 from workbench.probes.formats import FORMAT_NAMES, FORMATS, Format, detect
 from workbench.probes.loader import MAX_PROBLEMS, LoadResult, load_probes, with_tags
 from workbench.probes.suite import DEFAULT_ABSTENTIONS, GRADERS, Suite, load_suite, resolve_probes, suites_dir
@@ -20,6 +21,7 @@ __all__ = [
     "detect",
     "load_probes",
     "load_suite",
+    "read_records",
     "resolve_probes",
     "suites_dir",
     "with_tags",

@@ -34,3 +34,10 @@ def default_budget(template: str, fmt: str) -> tuple[int, str]:
     if fmt in PLAIN_BY_FORMAT:
         return PLAIN_BY_FORMAT[fmt], f"default for a plain template on {fmt}"
     return PLAIN_BUDGET, "default for a plain template"
+
+
+def defaults_in_words() -> str:
+    """The default budgets as help text states them, made from the constants above so that `--max-tokens --help`
+    and `default_budget` cannot disagree."""
+    formats = ", ".join(f"{n} on {fmt} probes" for fmt, n in PLAIN_BY_FORMAT.items())
+    return f"{CHAT_BUDGET} with the chat template, else {PLAIN_BUDGET}" + (f" ({formats})" if formats else "")

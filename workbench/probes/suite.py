@@ -11,7 +11,7 @@ import pydantic
 
 from workbench.errors import WorkbenchError, did_you_mean, unknown_name
 from workbench.probes._row import PROBE_FIELDS
-from workbench.probes.budget import default_budget
+from workbench.probes.budget import PLAIN_BUDGET, default_budget
 from workbench.probes.formats import FORMAT_NAMES
 from workbench.probes.loader import HF_PREFIX, LoadResult, load_probes, with_tags
 from workbench.prompting import check_template
@@ -49,7 +49,7 @@ class Suite(pydantic.BaseModel, extra="forbid", use_attribute_docstrings=True):
     """System message for chat templates (ignored by plain templates)."""
     stop: list[str] = ["\n"]
     """Generation stops before the first of these strings."""
-    max_tokens: int = pydantic.Field(default=16, ge=1, le=MAX_TOKENS)
+    max_tokens: int = pydantic.Field(default=PLAIN_BUDGET, ge=1, le=MAX_TOKENS)
     """New tokens at most per answer. Left out (and no --max-tokens), a run takes the default of its template and
     probe format (workbench/probes/budget.py: 128 for the chat template, 16 or 32 for a plain one)."""
     abstention_phrases: list[str] = list(DEFAULT_ABSTENTIONS)
