@@ -14,11 +14,16 @@ CACHE = Path(__file__).resolve().parent.parent / ".cache" / "real-model"
 
 
 def real_model_dir() -> Path:
-    """The converted SmolLM2 directory (converting it on first use, ~20 s), or skip the test."""
+    """The converted SmolLM2 directory (converting it on first use, ~20 s, once: pytest-xdist workers wait on a
+    lock instead of converting it side by side), or skip the test."""
+    from filelock import FileLock
+
     from workbench.errors import MissingDependencyError
     from workbench.models import resolve_model
 
+    CACHE.mkdir(parents=True, exist_ok=True)
     try:
-        return Path(resolve_model("smollm2", CACHE))
+        with FileLock(str(CACHE / "convert.lock")):
+            return Path(resolve_model("smollm2", CACHE))
     except MissingDependencyError as e:
         pytest.skip(f"needs the real model: {e}")

@@ -99,6 +99,9 @@ def convert_gguf(path: Path, workspace: str | os.PathLike[str]) -> Path:
     tok.save_pretrained(staging)
     (staging / "SOURCE").write_text(f"{path.resolve()}\nsha256 {digest}\n")
     (staging / _COMPLETE).write_text("")
+    if (dest / _COMPLETE).is_file():  # another process converted it meanwhile: its copy may be in use, keep it
+        shutil.rmtree(staging, ignore_errors=True)
+        return dest
     if dest.exists():  # an incomplete earlier attempt
         shutil.rmtree(dest)
     os.rename(staging, dest)
