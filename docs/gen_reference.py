@@ -28,7 +28,7 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ def cell(text: object) -> str:
                     for i, p in enumerate(parts))
 
 
-def table(header: list[str], rows: list[list[object]]) -> str:
+def table(header: list[str], rows: Sequence[Sequence[object]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
@@ -100,20 +100,26 @@ def options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
             if not isinstance(a, argparse._HelpAction | argparse._SubParsersAction)]
 
 
+def metavar(action: argparse.Action) -> str:
+    """What argparse shows for an argument's value: its metavar, its choices in braces, or its name."""
+    if isinstance(action.metavar, str):
+        return action.metavar
+    if action.choices is not None:
+        return "{" + ",".join(map(str, action.choices)) + "}"
+    return action.dest.upper() if action.option_strings else action.dest
+
+
 def _argument(action: argparse.Action) -> str:
     if not action.option_strings:
-        return f"`{action.metavar or action.dest.upper()}`"
-    takes_value = action.nargs != 0
+        return f"`{metavar(action)}`"
     value = ""
-    if takes_value:
-        value = action.metavar or (f"{{{','.join(map(str, action.choices))}}}" if action.choices is not None
-                                   else action.dest.upper())
-        value = f" [{value}]" if action.nargs == "?" else f" {value}"
+    if action.nargs != 0:
+        value = f" [{metavar(action)}]" if action.nargs == "?" else f" {metavar(action)}"
     return ", ".join(f"`{flag}{value}`" for flag in action.option_strings)
 
 
 def _default(action: argparse.Action) -> str:
-    if action.default in (None, argparse.SUPPRESS) or action.nargs == 0 and action.default is False:
+    if action.default in (None, argparse.SUPPRESS) or (action.nargs == 0 and action.default is False):
         return ""
     if isinstance(action.default, list) and not action.default:
         return ""
@@ -428,7 +434,8 @@ def world_tiers_markdown() -> str:
         plan = generate.TIER_PLAN[tier]
         seen = ", ".join(f"{n} x `{ph}`" for ph, n in plan.items()) or "never"
         if tier == "conflict":
-            seen += "; the planted wrong value " + ", ".join(f"{n} x `{ph}`" for ph, n in generate.CONFLICT_PLAN.items())
+            planted = generate.CONFLICT_PLAN.items()
+            seen += "; the planted wrong value " + ", ".join(f"{n} x `{ph}`" for ph, n in planted)
         rows.append([f"`{tier}`", f"{share:.0%}" + (" (the rest)" if tier not in generate.TIER_SHARES else ""),
                      seen, f"`{category}`" if category else "(none: the model should know it)"])
     return "\n\n".join([
