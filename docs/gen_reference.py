@@ -33,8 +33,26 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # document this checkout, not whatever copy of the package a venv holds
-    sys.path.insert(0, str(ROOT))
+
+
+def use_this_checkout() -> None:
+    """Put this checkout first on sys.path, so the reference documents it and not whatever copy of the packages a
+    venv's editable install points at. mkdocs restores sys.path after loading a hook, so expanding calls it again."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+
+
+def check_checkout() -> None:
+    """Fail when the packages were imported from somewhere else (another checkout's editable install)."""
+    import hallucination_workbench
+
+    where = Path(hallucination_workbench.__file__).resolve()
+    if ROOT not in where.parents:
+        raise RuntimeError(f"the reference would document {where.parent}, not this checkout ({ROOT}): run it with "
+                           f"this checkout first on PYTHONPATH")
+
+
+use_this_checkout()
 
 MARKER = re.compile(r"^<!-- generated:([a-z-]+) -->$", re.MULTILINE)
 
@@ -143,6 +161,8 @@ def _help(action: argparse.Action) -> str:
 
 def cli_markdown() -> str:
     from hallucination_workbench import COMMANDS
+
+    check_checkout()
 
     parts = ["Every command takes `--workspace DIR` (default `$WORKBENCH_WORKSPACE`, else `./.workbench`). "
              f"Commands, in the loop's order: {', '.join(f'[`{c}`](#workbench-{c})' for c in COMMANDS)}."]
@@ -475,6 +495,8 @@ def _moved(text: str) -> str:
 
 def expand(markdown: str) -> str:
     """`markdown` with every `<!-- generated:NAME -->` line replaced by that part; an unknown NAME is an error."""
+    use_this_checkout()
+
     def part(m: re.Match[str]) -> str:
         name = m.group(1)
         if name not in GENERATORS:
