@@ -6,6 +6,7 @@ STAMP   := $(VENV)/.stamp-core
 VSTAMP  := $(VENV)/.stamp-vllm
 RSTAMP  := $(VENV)/.stamp-real
 SSTAMP  := $(VENV)/.stamp-scale
+DSTAMP  := $(VENV)/.stamp-docs
 ARCH    := $(shell uname -m)
 export HF_HUB_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
@@ -13,7 +14,7 @@ export GRADIO_ANALYTICS_ENABLED := False
 export TOKENIZERS_PARALLELISM := false
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 
-.PHONY: setup setup-vllm setup-real setup-scale setup-browser setup-postgres demo demo-real test lint bench clean
+.PHONY: setup setup-vllm setup-real setup-scale setup-docs setup-browser setup-postgres demo demo-real test docs docs-serve lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -46,10 +47,16 @@ $(SSTAMP): $(STAMP)
 	$(BIN)/pip install -q -e ".[infinigram]" || echo "infini-gram: not installed, its tests will skip"
 	touch $@
 
+# mkdocs-material for the documentation site (`make docs`; tests/test_docs.py builds it too).
+$(DSTAMP): $(STAMP)
+	$(BIN)/pip install -q -e ".[docs]"
+	touch $@
+
 setup: $(STAMP)
 setup-vllm: $(VSTAMP)
 setup-real: $(RSTAMP)
 setup-scale: $(SSTAMP)
+setup-docs: $(DSTAMP)
 
 # PostgreSQL's server programs for the store tests (each test run starts its own throwaway cluster).
 setup-postgres:
@@ -78,8 +85,18 @@ demo: setup
 demo-real: setup setup-real
 	$(BIN)/workbench demo --real --workspace .workbench/real
 
-test: setup setup-vllm setup-real setup-scale setup-browser setup-postgres
+test: setup setup-vllm setup-real setup-scale setup-docs setup-browser setup-postgres
 	$(BIN)/python -m pytest -q -ra
+
+# The documentation site from docs/ (mkdocs.yml) into .cache/site, strictly: a broken link, a broken anchor or a page
+# missing from the nav fails. The reference parts are generated from the code as each page is built (the mkdocs hook
+# docs/gen_reference.py; `python docs/gen_reference.py --out DIR` writes them out to read).
+docs: setup-docs
+	$(BIN)/mkdocs build --strict
+
+# The same site served on 127.0.0.1, rebuilt on every change (warnings are printed, not fatal, while editing).
+docs-serve: setup-docs
+	$(BIN)/mkdocs serve --no-strict --dev-addr 127.0.0.1:8000
 
 lint: setup
 	$(BIN)/ruff check hallucination_workbench workbench finetune evals tests bench app.py

@@ -1,5 +1,5 @@
 """Headless Chromium helpers shared by the app's browser tests: the browser's path and flags (ENVIRONMENT.md),
-screenshots (to test-artifacts/app/, and with WORKBENCH_UPDATE_SCREENSHOTS=1 to docs/screenshots/ for the README),
+screenshots (to test-artifacts/app/, and with WORKBENCH_UPDATE_SCREENSHOTS=1 to docs/screenshots/ for the docs),
 picking a dropdown option and finding a field by its elem_id."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ NEEDS_CHROMIUM = pytest.mark.skipif(not Path(CHROMIUM).exists(),
 
 
 def shot(page: Any, name: str, *, full_page: bool = True) -> Path:
-    """Screenshot the page (at most 300 kB: the README carries them); returns the artifact's path."""
+    """Screenshot the page (at most 300 kB: the docs carry them); returns the artifact's path."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=full_page)

@@ -135,7 +135,7 @@ def make_real_workspace(model: Path, root: Path) -> RealAppData:
 
     probes = root / f"nq{REAL_ROWS}.jsonl"
     probes.write_text("".join(NQ.read_text().splitlines(keepends=True)[:REAL_ROWS]))
-    # Timeouts: this eval took 50-246 s with other jobs on the 2 cores (README, App tests); a hang still fails.
+    # Timeouts: this eval took 50-246 s with other jobs on 2 cores (docs/explanation/testing.md); a hang still fails.
     base = json.loads(ok("eval", "eval", "--model", str(model), "--probes", str(probes), "--template", "chat",
                          "--system-prompt", REAL_SYSTEM, "--max-tokens", str(REAL_MAX_TOKENS), "--json",
                          timeout=900))["run_id"]

@@ -1,6 +1,6 @@
 """End to end in headless Chromium: Compare two runs, open a broken probe, record a review override,
 and find it in the store. Screenshots go to test-artifacts/app/ (and, with
-WORKBENCH_UPDATE_SCREENSHOTS=1, to docs/screenshots/ for the README)."""
+WORKBENCH_UPDATE_SCREENSHOTS=1, to docs/screenshots/ for the docs)."""
 
 from __future__ import annotations
 

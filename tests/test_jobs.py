@@ -242,7 +242,7 @@ SMOLLM2_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", 
 @pytest.mark.slow
 def test_size_rule_gives_a_pretrained_model_its_defaults(w: FtWorld, tmp_path: Path) -> None:
     """A model wider than the worlds (SmolLM2-135M's shape) gets LoRA r 8 / alpha 16 on q/v, batch 8, 4 epochs at
-    least 30 steps (issue 13, measured on SmolLM2, README "The real-model demo"); the world's model keeps r 16 / 32 on
+    least 30 steps (issue 13, measured on SmolLM2, docs/benchmarks/real_model.md); the world's model keeps r 16 / 32 on
     every linear layer, batch 32, 20 epochs at least 100 steps; both take sft's adapter scale `auto`; a value in the
     spec wins."""
     model = tmp_path / "smollm2-shape"

@@ -62,7 +62,7 @@ def test_builtin_without_its_package_names_the_pip_line(monkeypatch: pytest.Monk
 
 @pytest.mark.slow
 def test_cli_evaluates_the_builtin_chat_model_by_name(tmp_path: Path) -> None:
-    """`workbench eval --model smollm2 --template chat` as the README shows it, as a subprocess; the conversion
+    """`workbench eval --model smollm2 --template chat` as the docs show it, as a subprocess; the conversion
     is shared through WORKBENCH_MODELS_DIR (the tests' cache), so the workspace stays small."""
     import json
 
