@@ -14,7 +14,7 @@ export GRADIO_ANALYTICS_ENABLED := False
 export TOKENIZERS_PARALLELISM := false
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 
-.PHONY: setup setup-vllm setup-real setup-scale setup-docs setup-browser setup-postgres demo demo-real test docs docs-serve lint bench clean
+.PHONY: setup setup-vllm setup-real setup-scale setup-docs setup-browser setup-postgres demo demo-real test test-fast docs docs-serve lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -85,8 +85,16 @@ demo: setup
 demo-real: setup setup-real
 	$(BIN)/workbench demo --real --workspace .workbench/real
 
+# Every core (pytest-xdist); --dist loadfile keeps each test module in one worker, so a module's fixtures are built
+# once (work stealing would build them in every worker that steals one of its tests). Worlds and the real model are
+# built once per session for all workers (tests/artifacts.py). The 25 slowest tests are listed at the end.
+TEST_WORKERS ?= auto
 test: setup setup-vllm setup-real setup-scale setup-docs setup-browser setup-postgres
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile --durations=25
+
+# The edit loop: no slow, vLLM, browser or GPU test (real-model tests are all marked slow).
+test-fast: setup
+	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile -m "not slow and not vllm and not browser and not gpu" --durations=10
 
 # The documentation site from docs/ (mkdocs.yml) into .cache/site, strictly: a broken link, a broken anchor or a page
 # missing from the nav fails. The reference parts are generated from the code as each page is built (the mkdocs hook
