@@ -148,12 +148,13 @@ def build_app(workspace: str | Path) -> Any:
         return views.styled_probes(pg.table), pg.page, pg.label, pg.matching_ids, gr.Dropdown(choices=pg.matching_ids)
 
     def record_gate(baseline: str, candidate: str) -> tuple[str, str, str]:
-        from workbench.regression.gate import gate_runs
+        from workbench.regression.gate import gate_runs, guard_outcomes
 
         try:
             if not baseline or not candidate:
                 raise WorkbenchError("pick a baseline and a candidate run")
-            rec = gate_runs(store, baseline, candidate)
+            # as `workbench regress` does (the CLI line shown beside it): the guard set evaluated beside the probes
+            rec = gate_runs(store, baseline, candidate, guard=guard_outcomes(store, baseline, candidate))
         except (WorkbenchError, ValueError, KeyError) as e:
             return views.refusal(e), "", ""
         report = Path(rec.reports["html"]).resolve().relative_to(ws.resolve())

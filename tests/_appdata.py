@@ -116,6 +116,7 @@ def make_real_workspace(model: Path, root: Path) -> RealAppData:
     import time
 
     from clirun import workbench
+    from realmodel import small_guard_pool
 
     marker = root / "real-app-data.json"
     if marker.exists():
@@ -141,7 +142,8 @@ def make_real_workspace(model: Path, root: Path) -> RealAppData:
                          timeout=900))["run_id"]
     ok("attribute", "attribute", base, timeout=300)
     fixset = ws / "fixsets" / "abstain"
-    ok("fix", "fix", base, "--out", str(fixset), timeout=300)
+    guard = ("--guard-pool", "none", "--guard-pool", str(small_guard_pool(root)))
+    ok("fix", "fix", base, "--out", str(fixset), *guard, timeout=300)
     job = ws / "jobs" / "abstain"
     spec = root / "abstain.yaml"
     spec.write_text(f"base_model: {model}\nfixset: {fixset}\nmethod: sft\noutput_dir: {job}\n"
@@ -149,7 +151,7 @@ def make_real_workspace(model: Path, root: Path) -> RealAppData:
                     "trainer: {max_steps: 8, per_device_batch_size: 4, max_length: 80, learning_rate: 0.003}\n")
     ok("train", "train", str(spec), timeout=600)
     gate = json.loads(ok("regress", "regress", "--baseline", base, "--candidate", str(model), "--candidate-adapter",
-                         str(job / "adapter"), "--json", timeout=900, codes=(0, 1, 3)))
+                         str(job / "adapter"), *guard, "--json", timeout=900, codes=(0, 1, 3)))
     ok("attribute candidate", "attribute", gate["candidate_run"], timeout=300)
     data = RealAppData(ws, base, gate["candidate_run"], gate, "jobs/abstain", seconds)
     marker.write_text(json.dumps({**asdict(data), "workspace": str(ws)}))

@@ -27,3 +27,17 @@ def real_model_dir() -> Path:
             return Path(resolve_model("smollm2", CACHE))
     except MissingDependencyError as e:
         pytest.skip(f"needs the real model: {e}")
+
+
+def small_guard_pool(folder: Path, n: int = 12) -> Path:
+    """A guard pool of `n` shipped English facts (those not among the project's everyday facts, which the real-model
+    tests ask as probes): `--guard-pool none --guard-pool FILE` keeps a guard build on SmolLM2 to seconds (the
+    whole shipped pool takes it minutes)."""
+    import json
+
+    from workbench.guard import POOL_DIR
+
+    rows = [json.loads(line) for line in (POOL_DIR / "everyday_en.jsonl").read_text().splitlines()]
+    path = folder / "guard-pool.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [r for r in rows if "everyday" not in r["tags"]][:n]))
+    return path

@@ -44,6 +44,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
+        # No longer in flight once the answer starts: the client may send its next request the moment it has this
+        # one, before a `finally` after the write would have run (a loaded machine counted 4 of at most 3).
+        with self.state.lock:
+            self.state.in_flight -= 1
         # A client that timed out has hung up (as some tests intend): its broken pipe is not an error.
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             self.send_response(code)
@@ -64,7 +68,7 @@ class _Handler(BaseHTTPRequestHandler):
             st.headers.append(dict(self.headers))
             st.in_flight += 1
             st.max_in_flight = max(st.max_in_flight, st.in_flight)
-        try:
+        try:  # every path answers through _send, which takes the request out of flight
             flaky = re.fullmatch(r"flaky-(\d+)-(\d+)", prompt)
             if flaky and attempt <= int(flaky[1]):
                 code = int(flaky[2])
@@ -77,9 +81,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(429, {}, {"Retry-After": "0.4"}) if attempt == 1 else self._ok(body)
             time.sleep(1.0 if prompt == "slow-once" and attempt == 1 else 0.05)
             self._ok(body)
-        finally:
-            with st.lock:
+        except BaseException:
+            with st.lock:  # no answer was sent
                 st.in_flight -= 1
+            raise
 
     def _ok(self, body: dict[str, Any]) -> None:
         # Like vLLM: the text is cut before the stop string, the logprobs list the token that completed it.

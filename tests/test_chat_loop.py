@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from clirun import workbench
-from realmodel import real_model_dir
+from realmodel import real_model_dir, small_guard_pool
 
 NQ = Path(__file__).parent / "data" / "formats" / "nq_open.jsonl"
 SYSTEM = "Answer in one short sentence."
@@ -59,9 +59,11 @@ def test_chat_model_through_the_whole_loop(tmp_path: Path) -> None:
     _ok("attribute", "--workspace", ws, run, timeout=120)
 
     # Fix sets in conversational form: the system turn, the question as the user turn, one assistant turn.
-    _ok("fix", "--workspace", ws, run, "--out", str(tmp_path / "fix"), timeout=120)
-    _ok("fix", "--workspace", ws, run, "--out", str(tmp_path / "fixdpo"), "--strategy", "dpo", timeout=120)
+    guard = ("--guard-pool", "none", "--guard-pool", str(small_guard_pool(tmp_path)))
+    _ok("fix", "--workspace", ws, run, "--out", str(tmp_path / "fix"), *guard, timeout=240)
+    _ok("fix", "--workspace", ws, run, "--out", str(tmp_path / "fixdpo"), "--strategy", "dpo", *guard, timeout=120)
     manifest = json.loads((tmp_path / "fix" / "fixset.json").read_text())
+    assert manifest["guard"] is not None and manifest["guard"]["known"] >= 1  # SmolLM2 knows some pool facts
     assert manifest["template"] == "chat" and manifest["abstention_phrase"] == "I don't know."
     sft = load_from_disk(str(tmp_path / "fix"))["sft"]
     abstain = next(r for r in sft if r["source"] == "abstain")
@@ -79,7 +81,7 @@ def test_chat_model_through_the_whole_loop(tmp_path: Path) -> None:
 
     # The gate: the candidate (base + SFT adapter) is evaluated as the baseline run was, and judged.
     proc = workbench("regress", "--workspace", ws, "--baseline", run, "--candidate", str(model),
-                     "--candidate-adapter", str(tmp_path / "jobs" / "sft" / "adapter"), "--json", timeout=300)
+                     "--candidate-adapter", str(tmp_path / "jobs" / "sft" / "adapter"), *guard, "--json", timeout=300)
     assert proc.returncode in (0, 1, 3), proc.stderr[-3000:]  # pass, fail or inconclusive: never an error
     gate = json.loads(proc.stdout)
     assert gate["verdict"] in ("pass", "fail", "inconclusive") and gate["n_probes"] == 6

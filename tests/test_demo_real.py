@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 from clirun import ENV, assert_refused, workbench
-from realmodel import real_model_dir
+from realmodel import real_model_dir, small_guard_pool
 
 from finetune.job.resolve import default_lr
 from hallucination_workbench.demo import add_arguments
 from hallucination_workbench.demo_real import job_spec
-from workbench.guard import POOL_DIR
 from workbench.regression.gate import history
 from workbench.store import Store
 
@@ -27,9 +26,7 @@ _WITHOUT_PACKAGE = ("import sys; from workbench import models; models.BUILTIN['s
 def test_real_demo_runs_the_loop_on_the_real_model(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     env = {**ENV, "WORKBENCH_MODELS_DIR": str(real_model_dir().parent)}  # converted once, shared
-    pool = tmp_path / "guard-pool.jsonl"  # 16 facts of the shipped pool the demo's own probes do not ask
-    rows = [json.loads(line) for line in (POOL_DIR / "everyday_en.jsonl").read_text().splitlines()]
-    pool.write_text("".join(json.dumps(r) + "\n" for r in [r for r in rows if "everyday" not in r["tags"]][:16]))
+    pool = small_guard_pool(tmp_path, 16)
     proc = workbench("demo", "--real", "--workspace", str(ws), "--questions", "4", "--samples", "2", "--steps", "2",
                      "--facts", "3", "--threads", "1", "--guard-pool", "none", "--guard-pool", str(pool), env=env,
                      timeout=1500)

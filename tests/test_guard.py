@@ -45,13 +45,16 @@ def _guard(w: FtWorld, pool: Path, **kw: Any) -> Any:
 
 
 def test_guard_holds_the_facts_greedy_and_samples_get_right(w: FtWorld, half: dict[str, Any]) -> None:
+    from workbench.guard.build import guard_store
     from workbench.results import load_results
     from workbench.types import Verdict
 
     built = _guard(w, half["pool"])
     g = built.guard
     assert not built.cached and g.pool_size == len(half["rest"]) == g.evaluated
-    question, phrasings, sampled = (load_results(w.store, r).by_id() for r in g.runs)
+    gstore = guard_store(w.store)  # guard runs live apart from the user's runs
+    assert not {r.id for r in w.store.list_runs()} & set(g.runs)
+    question, phrasings, sampled = (load_results(gstore, r).by_id() for r in g.runs)
     for pid, r in question.items():  # each stage asks only what passed the one before
         assert (pid in phrasings) == (r.verdict == Verdict.CORRECT)
     for pid, r in phrasings.items():  # greedy-right under the question and the paraphrase, nothing less

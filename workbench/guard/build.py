@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.errors import WorkbenchError
-from workbench.guard.guardset import GuardFact, GuardSet, guard_key, guard_path, load_guard, save_guard
+from workbench.guard.guardset import GUARD_DIR, GuardFact, GuardSet, guard_key, guard_path, load_guard, save_guard
 from workbench.guard.pool import load_pool, pool_digest, pool_files
 from workbench.types import ModelSpec, Probe, Verdict
 
@@ -82,6 +82,7 @@ def build_guard(store: Store, spec: ModelSpec, suite: Suite, *, pool: Sequence[s
     path = guard_path(store.workspace, key)
     if path.exists() and not rebuild:
         return GuardBuild(load_guard(path), path, cached=True)
+    gstore = guard_store(store)
     start = time.monotonic()
     probes = load_pool(files)
     facts: tuple[GuardFact, ...] = ()
@@ -92,7 +93,7 @@ def build_guard(store: Store, spec: ModelSpec, suite: Suite, *, pool: Sequence[s
                 from workbench.backends import open_backend
 
                 backend = stack.enter_context(open_backend(spec))
-            facts, greedy_right, runs, evaluated = _known(store, spec, gsuite, probes, criteria, backend, limits,
+            facts, greedy_right, runs, evaluated = _known(gstore, spec, gsuite, probes, criteria, backend, limits,
                                                           progress)
     from workbench.store.db import utcnow
 
@@ -155,6 +156,14 @@ def _evaluate(store: Store, spec: ModelSpec, suite: Suite, probes: Sequence[Prob
                     progress=progress).run_id
 
 
+def guard_store(store: Store) -> Store:
+    """The store guard runs live in: `WORKSPACE/guard/`, beside the guard files, so that the hundreds of pool facts
+    a guard asks never show among the user's runs (`workbench runs`, `latest`, the app's pickers)."""
+    from workbench.store import Store
+
+    return Store.open(Path(store.workspace) / GUARD_DIR)
+
+
 def guard_for_run(store: Store, run: RunRecord, *, pool: Sequence[str | Path] | None = None,
                   backend: Backend | None = None, limits: Limits | None = None,
                   progress: Callable[[int, int], None] | None = None) -> GuardBuild:
@@ -169,9 +178,9 @@ def guard_for_run(store: Store, run: RunRecord, *, pool: Sequence[str | Path] | 
 
 def guard_runs(store: Store, guard: GuardSet, baseline: RunRecord, candidate: RunRecord, *,
                limits: Limits | None = None) -> tuple[str, str]:
-    """(baseline, candidate) runs on the guard's facts, greedy on the question, with the baseline run's prompt
-    settings: the baseline's answers come from the cache the guard build filled; the candidate's are generated
-    (a few hundred greedy answers)."""
+    """(baseline, candidate) runs in the guard store (`guard_store`) on the guard's facts, greedy on the question, with
+    the baseline run's prompt settings: the baseline's answers come from the cache the guard build filled; the
+    candidate's are generated (a few hundred greedy answers)."""
     from workbench.results import effective_suite
     from workbench.runner import spec_of_run
 
@@ -181,7 +190,7 @@ def guard_runs(store: Store, guard: GuardSet, baseline: RunRecord, candidate: Ru
     probes = guard.probes
     ids = []
     for run in (baseline, candidate):
-        ids.append(_evaluate(store, spec_of_run(run), suite, probes, None, limits, None))
+        ids.append(_evaluate(guard_store(store), spec_of_run(run), suite, probes, None, limits, None))
     return ids[0], ids[1]
 
 

@@ -94,15 +94,18 @@ def guard_outcomes(store: Store, baseline_id: str, candidate_id: str, *, pool: S
     """The guard set of the baseline run's model under its prompt settings (built at first use, workbench/guard)
     and both models' answers to its facts: what `workbench regress` compares beside the probes."""
     from workbench.guard import guard_for_run, guard_runs, replayed_probe_ids
+    from workbench.guard.build import guard_store
 
     base, cand = store.get_run(baseline_id), store.get_run(candidate_id)
+    check_comparable(base, cand)  # refused before a guard is built for a pair the gate would refuse anyway
     replayed = replayed_probe_ids(cand.adapter)
     guard = guard_for_run(store, base, pool=pool, limits=limits).guard
     if not guard.facts:
         return GuardOutcomes(replayed=replayed, note=f"the baseline model knows none of the guard pool's "
                              f"{guard.pool_size} facts under these prompt settings (add your own: --guard-pool FILE)")
     gb, gc = guard_runs(store, guard, base, cand, limits=limits)
-    return GuardOutcomes(outcomes(store, store.get_run(gb)), outcomes(store, store.get_run(gc)), replayed)
+    gstore = guard_store(store)
+    return GuardOutcomes(outcomes(gstore, gstore.get_run(gb)), outcomes(gstore, gstore.get_run(gc)), replayed)
 
 
 def gate_runs(store: Store, baseline_id: str, candidate_id: str, policy: Policy | None = None, *,

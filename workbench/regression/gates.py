@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from workbench.regression.detect import gate_detectability
+from workbench.regression.detect import Detectability, gate_detectability
 from workbench.regression.policy import (
     Gate,
     HallucinationRateMustDrop,
@@ -35,7 +35,9 @@ def evaluate_gates(
         if getattr(g, "scope", "probes") == "guard":
             if guard is None:
                 why = f"not checked: {guard_note or 'no guard set'}"
-                out.append(_result(g, True, None, _limit(g), "fraction", why))
+                unchecked = Detectability(can_fail=False, adequate=True, text=why)  # said, not a blind pass
+                out.append(dataclasses.replace(_result(g, True, None, _limit(g), "fraction", why),
+                                               detectable=unchecked))
                 continue
             result = evaluate_gate(g, guard, {})
             out.append(dataclasses.replace(result, message=f"guard set: {result.message}",
