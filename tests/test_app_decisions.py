@@ -81,6 +81,7 @@ def test_viewer_never_opens_the_store_files(served: str, workspace: Path) -> Non
         c.predict("notes.bin", api_name="/workspace_file")
 
 
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_app_decisions_survive_concurrent_cli_writes(served: str, workspace: Path, world: Any) -> None:
     """Interleave app sign-offs and overrides with CLI evals and reviews, and a viewer request for the store
     (which, served, dropped the app's SQLite locks: the next CLI exit deleted the WAL under the app and the

@@ -125,6 +125,7 @@ def _both(spec: ModelSpec, reqs: list[GenerationRequest]) -> tuple[list[Any], li
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
 @pytest.mark.parametrize("with_adapter", [False, True])
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_loop_greedy_equals_generate(world: Any, gpt2_world: Any, arch: str, with_adapter: bool,
                                      tmp_path: Path) -> None:
     """Greedy answers, finish reasons and log-probs of the loop are generate's, with mixed budgets and stops in one

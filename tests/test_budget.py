@@ -58,6 +58,7 @@ def chat_world(world: Any, tmp_path: Path, probes: int) -> tuple[Path, Path]:
     return model, path
 
 
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_the_run_records_its_budget_and_the_rule(world: Any, workspace: Path, tmp_path: Path) -> None:
     model, probes = chat_world(world, tmp_path, 4)
     runs, said = {}, {}

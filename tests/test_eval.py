@@ -79,6 +79,7 @@ def _cli_eval(world: Any, workspace: Path, *extra: str) -> list[str]:
             "--probes", str(world.suite), "--workspace", str(workspace), "--samples", "4", "--json", *extra]
 
 
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_sigkill_mid_run_then_rerun_loses_and_repeats_nothing(world: Any, workspace: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     # tiny batches so the kill lands between committed batches

@@ -38,6 +38,7 @@ def _eval(model: Path, world: Any, workspace: Path, *extra: str) -> dict[str, An
     return out
 
 
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_overrides_replace_the_suites_settings_and_a_rerun_keeps_them(chat_model: Path, world: Any,
                                                                      workspace: Path) -> None:
     out = _eval(chat_model, world, workspace, "--template", "chat", "--system-prompt", "Answer briefly.",
@@ -80,6 +81,7 @@ def _cut(store: Store, run_id: str) -> int:
     return sum(r.greedy[0].finish_reason == "length" for r in load_results(store, run_id).probes)
 
 
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_truncated_share_is_in_the_metrics_and_warned_when_high(world: Any, workspace: Path) -> None:
     fits = _eval(world.model, world, workspace)  # the world suite's budget fits its answers
     cut = _eval(world.model, world, workspace, "--max-tokens", "1")  # a name and a full stop need 2 or more

@@ -124,6 +124,7 @@ def test_index_refuses_hostile_corpora(files: Path, tmp_path: Path, corpus: str,
     ("regress", ["--baseline", "MODEL", "--candidate", "MODEL", "--candidate-adapter", "/etc", "--probes",
                  "p.jsonl"], ["`/etc` is not a peft adapter directory"]),
 ])
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_a_directory_that_is_no_model_is_refused(world: Any, files: Path, tmp_path: Path, command: str,
                                                  args: list[str], needles: list[str]) -> None:
     argv = [command, *(["p.jsonl"] if command == "screen" else []),
@@ -174,6 +175,7 @@ def test_an_empty_store_file_is_refused_not_started_over(tmp_path: Path) -> None
     assert (tmp_path / "ws" / "store.sqlite").stat().st_size == 0  # left as it was, for the user to inspect
 
 
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_a_damaged_store_is_a_clear_error(evaluated: tuple[Path, list[str]], tmp_path: Path) -> None:
     ws = _copy(evaluated[0], tmp_path / "ws")
     run = evaluated[1][0]
@@ -190,6 +192,7 @@ def test_a_damaged_store_is_a_clear_error(evaluated: tuple[Path, list[str]], tmp
         assert_refused(workbench(*cmd, "--workspace", str(ws)), "store.sqlite", "malformed", ".recover")
 
 
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_eval_of_probes_asking_the_same_question(world: Any, files: Path, tmp_path: Path) -> None:
     """Probes with equal questions share one generation per sample (found by the fuzz test: eval crashed)."""
     out = workbench("eval", "--model", str(world.model), "--probes", "same_question.jsonl", "--samples", "2",
@@ -222,6 +225,7 @@ def test_an_ambiguous_run_prefix_lists_the_matches(evaluated: tuple[Path, list[s
     assert workbench("show", ids[0][:-2], "--workspace", str(ws)).returncode == 0  # a unique prefix works
 
 
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_regress_refuses_unwritable_reports_before_recording_the_gate(evaluated: tuple[Path, list[str]],
                                                                       tmp_path: Path) -> None:
     ws = _copy(evaluated[0], tmp_path / "ws")

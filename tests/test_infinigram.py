@@ -213,6 +213,7 @@ def _cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
                           timeout=timeout, env=env, cwd=ROOT)
 
 
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_cli_index_both_engines_and_errors(tmp_path: Path) -> None:
     corpus = write_jsonl(tmp_path / "c.jsonl", [{"id": i, "text": t} for i, t in DOCS])
     ws = str(tmp_path / "ws")

@@ -66,6 +66,7 @@ def _run(ws: Path) -> tuple[str, int]:
     return str(run_id), int(n_probes)
 
 
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_sigterm_mid_generation_exits_143_keeping_finished_answers(world: Any, wide_model: Path,
                                                                    tmp_path: Path) -> None:
     ws = tmp_path / "ws"

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from clirun import ENV, assert_refused, workbench
 from sqlalchemy import func, select
 
@@ -82,6 +83,7 @@ def _cache_rows(ws: Path) -> int:
         return int(c.execute(select(func.count()).select_from(gen_cache)).scalar_one())
 
 
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_a_killed_eval_reads_interrupted_everywhere(world: Any, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     args = [sys.executable, "-m", "hallucination_workbench",

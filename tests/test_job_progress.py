@@ -32,6 +32,7 @@ def test_the_line_and_its_durations() -> None:
     assert [duration(s) for s in (0.4, 59.6, 3599, 3720)] == ["0 s", "1 min 00 s", "59 min 59 s", "1 h 02 min"]
 
 
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_workbench_train_prints_progress_and_json_stays_json(w: FtWorld, tmp_path: Path) -> None:
     job = tmp_path / "job.yaml"
     job.write_text(f"fixset: {w.fixset}\noutput_dir: {tmp_path / 'job'}\nworkspace: {w.store.workspace}\n"

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from clirun import assert_refused, workbench
 
 from workbench.store import Store
@@ -29,6 +30,7 @@ def _screen(world: Any, path: Path, ws: Path, *extra: str) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow  # over 20 s on 2 cores
 def test_screen_reads_an_alpaca_json_array(world: Any, tmp_path: Path) -> None:
     rows = _alpaca(world)
     pretty = tmp_path / "alpaca.json"
