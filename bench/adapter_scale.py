@@ -1,4 +1,5 @@
-"""Issue 14, on adapters a `bench/fix_efficacy.py --reserve-fraction 0.1` run already trained (no training here):
+"""Broken known facts, on adapters a `bench/fix_efficacy.py --reserve-fraction 0.1` run already trained (no
+training here):
 
 1. Anatomy: the unreplayed known facts (the fix set's validation slice + reserved probes, right before), broken or
    not by each adapter, against how well the BASE model knew them: the share of the baseline run's samples of the

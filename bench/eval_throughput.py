@@ -6,12 +6,12 @@
 Measured side by side in one process run (each in a fresh workspace, so nothing comes from the cache,
 except the cached rerun; model load / vLLM engine start timed apart from generation):
 
-  workbench hf, batched (the backend's batch size) vs one prompt at a time (batch_size 1)   (issue 2)
-  workbench hf, its decode loop (`decode: loop`, default) vs transformers' generate          (issue 13)
-  workbench hf, cached rerun of the batched run: wall time and model calls (must be 0)     (issue 2)
-  workbench hf / vllm, k samples vs 1 sample                                                (issue 3)
+  workbench hf, batched (the backend's batch size) vs one prompt at a time (batch_size 1)
+  workbench hf, its decode loop (`decode: loop`, default) vs transformers' generate
+  workbench hf, cached rerun of the batched run: wall time and model calls (must be 0)
+  workbench hf / vllm, k samples vs 1 sample
   lm-evaluation-harness (its own venv, .bench-cache/lmeval-venv) hf backend, and vllm if it runs
-  workbench vllm: base model vs a LoRA adapter (on one LoRA-enabled engine)                 (issue 3)
+  workbench vllm: base model vs a LoRA adapter (on one LoRA-enabled engine)
 
 The world model is built once into .bench-cache/world[-N]; the lm-eval venv is made there on first
 use (torch from the local CPU wheel first, then lm-eval from PyPI). Figures go to stdout and, as
@@ -44,7 +44,7 @@ LMEVAL_VENV = CACHE / "lmeval-venv"
 LMEVAL_SPEC = "lm-eval[hf]==0.4.13"  # newest on PyPI when written; [hf]: accelerate + peft for its HF backend
 TORCH_SPEC = "torch==2.13.0"  # same as the workbench venv; the CPU wheel (pip's find-links has it)
 BASELINE = "workbench-hf batched"
-GENERATE = "workbench-hf batched, decode=generate"  # transformers' generate, the path before issue 13
+GENERATE = "workbench-hf batched, decode=generate"  # transformers' generate, the path before the decode loop
 
 
 # -- setup ---------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Fix efficacy (issue 5): does the default fix pipeline repair what attribution found, without breaking
+"""Fix efficacy: does the default fix pipeline repair what attribution found, without breaking
 what the model knew?
 
 The steps `make demo` runs, timed one by one: build the world -> eval (10 samples + paraphrases) ->
@@ -7,10 +7,10 @@ data:underrepresented, abstention for data:missing, replay) -> job 2 DPO (behavi
 pairs + anchors) -> greedy eval of base+adapter on the same probes, one run per adapter. Two adapters,
 each judged on the categories its job trains; `--combined` also trains one SFT job on both splits
 (DPO pairs as SFT rows, chosen as completion) and judges it on every category; `--rl` also builds
-the rl fix set (GRPO prompts: every targeted probe + replay) and trains a GRPO job (issue 8), judged on
+the rl fix set (GRPO prompts: every targeted probe + replay) and trains a GRPO job, judged on
 every category.
 
-Goals (issue 5): targeted failures fixed >= 80% (data:missing: abstains or is right; every other
+Goals: targeted failures fixed >= 80% (data:missing: abstains or is right; every other
 category: right); held-out targeted probes improved; correct-before probes broken <= 1%; abstention on
 known facts <= 2%; the whole demo <= 3 minutes on 2 cores.
 

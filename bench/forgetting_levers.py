@@ -1,4 +1,4 @@
-"""Levers against broken known facts (issue 14), measured on bench/fix_efficacy.py's worlds: what each does to the
+"""Levers against broken known facts, measured on bench/fix_efficacy.py's worlds: what each does to the
 known facts no training row repeats (the validation slice + the reserved slice), and how those break.
 
     .venv/bin/python bench/forgetting_levers.py [fix_efficacy's arguments: --worlds all --methods sft,dpo ...]

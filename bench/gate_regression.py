@@ -1,4 +1,4 @@
-"""The regression gate on the world (issue 6): a no-op passes, an injected regression fails on its tag.
+"""The regression gate on the world: a no-op passes, an injected regression fails on its tag.
 
 Steps, on the default world (120 entities; `--entities N` for another size):
 
@@ -10,7 +10,7 @@ c. tag-breaker: a short LoRA SFT job (finetune.job's JobSpec/run_job) on a fix s
    `max_tag_correct_drop` gate names exactly that tag;
 d. every adapter under `--fix-adapters DIR...` (trained on the same world model, e.g. by
    bench/fix_efficacy.py) is gated too: a fix should pass;
-e. few known facts (issue 18's shape): a baseline on `--small-known` (4) probes the model gets right plus
+e. few known facts (a team's own failures): a baseline on `--small-known` (4) probes the model gets right plus
    96 it does not, a no-op candidate and every fix adapter on it -> the built-in policy says
    inconclusive (exit 3), never pass: McNemar cannot fail on fewer than 6 known facts.
 
@@ -119,7 +119,7 @@ def main() -> int:
     ap.add_argument("--policy", help="policy YAML (default: the built-in policy)")
     ap.add_argument("--fix-adapters", nargs="*", default=[], help="adapter directories (or folders of them) to gate")
     ap.add_argument("--small-known", type=int, default=4,
-                    help="known facts in the few-known-facts probe set of step e (default 4, issue 18's case)")
+                    help="known facts in the few-known-facts probe set of step e (default 4, a team's own failures)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     ap.add_argument("--json", help="also write the summary here")
     a = ap.parse_args()

@@ -1,4 +1,4 @@
-"""Experiment behind README "Unreplayed known facts" (issue 14), not the job code: SFT on a bench fix set's rows,
+"""Experiment behind README "Unreplayed known facts", not the job code: SFT on a bench fix set's rows,
 with and without a KL term to the base model on rehearsal text, scored on the known facts no row repeats.
 
     PYTHONPATH=. .venv/bin/python bench/kl_rehearsal.py WORLD_DIR LAMBDA STEPS [--tag rbase]

@@ -163,7 +163,7 @@ def fix(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 #: `jobs` settings: job-spec fields over {fixset, method: sft, output_dir}. `cli`: nothing more, what `workbench fix
 #: RUN --train` resolves (finetune/job/resolve.py's rules for the model). `world`: the defaults before the size rule
-#: (issue 13) written out: r 16 on every linear layer, batch 32, the whole delta, and 100 steps (what 20 epochs gave
+#: written out: r 16 on every linear layer, batch 32, the whole delta, and 100 steps (what 20 epochs gave
 #: on the measured fix set, 60 rows: 38, clamped to the world's floor of 100). `qv8-b8-30`: the size rule's values on
 #: that fix set (4 epochs of 60 rows at batch 8), as the real demo's own job dict had them before. The rest: the
 #: candidates it was measured against (README "The real-model demo").

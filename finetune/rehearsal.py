@@ -1,5 +1,5 @@
 """Rehearsal: plain-text rows from the corpus the model was trained on, mixed into a fix set's SFT rows so the
-adapter keeps predicting that text (issue 14: replay protects the known facts it replays, not the others).
+adapter keeps predicting that text (replay protects the known facts it replays, not the others).
 
 The documents come from a corpus index (`workbench index`, the one `workbench attribute` used: it keeps every
 document's text), sampled with a seed. A document that mentions a protected fact (its subject and one of its

@@ -1,5 +1,5 @@
 """The abstention phrase a fix set teaches (finetune/abstention.py): spoken as a model says it, spellable by
-the tokenizer, and a message naming the phrase and what the tokenizer lacks when none is (issue 14)."""
+the tokenizer, and a message naming the phrase and what the tokenizer lacks when none is."""
 
 from __future__ import annotations
 

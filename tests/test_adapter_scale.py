@@ -1,4 +1,4 @@
-"""`trainer.adapter_scale` (WiSE-FT, issue 14; finetune/job/scale.py): the trained LoRA delta scaled before the
+"""`trainer.adapter_scale` (WiSE-FT; finetune/job/scale.py): the trained LoRA delta scaled before the
 adapter is saved and scored; `auto` picks the smallest scale that still fixes `early_stop.min_targets_fixed` of the
 job's own targets, and the record says which and why."""
 

@@ -98,7 +98,7 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
 
 
 def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData]) -> None:
-    """Issue 18: the finished pair is preselected (a running run is marked, not picked); Compare shows the
+    """the finished pair is preselected (a running run is marked, not picked); Compare shows the
     headline, every verdict change (broken first) and each gate's detectability by default; a sign-off needs a
     recorded gate, on this FAIL gate the override box and its reason, and, after an override changed a grade it
     saw, the confirmation box; an empty reviewer is a message beside the form; a pair that cannot be compared

@@ -1,5 +1,5 @@
 """No decision made in the app is lost while the CLI writes the same store, the workspace-file viewer never opens
-the store's files, and nothing about the workspace is served before login (issue 11, items 1, 2 and 6)."""
+the store's files, and nothing about the workspace is served before login."""
 
 from __future__ import annotations
 

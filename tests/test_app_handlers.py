@@ -116,7 +116,7 @@ def test_compare_defaults_to_every_verdict_change_broken_first(data: AppData, st
 
 
 def test_an_inconclusive_verdict_is_never_shown_as_a_pass() -> None:
-    """Issue 18's trade: 4 known facts kept, 96 hallucinations traded for abstentions. The gates cannot judge
+    """The trade: 4 known facts kept, 96 hallucinations traded for abstentions. The gates cannot judge
     4 known facts: the block says INCONCLUSIVE, not a green pass, and the headline shows the trade."""
     from workbench.regression import ProbeOutcome, RunOutcomes, compare
     from workbench.verdict_html import VERDICT_COLOUR, verdict_summary_html

@@ -1,4 +1,4 @@
-"""The app in headless Chromium at 1400x1000 on long real answers (issue 18): the real chat model on 20 NQ
+"""The app in headless Chromium at 1400x1000 on long real answers: the real chat model on 20 NQ
 questions answering in sentences (chat template, 64 tokens), an abstention LoRA SFT job trained from its
 attributions, and the gate of base vs base + adapter, all made through the CLI (tests/_appdata.py).
 

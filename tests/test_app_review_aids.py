@@ -1,4 +1,4 @@
-"""Issue 18's reading aids as plain functions (no gradio): per-group deltas with intervals, the shares of every
+"""The reading aids as plain functions (no gradio): per-group deltas with intervals, the shares of every
 run over time, paging of the probe table, the glossary, evidence in words with span tracing, and the Fix tab
 opening an existing job."""
 

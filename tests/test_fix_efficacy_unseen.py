@@ -1,4 +1,4 @@
-"""bench/fix_efficacy.py's "unseen broken" (issue 14): correct-before probes of the fix set's reserved slice (no
+"""bench/fix_efficacy.py's "unseen broken": correct-before probes of the fix set's reserved slice (no
 training row, not the validation slice rollback chooses by) that the adapter gets wrong, counted on their own."""
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def test_replay_and_anchors(w: FtWorld) -> None:
 
 def test_replay_covers_the_neighbourhood_of_each_targeted_fact(w: FtWorld, tmp_path: Path) -> None:
     """With replay for only half the targeted rows, every targeted fact still gets a replayed known fact of
-    its own subject and one of its own relation where the run has one (issue 14: random known facts left
+    its own subject and one of its own relation where the run has one (random known facts left
     some targets' neighbourhoods unreplayed)."""
     probes = {p["id"]: p for p in map(json.loads, w.paths.probes.read_text().splitlines())}
     build_fixset(w.store, w.run_id, tmp_path / "fs", replay_ratio=0.5)

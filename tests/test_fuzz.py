@@ -1,4 +1,4 @@
-"""Fuzz the readers of every user file through the CLI (issue 11): seeded hostile probe rows (JSONL, CSV), suite,
+"""Fuzz the readers of every user file through the CLI: seeded hostile probe rows (JSONL, CSV), suite,
 job and policy YAML, and corpus rows. Every command exits 0 or 2, with a message on stderr when it refuses,
 never a traceback, within a hard timeout and a memory cap.
 
@@ -27,7 +27,7 @@ DRIVER = Path(__file__).with_name("fuzzdriver.py")
 #: The cap is on the data segment (RLIMIT_DATA: heap and private writable mappings), not on the address space:
 #: torch maps about 1.5 GiB of address space it never touches (VmPeak 1,542 MiB for an eval whose RSS peaks at
 #: 600 MiB), and CUDA builds reserve far more, so RLIMIT_AS would fail healthy runs. Measured: `workbench eval`
-#: of the world model fails at a 500 MiB data cap and passes at 800 MiB; the anchor bomb of issue 11 took more
+#: of the world model fails at a 500 MiB data cap and passes at 800 MiB; the anchor bomb took more
 #: than 3 GB. 2 GiB leaves room for a loaded machine and stops any blow-up.
 MEMORY_CAP = 2 << 30
 TIMEOUT = 240  # per batch; a hang (or an expansion that outruns the cap slowly) fails instead of stalling CI

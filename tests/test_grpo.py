@@ -1,4 +1,4 @@
-"""GRPO (issue 8): the grader reward on hand-made completions, the rl fix set, a short GRPO run on the test
+"""GRPO: the grader reward on hand-made completions, the rl fix set, a short GRPO run on the test
 world (parameters move, held-out reward rises), the watchdogs (blanket abstention on a run forced to
 abstain, KL blow-up, collapsed length), the CLI, and resume after SIGKILL."""
 

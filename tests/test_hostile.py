@@ -1,4 +1,4 @@
-"""Every hostile input of issue 11, through the real CLI: exit 2 with a message naming the file, line and
+"""Every hostile input of the hardening review, through the real CLI: exit 2 with a message naming the file, line and
 field (or the option), never a traceback, and nothing recorded or half-written on the way."""
 
 from __future__ import annotations

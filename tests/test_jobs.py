@@ -72,7 +72,7 @@ def test_spec_unknown_keys_and_bad_values(tmp_path: Path) -> None:
 
 
 def test_spec_bounds_refuse_resource_exhaustion(tmp_path: Path) -> None:
-    """Values that would exhaust memory or never end are refused when the spec is read (issue 11)."""
+    """Values that would exhaust memory or never end are refused when the spec is read."""
     base = {"fixset": "f", "output_dir": "o"}
     for section, key, value, message in [
             ("lora", "r", 100_000_000, r"`lora.r` must be <= 4096, got 100000000"),
@@ -129,7 +129,7 @@ workspace: null
 
 
 def test_abstention_phrase_the_tokenizer_cannot_spell_names_its_words() -> None:
-    """The message names the phrase and the words the tokenizer lacks, never `[UNK]` placeholders (issue 14)."""
+    """The message names the phrase and the words the tokenizer lacks, never `[UNK]` placeholders."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -222,7 +222,7 @@ def test_resolve_autos(w: FtWorld, tmp_path: Path) -> None:
 
 def test_default_steps_and_lr_rules() -> None:
     """Steps are epochs over the fix set (a batch above the rows counts as the rows), clamped; the learning
-    rate falls as 1 / width above the reference width (issue 14: the world's 3e-3 on a 576-wide model)."""
+    rate falls as 1 / width above the reference width (the world's 3e-3 on a 576-wide model)."""
     assert default_steps(20, 170, 32) == (107, "107 (20 epochs x 170 rows / batch 32)")
     assert default_steps(200, 10, 32) == (200, "200 (200 epochs x 10 rows / batch 10)")
     assert default_steps(2, 10, 32) == (100, "100 (2 epochs x 10 rows / batch 10 = 2, clamped to [100, 1000])")
@@ -242,7 +242,7 @@ SMOLLM2_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", 
 @pytest.mark.slow
 def test_size_rule_gives_a_pretrained_model_its_defaults(w: FtWorld, tmp_path: Path) -> None:
     """A model wider than the worlds (SmolLM2-135M's shape) gets LoRA r 8 / alpha 16 on q/v, batch 8, 4 epochs at
-    least 30 steps (issue 13, measured on SmolLM2, docs/benchmarks/real_model.md); the world's model keeps r 16 / 32 on
+    least 30 steps (measured on SmolLM2, docs/benchmarks/real_model.md); the world's model keeps r 16 / 32 on
     every linear layer, batch 32, 20 epochs at least 100 steps; both take sft's adapter scale `auto`; a value in the
     spec wins."""
     model = tmp_path / "smollm2-shape"
@@ -291,7 +291,7 @@ def test_size_classes() -> None:
 @pytest.mark.slow
 def test_trainable_token_rows_only_for_tokens_the_model_never_trained(w: FtWorld, tmp_path: Path) -> None:
     """A model whose abstention tokens are trained (here: their rows spread out as trained rows are) gets no
-    trainable rows; an all-zero row counts as never trained (issue 14)."""
+    trainable rows; an all-zero row counts as never trained."""
     import shutil
 
     from safetensors.torch import load_file, save_file

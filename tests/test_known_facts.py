@@ -1,4 +1,4 @@
-"""Broken known facts in every job's record (issue 14): the fix set keeps a validation slice of known probes
+"""Broken known facts in every job's record: the fix set keeps a validation slice of known probes
 out of training; a job scores it before and after and records, prints and stores the ones it broke."""
 
 from __future__ import annotations

@@ -228,7 +228,7 @@ def test_gpu_peak_within_tolerance() -> None:
 
 
 def test_rank_above_the_model_width_is_refused() -> None:
-    """An absurd LoRA rank is refused, not estimated (issue 11: `lora.r: 100000000` passed pre-flight)."""
+    """An absurd LoRA rank is refused, not estimated (`lora.r: 100000000` passed pre-flight)."""
     with pytest.raises(WorkbenchError, match=r"`lora_rank` \(100000000\) is above the model width `hidden` \(4096\)"):
         PreflightSpec(model=LLAMA7B, gpu_memory_gib=80, method="lora", lora_rank=100_000_000)
     assert PreflightSpec(model=LLAMA7B, gpu_memory_gib=80, method="full", lora_rank=100_000_000).peft == ""

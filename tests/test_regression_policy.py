@@ -187,7 +187,7 @@ def test_max_abstention_increase_counts_every_probe() -> None:
 
 
 def test_max_broken_fraction_counts_wrong_and_abstained() -> None:
-    # issue 14: DPO broke 14 of 267 baseline-correct probes while fixing 60; McNemar saw a net gain
+    # DPO broke 14 of 267 baseline-correct probes while fixing 60; McNemar saw a net gain
     rows = [(C, C, ())] * 246 + [(C, W, ())] * 12 + [(C, N, ())] * 2 + [(W, C, ())] * 60 + [(W, W, ())] * 73
     assert len(rows) == 393 and sum(r[0] == C for r in rows) == 260
     rows += [(C, C, ())] * 7  # 267 baseline-correct

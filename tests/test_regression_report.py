@@ -63,7 +63,7 @@ def test_result_summary(result: ComparisonResult) -> None:
 
 @pytest.fixture(scope="module")
 def inconclusive() -> ComparisonResult:
-    """Issue 18's gate: 4 known facts, 95 hallucinations turned into abstentions, built-in policy."""
+    """The gate: 4 known facts, 95 hallucinations turned into abstentions, built-in policy."""
     rows = [(C, C)] * 4 + [(W, N)] * 95 + [(N, N)]
     base = {f"nq{k}": ProbeOutcome(f"nq{k}", (), b, "Paris" if b == C else "Neptune") for k, (b, _) in enumerate(rows)}
     cand = {f"nq{k}": ProbeOutcome(f"nq{k}", (), c, "Paris" if c == C else "i don't know")

@@ -1,4 +1,4 @@
-"""Rehearsal of the training corpus in fix sets (issue 14) and the reserved known facts no job sees: rows are
+"""Rehearsal of the training corpus in fix sets and the reserved known facts no job sees: rows are
 plain corpus text, never a document that mentions a protected fact or a targeted subject, and the manifest says
 what was used."""
 

@@ -132,7 +132,7 @@ class SizeDefaults:
 #: its targets and broke 1.2%/1.6% of correct probes; r 16 (3e-3 150 x 32) 84%, 0.4%.
 WORLD = SizeDefaults(name="world-size", targets=DEFAULT_TARGETS, targets_in_words="every linear layer", lora_r=16,
                      lora_alpha=32, batch=32, epochs=DEFAULT_EPOCHS, min_steps=MIN_DEFAULT_STEPS)
-#: A pretrained model wider than LR_REFERENCE_WIDTH (sft, dpo; issue 13). Measured on SmolLM2-135M-Instruct (width
+#: A pretrained model wider than LR_REFERENCE_WIDTH (sft, dpo). Measured on SmolLM2-135M-Instruct (width
 #: 576), abstention SFT, one baseline and fix set (60 training rows: 12 unknown facts + 48 replayed known ones; 3
 #: unknown held out; 20 known facts no row shows), `bench/real_model.py jobs`, 1 torch thread, 2026-11-24, README
 #: "The real-model demo": the world's defaults (r 16 on every linear layer, batch 32, 20 epochs -> 100 steps, scale

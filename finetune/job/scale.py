@@ -1,4 +1,4 @@
-"""WiSE-FT for a fix job's adapter (Wortsman et al. 2022; issue 14): the trained LoRA delta scaled by `a` in (0, 1],
+"""WiSE-FT for a fix job's adapter (Wortsman et al. 2022): the trained LoRA delta scaled by `a` in (0, 1],
 i.e. a point on the line between the base model (a = 0) and the trained one (a = 1). A scaled adapter is a standard
 peft adapter whose `lora_alpha` is multiplied by `a`; the trainable token rows (new abstention tokens, never trained
 in the base model) keep their trained values, as peft's `rescale_adapter_scale` does.

@@ -181,7 +181,7 @@ class EarlyStopSpec(_Section):
     collapse_nats: float = pydantic.Field(default=5.0, gt=0)
     """DPO: stop when the mean chosen log-prob falls this many nats below its start."""
     max_known_broken: float = pydantic.Field(default=0.01, ge=0, le=1)
-    """The share of the fix set's validation slice of known facts that may break (the issue-14 goal: at most 1%):
+    """The share of the fix set's validation slice of known facts that may break (the fix jobs' goal: at most 1%):
     `rollback` counts the broken facts beyond it, `known_stop` stops above it."""
     known_every: int | None = pydantic.Field(default=None, ge=0, le=MAX_STEPS)
     """Steps between scorings of the validation slice of known facts and of the targets during training (greedy
@@ -197,7 +197,7 @@ class EarlyStopSpec(_Section):
     `max_known_broken`, then the most targets fixed, then the latest; the job records the step it kept and why
     (`kept_step`, `kept_reason`, a `rollback` event)."""
     min_targets_fixed: float = pydantic.Field(default=0.8, ge=0, le=1)
-    """Rollback prefers states fixing at least this share of the targeted training rows (the issue-14 goal, 80%):
+    """Rollback prefers states fixing at least this share of the targeted training rows (the fix jobs' goal, 80%):
     without it, a slice of fewer than 100 facts allows no broken fact and rollback went back to an early state
     that broke none and fixed little (test world, SFT 20 epochs: kept step 22 of 107, 29% of targets fixed)."""
 

@@ -1,6 +1,6 @@
 """The hf backend's own decode loop over the model's forward and its KV cache (the `decode: loop` option).
 
-What it saves over one `model.generate` call per group of equal decoding settings (issue 13):
+What it saves over one `model.generate` call per group of equal decoding settings:
   - every distinct prompt is prefilled once, for its greedy answer and its n samples alike; its cache rows
     are then repeated per answer (generate prefills each of its `num_return_sequences` copies again, and a
     greedy and a sampled request of one prompt travel in separate calls);

@@ -90,7 +90,7 @@ def metrics_by_tag(
 #: truncated share can be a point of false hallucination rate. 10 points is the half-width of the 95%
 #: interval of a 96-probe run near 50% (measured on the world: [39.6, 60.4]); runs whose answers fit their
 #: budget truncate ~0% (the world suite, max_tokens 6: 0 of 96 greedy answers, 3 of 192 samples at
-#: temperature 1), while SimpleQA with a chat model and 16 tokens truncated 100 of 100 (issue 13), and
+#: temperature 1), while SimpleQA with a chat model and 16 tokens truncated 100 of 100, and
 #: SmolLM2-135M-Instruct (chat template) on tests/data/formats/nq_open.jsonl 45 of 50 at 16, 29 of 50 at 64.
 TRUNCATED_WARN_SHARE = 0.10
 

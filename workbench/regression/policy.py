@@ -198,13 +198,13 @@ class Policy(_Strict):
 # The built-in policy. Broken known facts first: the share of baseline-correct probes now wrong or
 # abstained, counted exactly. Fix jobs that met their goals broke 0-1.7% (bench/gate_regression.py,
 # 2026-11-23: SFT, DPO, combined SFT 0, 0, 0 of 234 on the default world and 3, 0, 1 of 244 on the seed-7
-# world; 1 and 4 of 234 in earlier runs, docs/scheduled-checks.md; 0-0.9% on issue 14's worlds). DPO on two
-# unseen worlds broke 3.7% and 5.2% of 267 (issue 14), the injected tag-breaker 24.6-24.8%. Warn above 1%
+# world; 1 and 4 of 234 in earlier runs, docs/scheduled-checks.md; 0-0.9% on the unseen worlds). DPO on two
+# unseen worlds broke 3.7% and 5.2% of 267, the injected tag-breaker 24.6-24.8%. Warn above 1%
 # (the fix jobs' goal), fail above 2.5%: between the worst good job (1.7%) and the mildest bad one (3.7%).
 # Abstention over all probes warns, above 20 points: abstention fixes *should* turn hallucinations into
 # "I don't know" (SFT +13.3 / +11.2, combined SFT +15.4 / +11.5, DPO +0.2 / 0 points on the default /
 # seed-7 world; GRPO about +9, estimated from the README's RL table), so a fail would block the fix that
-# works and a lower bar would warn on each of them by design; issue 18's blanket refusal (+95 points)
+# works and a lower bar would warn on each of them by design; a blanket refusal (+95 points)
 # warns. Known facts lost to abstention already fail above (they are broken).
 # The guard gate counts the same on the base model's guard set (workbench/guard), evaluated beside the probes: an
 # abstention fix made from a team's own 60 questions, 4 of them known, broke 50 of the 67 everyday facts the real
