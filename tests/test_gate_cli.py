@@ -199,6 +199,12 @@ def test_guard_fails_a_damaging_candidate_the_probe_set_cannot_judge(
     assert guard["known"] >= 20 and guard["broken"] / guard["known"] > 0.02
     assert guard["replayed"] is None  # a random adapter has no fix-set lineage: said, not guessed
     assert len([c for c in out["guard"]["changes"] if c["flip"] == "broken"]) == guard["broken"]
+    from workbench.store import Store
+    from workbench.views import compare_runs
+
+    summary = compare_runs(Store.open(workspace), base, out["candidate_run"]).summary_html  # the app's Compare tab
+    assert f"guard set: {guard['broken']} of {guard['known']} known facts broken" in summary
+    assert f"(gate {out['gate_id']})" in summary
 
 
 @pytest.mark.slow

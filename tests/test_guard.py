@@ -103,12 +103,10 @@ def test_fix_set_replays_and_holds_out_guard_facts(w: FtWorld, half: dict[str, A
     assert m.guard["validation"] == len(held) and m.guard["replayed"] == len(guard_rows & set(m.replayed_probe_ids))
 
 
-def test_fix_set_with_no_known_fact_is_refused_unless_allowed(w: FtWorld, tmp_path: Path) -> None:
-    """A run of only the facts the model gets wrong, no guard: nothing known to protect, so no fix set without
-    --allow-unguarded (then marked unguarded, its validation slice empty)."""
-    from finetune.fixset import build_fixset
+@pytest.fixture(scope="module")
+def wrong_run(w: FtWorld) -> str:
+    """A run of only the facts the world model gets wrong, attributed: a team's own failures, nothing known."""
     from workbench.attribution.types import save_attributions
-    from workbench.errors import WorkbenchError
     from workbench.probes import LoadResult
     from workbench.results import load_results
     from workbench.runner import EvalOptions, run_eval
@@ -120,6 +118,16 @@ def test_fix_set_with_no_known_fact_is_refused_unless_allowed(w: FtWorld, tmp_pa
                    LoadResult(probes=probes, skipped=0, problems=(), source="wrong"),
                    EvalOptions(samples=4, paraphrases=True, bootstrap=0)).run_id
     save_attributions(w.store, run, attributions_from_truth(w.store, run, w.truth))
+    return run
+
+
+def test_fix_set_with_no_known_fact_is_refused_unless_allowed(w: FtWorld, wrong_run: str, tmp_path: Path) -> None:
+    """No guard and nothing known in the run: no fix set without --allow-unguarded (then marked unguarded, its
+    validation slice empty)."""
+    from finetune.fixset import build_fixset
+    from workbench.errors import WorkbenchError
+
+    run = wrong_run
     with pytest.raises(WorkbenchError, match=r"no known facts to protect.*--allow-unguarded"):
         build_fixset(w.store, run, tmp_path / "refused")
     assert not (tmp_path / "refused").exists()
@@ -142,3 +150,18 @@ def test_guard_cli_build_and_show(w: FtWorld, half: dict[str, Any], tmp_path: Pa
     other = workbench("guard", "show", *args[:-4], "--max-tokens", "7", timeout=120)  # never built
     assert_refused(other, "no guard set built", "workbench guard build")
     assert_refused(workbench("guard", "build", "--workspace", ws, timeout=60), "--model (or --run RUN)")
+
+
+def test_fix_cli_refuses_an_unguarded_set_and_warns_when_allowed(w: FtWorld, wrong_run: str, tmp_path: Path) -> None:
+    """`workbench fix` as a user runs it on a team's own failures: the guard is built at first use (the world model
+    knows none of the shipped pool, so only its screen is asked), the set is refused naming the way out, and with
+    --allow-unguarded it is built with a warning on stderr."""
+    ws = str(w.store.workspace)
+    refused = workbench("fix", wrong_run, "--out", str(tmp_path / "refused"), "--workspace", ws, timeout=300)
+    assert_refused(refused, "no known facts to protect", "--allow-unguarded", "--guard-pool FILE")
+    assert not (tmp_path / "refused").exists()
+    built = workbench("fix", wrong_run, "--out", str(tmp_path / "fix"), "--workspace", ws, "--allow-unguarded",
+                      timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert "WARNING: no known fact protects this set" in built.stderr
+    assert json.loads((tmp_path / "fix" / "fixset.json").read_text())["unguarded"] is True

@@ -507,26 +507,17 @@ def known_facts_html(store: Store, result: ComparisonResult) -> str:
     """The known-facts lines of a comparison (probes, replayed and unreplayed apart) and the guard set's line from
     the latest recorded gate of the same pair: the app compares without evaluating anything, and the guard's runs
     are `workbench regress`'s to make."""
-    import json
-
-    from sqlalchemy import select
-
+    from workbench.regression.gate import latest_gate
     from workbench.regression.results import KnownFacts
-    from workbench.store.schema import regressions
 
     lines = [k.line() for k in result.known if k.scope == "probes"]
-    with store.engine.connect() as c:
-        row = c.execute(select(regressions.c.id, regressions.c.result_json)
-                        .where(regressions.c.baseline_run == result.baseline_run_id,
-                               regressions.c.candidate_run == result.candidate_run_id)
-                        .order_by(regressions.c.created_at.desc()).limit(1)).first()
-    recorded = json.loads(row.result_json) if row is not None else {}
+    gate_id, recorded = latest_gate(store, result.baseline_run_id, result.candidate_run_id) or ("", {})
     guard = [KnownFacts(**{k: v for k, v in d.items() if k != "broken"})
              for d in recorded.get("known_facts") or () if d.get("scope") == "guard"]
-    if guard and row is not None:
-        lines.append(f"{guard[0].line()} (gate {row.id})")
-    elif row is not None and recorded.get("guard_note"):
-        lines.append(f"guard set: not checked by gate {row.id} ({recorded['guard_note']})")
+    if guard:
+        lines.append(f"{guard[0].line()} (gate {gate_id})")
+    elif recorded.get("guard_note"):
+        lines.append(f"guard set: not checked by gate {gate_id} ({recorded['guard_note']})")
     else:
         lines.append("guard set: not evaluated for this pair yet (`workbench regress` evaluates it)")
     return '\n<ul class="known-facts">' + "".join(f"<li>{escape(line)}</li>" for line in lines) + "</ul>"

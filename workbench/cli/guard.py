@@ -52,19 +52,14 @@ def run(args: argparse.Namespace) -> int:
     store = Store.open(args.workspace)
     spec, suite = _spec_and_suite(store, args)
     if args.action == "show":
-        from workbench.fingerprint import model_fingerprint
-        from workbench.guard.build import SETTINGS, guard_suite
-        from workbench.guard.guardset import guard_key
-        from workbench.guard.pool import pool_digest, pool_files
+        from workbench.guard.build import guard_file
 
-        gsuite = guard_suite(suite.with_generation())
-        criteria = {"samples": args.samples, "min_samples_right": args.min_samples_right, "seed": 0}
-        key = guard_key(model_fingerprint(spec), {k: getattr(gsuite, k) for k in SETTINGS},
-                        pool_digest(pool_files(args.guard_pool)), criteria)
-        if not guard_path(store.workspace, key).exists():
+        path = guard_file(store, spec, suite, pool=args.guard_pool, samples=args.samples,
+                          min_samples_right=args.min_samples_right)
+        if not path.exists():
             raise WorkbenchError(f"no guard set built for `{spec.model}` with these settings; run `workbench guard "
                                  "build` with the same --model/--run and flags")
-        guard, cached = load_guard(guard_path(store.workspace, key)), True
+        guard, cached = load_guard(path), True
     else:
         with progress_bar("guard", not args.json) as progress:
             built = build_guard(store, spec, suite, pool=args.guard_pool, samples=args.samples,

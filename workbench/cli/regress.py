@@ -104,7 +104,7 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
 
 def run(args: argparse.Namespace) -> int:
     from workbench.regression import load_policy, print_terminal
-    from workbench.regression.gate import gate_runs
+    from workbench.regression.gate import gate_runs, guard_outcomes
     from workbench.store import Store
 
     # Refuse an unwritable --report/--junit before anything runs or is recorded (the gate is recorded once).
@@ -116,17 +116,8 @@ def run(args: argparse.Namespace) -> int:
         base = resolve_run(store, args.baseline, args.baseline_adapter, args, what="baseline", backend_for=backend_for)
         cand = resolve_run(store, args.candidate, args.candidate_adapter, args, what="candidate", like=base,
                            backend_for=backend_for)
-    guard = None
-    if not args.no_guard:
-        from workbench.regression.gate import guard_outcomes
-
-        guard = guard_outcomes(store, base, cand, pool=args.guard_pool, limits=limits_from_args(args))
-    else:
-        from workbench.guard import replayed_probe_ids
-        from workbench.regression.compare import GuardOutcomes
-
-        guard = GuardOutcomes(replayed=replayed_probe_ids(store.get_run(cand).adapter),
-                              note="left out with --no-guard")
+    guard = guard_outcomes(store, base, cand, pool=args.guard_pool, limits=limits_from_args(args),
+                           enabled=not args.no_guard)
     record = gate_runs(store, base, cand, policy, guard=guard)
     result = record.result
     if "--report" in outputs:

@@ -47,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
                 if str(adapter) in done:
                     continue
                 cand = rerun_like(store, baseline, adapter=str(adapter), limits=limits)
-                guard = None if args.no_guard else guard_outcomes(store, baseline, cand, pool=args.guard_pool,
-                                                                   limits=limits)
+                guard = guard_outcomes(store, baseline, cand, pool=args.guard_pool, limits=limits,
+                                       enabled=not args.no_guard)
                 record = gate_runs(store, baseline, cand, policy, guard=guard)
                 worst = worst_exit_code((worst, record.result.exit_code))  # fail > inconclusive > pass
                 line = {"adapter": str(adapter), "candidate_run": cand, "gate_id": record.id,

@@ -68,18 +68,14 @@ def build_guard(store: Store, spec: ModelSpec, suite: Suite, *, pool: Sequence[s
                 progress: Callable[[int, int], None] | None = None) -> GuardBuild:
     """The guard set of `spec` under `suite`'s prompt settings: read from the workspace when built before (same
     fingerprint, settings, pool and criteria), else built and saved. `pool`: extra probe files (`none`: no pool)."""
-    from workbench.fingerprint import model_fingerprint
-
     if not 0 <= min_samples_right <= samples:
         raise WorkbenchError(f"`min_samples_right` must be between 0 and `samples` ({samples}), "
                              f"got {min_samples_right}")
     files = pool_files(pool)
     gsuite = guard_suite(suite.with_generation())
-    settings = {k: getattr(gsuite, k) for k in SETTINGS}
     criteria = {"samples": samples, "min_samples_right": min_samples_right, "seed": seed}
-    fingerprint = model_fingerprint(spec)
-    key = guard_key(fingerprint, settings, pool_digest(files), criteria)
-    path = guard_path(store.workspace, key)
+    path, fingerprint, settings = _where(store, spec, gsuite, files, criteria)
+    key = path.stem
     if path.exists() and not rebuild:
         return GuardBuild(load_guard(path), path, cached=True)
     gstore = guard_store(store)
@@ -102,6 +98,24 @@ def build_guard(store: Store, spec: ModelSpec, suite: Suite, *, pool: Sequence[s
                      pool_size=len(probes), evaluated=evaluated, greedy_right=greedy_right, facts=facts, runs=runs,
                      built_at=str(utcnow()), seconds=round(time.monotonic() - start, 1))
     return GuardBuild(guard, save_guard(store.workspace, guard), cached=False)
+
+
+def guard_file(store: Store, spec: ModelSpec, suite: Suite, *, pool: Sequence[str | Path] | None = None,
+               samples: int = SAMPLES, min_samples_right: int = MIN_SAMPLES_RIGHT, seed: int = 0) -> Path:
+    """Where the guard set `build_guard` would build for these arguments lives (it may not exist yet)."""
+    criteria = {"samples": samples, "min_samples_right": min_samples_right, "seed": seed}
+    return _where(store, spec, guard_suite(suite.with_generation()), pool_files(pool), criteria)[0]
+
+
+def _where(store: Store, spec: ModelSpec, gsuite: Suite, files: Sequence[Path],
+           criteria: dict[str, int]) -> tuple[Path, str, dict[str, Any]]:
+    """(the guard file, the model's fingerprint, the prompt settings): the one derivation of a guard set's key."""
+    from workbench.fingerprint import model_fingerprint
+
+    settings = {k: getattr(gsuite, k) for k in SETTINGS}
+    fingerprint = model_fingerprint(spec)
+    key = guard_key(fingerprint, settings, pool_digest(files), criteria)
+    return guard_path(store.workspace, key), fingerprint, settings
 
 
 def _known(store: Store, spec: ModelSpec, suite: Suite, probes: Sequence[Probe], criteria: dict[str, int],
@@ -186,12 +200,10 @@ def guard_runs(store: Store, guard: GuardSet, baseline: RunRecord, candidate: Ru
 
     if not guard.facts:
         raise WorkbenchError("the guard set holds no facts; nothing to evaluate")
-    suite = guard_suite(effective_suite(baseline))
-    probes = guard.probes
-    ids = []
-    for run in (baseline, candidate):
-        ids.append(_evaluate(guard_store(store), spec_of_run(run), suite, probes, None, limits, None))
-    return ids[0], ids[1]
+    suite, gstore = guard_suite(effective_suite(baseline)), guard_store(store)
+    base, cand = (_evaluate(gstore, spec_of_run(run), suite, guard.probes, None, limits, None)
+                  for run in (baseline, candidate))
+    return base, cand
 
 
 def describe(guard: GuardSet) -> dict[str, Any]:

@@ -22,7 +22,7 @@ def replayed_probe_ids(adapter: str | None) -> frozenset[str] | None:
     job_yaml = Path(adapter).parent / "job.yaml"
     try:
         spec = yaml_load(job_yaml.read_text(encoding="utf-8"))
-        fixset = Path(str(spec["fixset"]))
+        fixset = job_yaml.parent / str(spec["fixset"])  # relative to the YAML, as the job spec reads it
         manifest = json.loads((fixset / "fixset.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError):
         return None

@@ -90,15 +90,18 @@ def compare_stored(store: Store, baseline_id: str, candidate_id: str, policy: Po
 
 
 def guard_outcomes(store: Store, baseline_id: str, candidate_id: str, *, pool: Sequence[str] | None = None,
-                   limits: Limits | None = None) -> GuardOutcomes:
+                   limits: Limits | None = None, enabled: bool = True) -> GuardOutcomes:
     """The guard set of the baseline run's model under its prompt settings (built at first use, workbench/guard)
-    and both models' answers to its facts: what `workbench regress` compares beside the probes."""
+    and both models' answers to its facts: what `workbench regress` compares beside the probes. `enabled` False
+    (`--no-guard`): nothing evaluated, the fix set's lineage still read and the gate told why."""
     from workbench.guard import guard_for_run, guard_runs, replayed_probe_ids
     from workbench.guard.build import guard_store
 
     base, cand = store.get_run(baseline_id), store.get_run(candidate_id)
     check_comparable(base, cand)  # refused before a guard is built for a pair the gate would refuse anyway
     replayed = replayed_probe_ids(cand.adapter)
+    if not enabled:
+        return GuardOutcomes(replayed=replayed, note="left out with --no-guard")
     guard = guard_for_run(store, base, pool=pool, limits=limits).guard
     if not guard.facts:
         return GuardOutcomes(replayed=replayed, note=f"the baseline model knows none of the guard pool's "
@@ -143,6 +146,15 @@ def history(store: Store) -> list[dict[str, Any]]:
                     "signoff": None if s is None else {"decision": s.new_value, "reviewer": s.reviewer,
                                                         "at": s.at, "reason": s.reason}})
     return out
+
+
+def latest_gate(store: Store, baseline_id: str, candidate_id: str) -> tuple[str, dict[str, Any]] | None:
+    """The latest recorded gate of a pair: its id and its result (`ComparisonResult.to_dict()`), or None."""
+    with store.engine.connect() as c:
+        row = c.execute(select(regressions.c.id, regressions.c.result_json)
+                        .where(regressions.c.baseline_run == baseline_id, regressions.c.candidate_run == candidate_id)
+                        .order_by(regressions.c.created_at.desc()).limit(1)).first()
+    return None if row is None else (str(row.id), json.loads(row.result_json))
 
 
 def run_label(run: RunRecord) -> str:
