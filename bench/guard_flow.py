@@ -1,17 +1,17 @@
 """The known-facts guard on the real chat model: a fix made from a team's own failures, as a user runs it.
 
     .venv/bin/python bench/guard_flow.py --workspace WS [--sets nq,tqa] [--seeds 0,1] [--methods sft,dpo]
-        [--questions 60] [--out FILE]
+        [--questions 60] [--guard-pool FILE ...] [--out FILE]
 
-For each question set (`nq`: the shipped NQ-open slice; `tqa`: the first `--questions` of
-../shared/data/TruthfulQA.csv), one baseline run of SmolLM2-135M-Instruct as a team would make it (chat template,
-system prompt "Answer in one short sentence.", 48 tokens, greedy + 3 samples), attributed; then per method and seed
-`workbench fix RUN --train` with the defaults (the guard set built at first use, then read from the workspace) and
-`workbench regress` of the adapter against the baseline (the guard evaluated beside the probes). Every step is the
-CLI in a subprocess. Printed and written (`--out`, JSON): per run the guard facts broken and refused (all, replayed,
-never seen), the probe set's hallucinations before and after, the gate's verdict, the job's known-facts count and
-the wall times; and the goals: guard facts broken <= 2% and refused <= 2%, hallucinations on the probes at least
-halved.
+For each question set (`nq`: the first `--questions` of the shipped 50-question NQ-open slice; `tqa`: the first
+`--questions` of ../shared/data/TruthfulQA.csv), one baseline run of SmolLM2-135M-Instruct as a team would make it
+(chat template, system prompt "Answer in one short sentence.", 48 tokens, greedy + 3 samples), attributed; then per
+method and seed `workbench fix RUN --train` with the defaults (the guard set built at first use, then read from the
+workspace) and `workbench regress` of the adapter against the baseline (the guard evaluated beside the probes).
+Every step is the CLI in a subprocess. Printed and written (`--out`, JSON): per run the guard facts broken and
+refused (all, replayed, never seen), the probe set's hallucinations before and after, the gate's verdict, the job's
+known-facts count and the wall times; and the goals: guard facts broken <= 2% and refused <= 2%, hallucinations on
+the probes at least halved.
 """
 
 from __future__ import annotations
@@ -47,7 +47,10 @@ def workbench(*args: str, timeout: float = 7200) -> dict[str, Any]:
 def probe_file(name: str, questions: int, ws: Path) -> tuple[Path, str]:
     """The set's probe file (a slice of TruthfulQA written into the workspace) and its format."""
     if name == "nq":
-        return SETS["nq"], "auto"
+        rows = SETS["nq"].read_text(encoding="utf-8").splitlines(keepends=True)
+        path = ws / f"nq-{questions}.jsonl"
+        path.write_text("".join(rows[:questions]), encoding="utf-8")
+        return path, "auto"
     lines = SETS["tqa"].read_text(encoding="utf-8").splitlines(keepends=True)
     path = ws / f"truthfulqa-{questions}.csv"
     path.write_text("".join(lines[: questions + 1]), encoding="utf-8")  # header + rows (no embedded newlines)
@@ -63,16 +66,16 @@ def baseline(name: str, questions: int, ws: Path) -> tuple[str, float]:
     return str(run["run_id"]), time.monotonic() - t
 
 
-def one(ws: Path, run: str, method: str, seed: int) -> dict[str, Any]:
+def one(ws: Path, run: str, method: str, seed: int, guard: list[str]) -> dict[str, Any]:
     out = ws / f"fix-{run}-{method}-{seed}"
     t = time.monotonic()
     fix = workbench("fix", run, "--out", str(out), "--train", "--method", method, "--seed", str(seed),
-                    "--workspace", str(ws))
+                    "--workspace", str(ws), *guard)
     fix_s = time.monotonic() - t
     job = fix["job"]
     t = time.monotonic()
     gate = workbench("regress", "--baseline", run, "--candidate", fix["fixset"]["model"], "--candidate-adapter",
-                     job["adapter"], "--workspace", str(ws))
+                     job["adapter"], "--workspace", str(ws), *guard)
     gate_s = time.monotonic() - t
     scopes = {k["scope"]: k for k in gate["known_facts"]}
     g = scopes.get("guard", {})
@@ -101,16 +104,19 @@ def main() -> None:
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--methods", default="sft,dpo")
     p.add_argument("--questions", type=int, default=60)
+    p.add_argument("--guard-pool", action="append", default=[], metavar="FILE",
+                   help="passed to fix and regress (`none` leaves the shipped pool out: a small pool for a smoke run)")
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     results = []
+    guard = [a for g in args.guard_pool for a in ("--guard-pool", g)]
     for name in args.sets.split(","):
         ws = args.workspace  # one workspace: the guard set is built once for every set, method and seed
         ws.mkdir(parents=True, exist_ok=True)
         run, eval_s = baseline(name, args.questions, ws)
         for method in args.methods.split(","):
             for seed in (int(s) for s in args.seeds.split(",")):
-                r = {"set": name, "run": run, "baseline_s": round(eval_s), **one(ws, run, method, seed)}
+                r = {"set": name, "run": run, "baseline_s": round(eval_s), **one(ws, run, method, seed, guard)}
                 r["goals"] = goals(r)
                 results.append(r)
                 print(json.dumps(r), flush=True)

@@ -110,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _guard(store: Store, args: argparse.Namespace) -> GuardSet | None:
     """The guard set of the run's model under its prompt settings (built at first use; None with --guard-pool none)."""
+    from workbench.cli._common import progress_bar
     from workbench.guard import guard_for_run
     from workbench.guard.pool import NONE
 
@@ -119,7 +120,8 @@ def _guard(store: Store, args: argparse.Namespace) -> GuardSet | None:
     if not args.json:
         print(f"guard: the known facts of {run.model} under run {run.id}'s prompt settings "
               "(built once per model and settings, then read from the workspace)", file=sys.stderr)
-    return guard_for_run(store, run, pool=args.guard_pool).guard
+    with progress_bar("known-facts guard", not args.json) as update:
+        return guard_for_run(store, run, pool=args.guard_pool, progress=update).guard
 
 
 def _print_guard(manifest: FixSetManifest) -> None:

@@ -17,6 +17,7 @@ from workbench.cli._common import (
     limits_from_args,
     parse_options,
     print_json,
+    progress_bar,
     resolve_model_ref,
     suite_with_generation,
 )
@@ -116,8 +117,9 @@ def run(args: argparse.Namespace) -> int:
         base = resolve_run(store, args.baseline, args.baseline_adapter, args, what="baseline", backend_for=backend_for)
         cand = resolve_run(store, args.candidate, args.candidate_adapter, args, what="candidate", like=base,
                            backend_for=backend_for)
-    guard = guard_outcomes(store, base, cand, pool=args.guard_pool, limits=limits_from_args(args),
-                           enabled=not args.no_guard)
+    with progress_bar("known-facts guard", not args.json) as update:
+        guard = guard_outcomes(store, base, cand, pool=args.guard_pool, limits=limits_from_args(args),
+                               enabled=not args.no_guard, progress=update)
     record = gate_runs(store, base, cand, policy, guard=guard)
     result = record.result
     if "--report" in outputs:

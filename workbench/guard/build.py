@@ -191,7 +191,7 @@ def guard_for_run(store: Store, run: RunRecord, *, pool: Sequence[str | Path] | 
 
 
 def guard_runs(store: Store, guard: GuardSet, baseline: RunRecord, candidate: RunRecord, *,
-               limits: Limits | None = None) -> tuple[str, str]:
+               limits: Limits | None = None, progress: Callable[[int, int], None] | None = None) -> tuple[str, str]:
     """(baseline, candidate) runs in the guard store (`guard_store`) on the guard's facts, greedy on the question, with
     the baseline run's prompt settings: the baseline's answers come from the cache the guard build filled; the
     candidate's are generated (a few hundred greedy answers)."""
@@ -201,7 +201,7 @@ def guard_runs(store: Store, guard: GuardSet, baseline: RunRecord, candidate: Ru
     if not guard.facts:
         raise WorkbenchError("the guard set holds no facts; nothing to evaluate")
     suite, gstore = guard_suite(effective_suite(baseline)), guard_store(store)
-    base, cand = (_evaluate(gstore, spec_of_run(run), suite, guard.probes, None, limits, None)
+    base, cand = (_evaluate(gstore, spec_of_run(run), suite, guard.probes, None, limits, progress)
                   for run in (baseline, candidate))
     return base, cand
 

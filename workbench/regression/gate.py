@@ -90,10 +90,12 @@ def compare_stored(store: Store, baseline_id: str, candidate_id: str, policy: Po
 
 
 def guard_outcomes(store: Store, baseline_id: str, candidate_id: str, *, pool: Sequence[str] | None = None,
-                   limits: Limits | None = None, enabled: bool = True) -> GuardOutcomes:
+                   limits: Limits | None = None, enabled: bool = True,
+                   progress: Callable[[int, int], None] | None = None) -> GuardOutcomes:
     """The guard set of the baseline run's model under its prompt settings (built at first use, workbench/guard)
     and both models' answers to its facts: what `workbench regress` compares beside the probes. `enabled` False
-    (`--no-guard`): nothing evaluated, the fix set's lineage still read and the gate told why."""
+    (`--no-guard`): nothing evaluated, the fix set's lineage still read and the gate told why. `progress`
+    (done, total) follows the guard build and the answers generated: minutes on a CPU the first time."""
     from workbench.guard import guard_for_run, guard_runs, replayed_probe_ids
     from workbench.guard.build import guard_store
 
@@ -102,11 +104,11 @@ def guard_outcomes(store: Store, baseline_id: str, candidate_id: str, *, pool: S
     replayed = replayed_probe_ids(cand.adapter)
     if not enabled:
         return GuardOutcomes(replayed=replayed, note="left out with --no-guard")
-    guard = guard_for_run(store, base, pool=pool, limits=limits).guard
+    guard = guard_for_run(store, base, pool=pool, limits=limits, progress=progress).guard
     if not guard.facts:
         return GuardOutcomes(replayed=replayed, note=f"the baseline model knows none of the guard pool's "
                              f"{guard.pool_size} facts under these prompt settings (add your own: --guard-pool FILE)")
-    gb, gc = guard_runs(store, guard, base, cand, limits=limits)
+    gb, gc = guard_runs(store, guard, base, cand, limits=limits, progress=progress)
     gstore = guard_store(store)
     return GuardOutcomes(outcomes(gstore, gstore.get_run(gb)), outcomes(gstore, gstore.get_run(gc)), replayed)
 
