@@ -299,6 +299,13 @@ def estimate(spec: PreflightSpec) -> Estimate:
         if not spec.offload_optimizer:  # and its 18 (not 16) B/param: a flat gradient partition buffer
             buffers += 2 * trained_params(spec) // n
     bd["temporary buffers"] = buffers
+    # Without ZeRO the optimizer step is PyTorch's AdamW and a second peak: activations and logits are freed by
+    # then, but the step materialises an fp32 copy of each mixed-precision gradient and the foreach AdamW one fp32
+    # temporary per trained parameter (sqrt(v)). On a GPU this phase, not the backward pass, sets the peak of a
+    # full fine-tune with short sequences (bench/preflight_accuracy.py). Counted as what it adds above the backward
+    # peak. DeepSpeed's fused optimizers (ZeRO >= 1) step in place; ZeRO-3's extra buffer is counted above.
+    step = 0 if spec.zero else ((4 if e == 2 and not spec.peft else 0) + 4) * trained_params(spec)
+    bd["optimizer step"] = max(0, step - bd["activations"] - buffers)
     allocated = sum(bd.values())
     bd["framework overhead"] = CUDA_CONTEXT + (NCCL_BUFFERS if n > 1 else 0) + int(FRAGMENTATION * allocated)
     peak = sum(bd.values())

@@ -273,3 +273,19 @@ def test_preflight_of_a_job_spec(tmp_path: Path, capsys: pytest.CaptureFixture[s
                 "fixset: fix\noutput_dir: out\nlora: {r: 2048}\n")
     with pytest.raises(WorkbenchError, match=r"`lora.r` is 2048, above the hidden size .* \(1024\)"):
         cmd.run(_args("--job", str(wide), "--gpu-memory", "80"))
+
+
+def test_the_optimizer_step_is_a_second_peak() -> None:
+    """Without ZeRO, PyTorch's AdamW step holds an fp32 copy of each mixed-precision gradient and one fp32
+    temporary per trained parameter after the activations are freed: a short-sequence full fine-tune peaks there
+    (24 B/param), a long-sequence one in the backward pass, and DeepSpeed's in-place step adds nothing."""
+    short = PreflightSpec(model=LLAMA7B, gpu_memory_gib=80, seq_len=256)
+    bd = estimate(short).breakdown
+    states = bd["weights"] + bd["gradients"] + bd["optimizer states"]
+    assert states == 16 * LLAMA7B.params and bd["optimizer step"] > 0
+    assert states + bd["activations"] + bd["temporary buffers"] + bd["optimizer step"] == 24 * LLAMA7B.params
+    assert estimate(replace(short, precision="fp32")).breakdown["optimizer step"] < bd["optimizer step"]  # no copy
+    long = estimate(replace(short, seq_len=8192, micro_batch=8)).breakdown
+    assert long["optimizer step"] == 0 and long["activations"] > 8 * LLAMA7B.params
+    assert estimate(replace(short, zero=1)).breakdown["optimizer step"] == 0
+    assert estimate(replace(short, zero=2, gpus=4, offload_optimizer=True)).breakdown["optimizer step"] == 0
