@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import getpass
 import os
 from pathlib import Path
@@ -65,13 +64,13 @@ def _filters(p: argparse.ArgumentParser) -> None:
 
 
 def _date(value: str) -> str:
+    from workbench.errors import WorkbenchError
+    from workbench.reports.queue import utc_stamp
+
     try:
-        stamp = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"`{value}` is not an ISO date (e.g. 2026-11-02 or 2026-11-02T10:00)"
-                                         ) from None
-    stamp = stamp.replace(tzinfo=dt.UTC) if stamp.tzinfo is None else stamp.astimezone(dt.UTC)
-    return stamp.isoformat(timespec="microseconds")
+        return utc_stamp(value, "date")
+    except WorkbenchError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def run(args: argparse.Namespace) -> int:

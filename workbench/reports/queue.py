@@ -7,6 +7,7 @@ Decisions are appended, never overwritten; the latest per report wins, as review
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -114,6 +115,17 @@ def list_reports(store: Store, *, status: str | None = None, source: str | None 
         latest = _latest_decisions(c)
     out = [_queued(r, latest.get(r["id"]), groups[r["question_key"]]) for r in rows]
     return [r for r in out if status is None or r.status == status]
+
+
+def utc_stamp(value: str, what: str) -> str:
+    """A date or time a user typed (ISO 8601; UTC when it names no offset) as the stored stamps spell them, so
+    that filters compare as text."""
+    try:
+        stamp = dt.datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise WorkbenchError(f"{what}: `{value}` is not an ISO date (e.g. 2026-11-02 or 2026-11-02T10:00)") from None
+    stamp = stamp.replace(tzinfo=dt.UTC) if stamp.tzinfo is None else stamp.astimezone(dt.UTC)
+    return stamp.isoformat(timespec="microseconds")
 
 
 def queue_counts(reports: Iterable[QueuedReport]) -> dict[str, int]:
