@@ -42,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report", help="also write the report here (.md or .html)")
     p.add_argument("--junit", help="write JUnit XML here (one test case per gate)")
     add_guard_arguments(p)
+    p.add_argument("--field-suite", metavar="DIR", help="the field suite to evaluate beside the probes (default: "
+                   "the workspace's latest `workbench reports export`, when there is one)")
+    p.add_argument("--no-field", action="store_true", help="leave the field suite out (its gates read not checked)")
     p.add_argument("--json", action="store_true")
     add_eval_arguments(p)
     add_limit_arguments(p)
@@ -104,7 +107,7 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
 
 def run(args: argparse.Namespace) -> int:
     from workbench.regression import load_policy, print_terminal
-    from workbench.regression.gate import gate_runs, guard_outcomes
+    from workbench.regression.gate import field_outcomes, gate_runs, guard_outcomes
     from workbench.store import Store
 
     # Refuse an unwritable --report/--junit before anything runs or is recorded (the gate is recorded once).
@@ -118,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
                            backend_for=backend_for)
     guard = guard_outcomes(store, base, cand, pool=args.guard_pool, limits=limits_from_args(args),
                            enabled=not args.no_guard)
-    record = gate_runs(store, base, cand, policy, guard=guard)
+    field = field_outcomes(store, base, cand, suite=args.field_suite, limits=limits_from_args(args),
+                           enabled=not args.no_field)
+    record = gate_runs(store, base, cand, policy, guard=guard, field=field)
     result = record.result
     if "--report" in outputs:
         kind = "html" if outputs["--report"].suffix.lower() in (".html", ".htm") else "markdown"

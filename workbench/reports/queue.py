@@ -12,6 +12,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import insert, select, update
@@ -184,6 +185,18 @@ def decide(store: Store, ref: str, *, decision: str, answers: Sequence[str] = ()
                 answers_json=json.dumps(list(answers), ensure_ascii=False), abstain=int(abstain), note=note))
         latest = _latest_decisions(c)
     return [latest[rid] for rid in targets]
+
+
+def field_suite_path(store: Store) -> Path | None:
+    """The field suite of this workspace: `suite.yaml` of the folder the latest export wrote, while it exists
+    (None before any export). `workbench regress` evaluates it beside the probes by default."""
+    with store.engine.connect() as c:
+        row = c.execute(select(t.field_reports.c.promoted_to).where(t.field_reports.c.promoted_to.is_not(None))
+                        .order_by(t.field_reports.c.promoted_at.desc()).limit(1)).first()
+    if row is None:
+        return None
+    path = Path(row[0]) / "suite.yaml"
+    return path if path.is_file() else None
 
 
 def mark_promoted(store: Store, ids: Sequence[str], *, at: str, where: str) -> None:
