@@ -128,6 +128,9 @@ def test_decide_then_export_a_field_suite_with_provenance_that_loads(tmp_path: P
     assert validated.returncode == 0, validated.stderr[-2000:]
     assert "suite field: 3 probes" in validated.stdout, validated.stdout
     assert "template: chat" in (suite / "suite.yaml").read_text()
+    wb(ws, "export", "--suite", str(tmp_path / "judged"), "--judge", "judge-model-dir", here=True)
+    judged = (tmp_path / "judged" / "suite.yaml").read_text()
+    assert "grader: match-judge" in judged and "model: judge-model-dir" in judged and "backend: hf" in judged
     # deciding a promoted report again makes it `decided` until the next export
     wb(ws, "decide", find(known, "Carthage"), "--decision", "hallucinated", "--answer", "unknown",
        "--reviewer", "bo", here=True)

@@ -47,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     exp = _sub(sub, "export", "write the decided reports as a field suite (suite.yaml + probes.jsonl)")
     exp.add_argument("--suite", required=True, metavar="DIR", help="the field suite's folder (rewritten whole)")
     exp.add_argument("--name", default="field", help="the suite's name (default: field)")
+    exp.add_argument("--judge", metavar="MODEL", help="grade the suite with match-judge: a named reference by match, "
+                     "other answers by this judge model (for sentence-long answers)")
+    exp.add_argument("--judge-backend", default="hf", help="the judge's backend: hf | vllm | openai (default: hf)")
 
 
 def _sub(sub: Any, name: str, text: str) -> argparse.ArgumentParser:
@@ -189,7 +192,8 @@ def _decide(store: Any, args: argparse.Namespace) -> int:
 def _export(store: Any, args: argparse.Namespace) -> int:
     from workbench.reports import export_suite
 
-    e = export_suite(store, Path(args.suite), name=args.name)
+    judge = {"model": args.judge, "backend": args.judge_backend} if args.judge else None
+    e = export_suite(store, Path(args.suite), name=args.name, judge=judge)
     if args.json:
         print_json({"suite": str(e.suite_path), "probes": e.probes, "reports": e.reports,
                     "not_factual": e.not_factual, "undecided": e.undecided})

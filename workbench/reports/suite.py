@@ -42,9 +42,10 @@ class Exported:
     undecided: int
 
 
-def export_suite(store: Store, out: Path, *, name: str = "field") -> Exported:
+def export_suite(store: Store, out: Path, *, name: str = "field", judge: dict[str, Any] | None = None) -> Exported:
     """Write every decided factual report into the field suite at `out` (rewritten whole, so it always holds
-    every decision), and mark them promoted."""
+    every decision), and mark them promoted. `judge`: the judge grader's options (`model`, `backend`, ...); the
+    suite then grades with `match-judge`, for answers longer than a phrase."""
     reports = list_reports(store)
     decided = [r for r in reports if r.decision is not None]
     factual = [r for r in decided if r.decision is not None and r.decision.decision != "not-factual"]
@@ -61,6 +62,8 @@ def export_suite(store: Store, out: Path, *, name: str = "field") -> Exported:
     suite: dict[str, Any] = {"name": name, "data": PROBES_FILE, "template": "chat", "tags": [FIELD_TAG]}
     if shared:
         suite["system_prompt"] = shared
+    if judge:
+        suite.update(grader="match-judge", grader_options=dict(judge))
     _atomic_write(out / PROBES_FILE, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     _atomic_write(out / SUITE_FILE, "# Field probes from reviewed user reports (`workbench reports export`).\n"
                   + yaml.safe_dump(suite, allow_unicode=True, sort_keys=False))

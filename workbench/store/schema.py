@@ -62,6 +62,7 @@ answers = Table(
     Column("mean_logprob", Float),
     Column("finish_reason", String, nullable=False),
     Column("engine", String),  # v2: what produced the text, e.g. "vllm 0.32.0 float32" (None: before v2)
+    Column("graded_by", String),  # v4: which grader decided, when a grader combines two (match-judge: match | judge)
 )
 
 # Content-addressed: key = sha256(model fingerprint, adapter, prompt, sampling settings, seed, sample index).
@@ -189,6 +190,7 @@ ADDED_COLUMNS: dict[int, list[tuple[str, str, str]]] = {
     2: [("runs", "pid", "INTEGER"), ("runs", "host", "VARCHAR"), ("runs", "heartbeat_at", "VARCHAR"),
         ("answers", "engine", "VARCHAR"), ("gen_cache", "engine", "VARCHAR"), ("reviews", "gate_id", "VARCHAR")],
     3: [("reviews", "override_reason", "TEXT")],
+    4: [("answers", "graded_by", "VARCHAR")],
 }
 
 Index("ix_answers_run", answers.c.run_id)
