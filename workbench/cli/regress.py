@@ -9,6 +9,7 @@ from typing import Any
 from workbench.cli._common import (
     add_dtype_argument,
     add_eval_arguments,
+    add_field_arguments,
     add_guard_arguments,
     add_limit_arguments,
     check_model,
@@ -42,9 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report", help="also write the report here (.md or .html)")
     p.add_argument("--junit", help="write JUnit XML here (one test case per gate)")
     add_guard_arguments(p)
-    p.add_argument("--field-suite", metavar="DIR", help="the field suite to evaluate beside the probes (default: "
-                   "the workspace's latest `workbench reports export`, when there is one)")
-    p.add_argument("--no-field", action="store_true", help="leave the field suite out (its gates read not checked)")
+    add_field_arguments(p)
     p.add_argument("--json", action="store_true")
     add_eval_arguments(p)
     add_limit_arguments(p)

@@ -117,8 +117,8 @@ def guard_outcomes(store: Store, baseline_id: str, candidate_id: str, *, pool: S
 def field_outcomes(store: Store, baseline_id: str, candidate_id: str, *, suite: str | Path | None = None,
                    limits: Limits | None = None, enabled: bool = True) -> GuardOutcomes:
     """Both models' answers to the field suite (`suite`, default the workspace's latest `workbench reports export`),
-    asked as the baseline run asks its probes (its template, system prompt, token budget, stops and grader; greedy
-    only), so that the field probes compare like the probes. The runs live in `WORKSPACE/field/`, out of the user's
+    asked as the baseline run asks its probes (its template, system prompt, token budget and stops; greedy only) and
+    graded by the field suite's grader. The runs live in `WORKSPACE/field/`, out of the user's
     run list; the cache makes a repeated gate free. No suite, or `enabled` False: a note the gate reports."""
     import dataclasses
 
@@ -137,7 +137,9 @@ def field_outcomes(store: Store, baseline_id: str, candidate_id: str, *, suite: 
     base, cand = store.get_run(baseline_id), store.get_run(candidate_id)
     check_comparable(base, cand)
     field_suite, loaded = resolve_probes(str(path))
-    asked = suite_of_run(base).model_copy(update={"name": field_suite.name})
+    # Asked as the baseline asks its probes, graded as the field suite says (match-judge for long answers).
+    asked = suite_of_run(base).model_copy(update={"name": field_suite.name, "grader": field_suite.grader,
+                                                  "grader_options": field_suite.grader_options})
     options = dataclasses.replace(options_of_run(base), samples=0, paraphrases=False, reuse_cache_from=None)
     fstore = Store.open(Path(store.workspace) / FIELD_DIR)
     runs = [run_eval(fstore, spec_of_run(r), asked, loaded, options, limits=limits or Limits()).run_id
