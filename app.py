@@ -63,6 +63,7 @@ def build_app(workspace: str | Path) -> Any:
     """The gr.Blocks of the app over one workspace (opened once; SQLite WAL lets the CLI write meanwhile)."""
     import gradio as gr
 
+    from app_reports import reports_tab
     from finetune import ui as fix
     from finetune.fixset import STRATEGIES
     from finetune.job import METHODS as JOB_METHODS
@@ -458,6 +459,8 @@ def build_app(workspace: str | Path) -> Any:
                                         "its gate)", interactive=False, wrap=True, elem_id="gate-history",
                                         column_widths=["17%", "12%", "17%", "17%", "10%", "7%", "20%"])
                 review_cli = gr.Textbox(label="equivalent CLI", interactive=False, buttons=["copy"])
+
+            reports_tab(store, who=who, errors=_ui_errors)  # its own module: app_reports.py
 
         # -- wiring -------------------------------------------------------------------------------------
         run_inputs = [f_text, f_status, f_suite]

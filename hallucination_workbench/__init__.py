@@ -48,6 +48,7 @@ COMMANDS: dict[str, str] = {
     "watch": "workbench.cli.watch",
     "history": "workbench.cli.history",
     "review": "workbench.cli.review",
+    "reports": "workbench.cli.reports",
     "demo": "hallucination_workbench.demo",
     "app": "hallucination_workbench.app",
 }

@@ -313,7 +313,7 @@ def test_readme_results_link_their_benchmarks() -> None:
 # ---------------------------------------------------------------- every module and bench script has its page
 
 def modules() -> list[str]:
-    found = ["app.py"]
+    found = ["app.py", *sorted(p.name for p in ROOT.glob("app_*.py"))]  # the app and its tabs' own modules
     for package in PACKAGES:
         found += sorted(str(p.relative_to(ROOT)) for p in (ROOT / package).rglob("*.py")
                         if "__pycache__" not in p.parts)

@@ -24,6 +24,7 @@ TOPS = ("workbench.cli", "finetune.commands")
 def modules() -> dict[str, Path]:
     """Dotted name -> file of every module of the layers (a package is its `__init__`)."""
     found = {"app": ROOT / "app.py"}
+    found.update({p.stem: p for p in sorted(ROOT.glob("app_*.py"))})  # the app's tabs in their own modules
     for top in LAYERS:
         for path in sorted((ROOT / top).rglob("*.py")) if (ROOT / top).is_dir() else ():
             parts = path.relative_to(ROOT).with_suffix("").parts
@@ -63,7 +64,8 @@ def graph(strings: bool = False) -> dict[str, dict[str, list[str]]]:
 
 
 def layer(module: str) -> int:
-    return LAYERS.index(module.split(".")[0])
+    top = module.split(".")[0]
+    return LAYERS.index("app" if top.startswith("app_") else top)
 
 
 def cycles(edges: dict[str, dict[str, list[str]]]) -> list[list[str]]:

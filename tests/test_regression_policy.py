@@ -127,6 +127,7 @@ def test_every_gate_type_is_tested_below() -> None:
         "max_abstention_increase",
         "max_broken_fraction",
         "max_broken",
+        "max_still_wrong",
         "mcnemar",
     }
 
@@ -224,3 +225,37 @@ def test_warn_severity_gives_warn_verdict_and_exit_zero() -> None:
     assert (result.verdict, result.exit_code) == ("warn", 0)
     failed = _compare(rows, "  - {type: max_broken}\n")
     assert (failed.verdict, failed.exit_code) == ("fail", 1)
+
+
+def test_max_still_wrong_counts_hallucinations_not_fixed() -> None:
+    rows = _same(30) + [(W, W, ())] * 2 + [(W, N, ())]  # 12 hallucinated before: 12 still, 1 now abstains
+    result = _gate(rows, "  - {type: max_still_wrong, max_count: 11, severity: warn}\n")
+    assert not result.passed and result.status == "warn" and result.observed == 12
+    assert "12 of 13 probes hallucinated by the baseline still hallucinated" in result.message
+    assert _gate(rows, "  - {type: max_still_wrong, max_count: 12}\n").passed
+
+
+def test_field_gates_count_the_field_suite_and_say_when_there_is_none() -> None:
+    from workbench.regression.compare import GuardOutcomes
+
+    def runs(verdicts: Sequence[tuple[Verdict, Verdict]]) -> GuardOutcomes:
+        b = {f"f{k}": ProbeOutcome(f"f{k}", ("field",), v, "b") for k, (v, _) in enumerate(verdicts)}
+        c = {f"f{k}": ProbeOutcome(f"f{k}", ("field",), v, "c") for k, (_, v) in enumerate(verdicts)}
+        return GuardOutcomes(RunOutcomes("3", "base", b), RunOutcomes("4", "cand", c))
+
+    probes = _same(30)
+    base = {f"p{k:03d}": ProbeOutcome(f"p{k:03d}", t, b, "b") for k, (b, _, t) in enumerate(probes)}
+    cand = {f"p{k:03d}": ProbeOutcome(f"p{k:03d}", t, c, "c") for k, (_, c, t) in enumerate(probes)}
+    policy = parse_policy("gates:\n  - {type: max_broken, scope: field}\n"
+                          "  - {type: max_still_wrong, scope: field, severity: warn}\n")
+
+    def gates(field: GuardOutcomes | None) -> tuple[GateResult, ...]:
+        return compare(RunOutcomes("1", "base", base), RunOutcomes("2", "cand", cand), policy, field=field).gates
+
+    broken, still = gates(runs([(C, W), (W, W), (W, C)]))  # a fixed complaint came back; one still fails
+    assert broken.status == "fail" and broken.message.startswith("field suite: 1 ")
+    assert still.status == "warn" and "1 of 2 probes hallucinated by the baseline" in still.message
+    kept, fixed = gates(runs([(C, C), (W, C)]))
+    assert kept.status == fixed.status == "pass"
+    for g in gates(None):  # no field suite: said, never a silent pass
+        assert g.passed and "not checked: no field suite" in g.message

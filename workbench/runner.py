@@ -385,11 +385,13 @@ def _store_answers(store: Store, run_id: str, grader: Grader,
                    answers: Sequence[tuple[_Slot, Completion, str | None]]) -> None:
     """Grade and store answers, each with the engine that produced its text."""
     verdicts = grader.grade_many([(s.probe, c.text) for s, c, _ in answers])  # one batch: judges batch their calls
+    # A grader that combines two (match-judge) says which decided each answer; the others leave it None.
+    sources: list[str | None] = list(getattr(grader, "last_sources", None) or [None] * len(answers))
     store.add_answers(run_id, [
         {"probe_id": s.probe.id, "variant": s.variant, "kind": s.kind, "sample_index": s.sample_index,
          "prompt": s.request.prompt, "text": c.text, "verdict": str(v),
-         "mean_logprob": c.mean_logprob, "finish_reason": c.finish_reason, "engine": engine}
-        for (s, c, engine), v in zip(answers, verdicts, strict=True)
+         "mean_logprob": c.mean_logprob, "finish_reason": c.finish_reason, "engine": engine, "graded_by": by}
+        for (s, c, engine), v, by in zip(answers, verdicts, sources, strict=True)
     ])
 
 

@@ -285,6 +285,13 @@ def progress_bar(label: str, enabled: bool) -> Iterator[Callable[[int, int], Non
         yield update
 
 
+def add_field_arguments(p: argparse.ArgumentParser) -> None:
+    """--field-suite / --no-field of the commands that gate (regress, watch): the field suite (workbench/reports)."""
+    p.add_argument("--field-suite", metavar="DIR", help="the field suite to evaluate beside the probes (default: "
+                   "the workspace's latest `workbench reports export`, when there is one)")
+    p.add_argument("--no-field", action="store_true", help="leave the field suite out (its gates read not checked)")
+
+
 def add_guard_arguments(p: argparse.ArgumentParser) -> None:
     """--no-guard / --guard-pool of the commands that gate (regress, watch): the known-facts guard (workbench/guard)."""
     p.add_argument("--no-guard", action="store_true",

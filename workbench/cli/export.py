@@ -33,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
                      "answers": list(p["answers"]), "tags": list(p["tags"]), "variant": a["variant"],
                      "kind": a["kind"], "sample_index": a["sample_index"], "prompt": a["prompt"],
                      "answer": a["text"], "verdict": a["verdict"], "mean_logprob": a["mean_logprob"],
-                     "finish_reason": a["finish_reason"], "engine": a["engine"]})
+                     "finish_reason": a["finish_reason"], "engine": a["engine"],
+                     "graded_by": a.get("graded_by")})
     out = given or Path(args.workspace) / "exports" / f"{rec.id}.{args.format}"
     out.parent.mkdir(parents=True, exist_ok=True)
     df = pd.DataFrame(rows)

@@ -9,6 +9,7 @@ from typing import Any
 from workbench.cli._common import (
     add_dtype_argument,
     add_eval_arguments,
+    add_field_arguments,
     add_guard_arguments,
     add_limit_arguments,
     check_model,
@@ -43,6 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report", help="also write the report here (.md or .html)")
     p.add_argument("--junit", help="write JUnit XML here (one test case per gate)")
     add_guard_arguments(p)
+    add_field_arguments(p)
     p.add_argument("--json", action="store_true")
     add_eval_arguments(p)
     add_limit_arguments(p)
@@ -105,7 +107,7 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
 
 def run(args: argparse.Namespace) -> int:
     from workbench.regression import load_policy, print_terminal
-    from workbench.regression.gate import gate_runs, guard_outcomes
+    from workbench.regression.gate import field_outcomes, gate_runs, guard_outcomes
     from workbench.store import Store
 
     # Refuse an unwritable --report/--junit before anything runs or is recorded (the gate is recorded once).
@@ -120,7 +122,9 @@ def run(args: argparse.Namespace) -> int:
     with progress_bar("known-facts guard", not args.json) as update:
         guard = guard_outcomes(store, base, cand, pool=args.guard_pool, limits=limits_from_args(args),
                                enabled=not args.no_guard, progress=update)
-    record = gate_runs(store, base, cand, policy, guard=guard)
+    field = field_outcomes(store, base, cand, suite=args.field_suite, limits=limits_from_args(args),
+                           enabled=not args.no_field)
+    record = gate_runs(store, base, cand, policy, guard=guard, field=field)
     result = record.result
     if "--report" in outputs:
         kind = "html" if outputs["--report"].suffix.lower() in (".html", ".htm") else "markdown"

@@ -6,7 +6,13 @@ import argparse
 import time
 from pathlib import Path
 
-from workbench.cli._common import add_guard_arguments, add_limit_arguments, limits_from_args, print_json
+from workbench.cli._common import (
+    add_field_arguments,
+    add_guard_arguments,
+    add_limit_arguments,
+    limits_from_args,
+    print_json,
+)
 
 HELP = ("watch a folder for new complete adapters/checkpoints and gate each against a baseline run; "
         "--once exits with the worst verdict of the scan: 1 fail, 3 inconclusive, 0 pass")
@@ -20,6 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--once", action="store_true", help="scan once and exit (for cron / CI)")
     p.add_argument("--json", action="store_true", help="print one JSON line per gated candidate")
     add_guard_arguments(p)
+    add_field_arguments(p)
     add_limit_arguments(p)
 
 
@@ -27,7 +34,14 @@ def run(args: argparse.Namespace) -> int:
     from workbench.backends import keep_engines
     from workbench.errors import WorkbenchError
     from workbench.regression import load_policy, worst_exit_code
-    from workbench.regression.gate import complete_adapters, gate_runs, gated_adapters, guard_outcomes, rerun_like
+    from workbench.regression.gate import (
+        complete_adapters,
+        field_outcomes,
+        gate_runs,
+        gated_adapters,
+        guard_outcomes,
+        rerun_like,
+    )
     from workbench.store import Store
 
     folder = Path(args.folder)
@@ -49,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
                 cand = rerun_like(store, baseline, adapter=str(adapter), limits=limits)
                 guard = guard_outcomes(store, baseline, cand, pool=args.guard_pool, limits=limits,
                                        enabled=not args.no_guard)
-                record = gate_runs(store, baseline, cand, policy, guard=guard)
+                field = field_outcomes(store, baseline, cand, suite=args.field_suite, limits=limits,
+                                       enabled=not args.no_field)
+                record = gate_runs(store, baseline, cand, policy, guard=guard, field=field)
                 worst = worst_exit_code((worst, record.result.exit_code))  # fail > inconclusive > pass
                 line = {"adapter": str(adapter), "candidate_run": cand, "gate_id": record.id,
                         "verdict": record.result.verdict, "exit_code": record.result.exit_code,

@@ -30,7 +30,7 @@ class Grader(Protocol):
     def close(self) -> None: ...
 
 
-GRADERS = ("match", "embedding", "judge")
+GRADERS = ("match", "embedding", "judge", "match-judge")
 
 
 def make_grader(name: str, abstention_phrases: tuple[str, ...], options: dict[str, Any] | None = None, *,
@@ -48,6 +48,10 @@ def make_grader(name: str, abstention_phrases: tuple[str, ...], options: dict[st
         from workbench.grading.judge import JudgeGrader
 
         return JudgeGrader.from_options(abstention_phrases=abstention_phrases, run_store=store, **options)
+    if name == "match-judge":  # long answers: a named reference by match, the rest by the judge
+        from workbench.grading.longform import MatchThenJudge
+
+        return MatchThenJudge.from_options(abstention_phrases=abstention_phrases, run_store=store, **options)
     raise unknown_name("grader", name, GRADERS)
 
 

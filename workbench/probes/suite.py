@@ -17,7 +17,7 @@ from workbench.probes.loader import HF_PREFIX, LoadResult, load_probes, with_tag
 from workbench.prompting import check_template
 from workbench.safeload import key_lines, read_yaml_file
 
-GRADERS = ("match", "embedding", "judge")
+GRADERS = ("match", "embedding", "judge", "match-judge")
 DEFAULT_ABSTENTIONS = (
     "i don't know", "i do not know", "i'm not sure", "not sure",
     "unknown", "cannot answer", "no answer", "i have no idea",
@@ -55,7 +55,9 @@ class Suite(pydantic.BaseModel, extra="forbid", use_attribute_docstrings=True):
     abstention_phrases: list[str] = list(DEFAULT_ABSTENTIONS)
     """An answer containing one of these (case-insensitive) counts as NOT_ATTEMPTED."""
     grader: str = "match"
-    """How answers are graded: match (normalized match against answers/aliases), embedding, judge."""
+    """How answers are graded: match (normalized match against answers/aliases), embedding, judge, or match-judge
+    (answers longer than a phrase: match where the answer names an accepted answer, else the judge; which one
+    decided is stored per answer). judge and match-judge take the judge's `grader_options` (`model`, ...)."""
     grader_options: dict[str, Any] = {}
     """Options passed to the grader (e.g. a similarity threshold, the judge model)."""
     tags: list[str] = []

@@ -67,9 +67,10 @@ class GuardOutcomes:
 
 
 def compare(baseline: RunOutcomes, candidate: RunOutcomes, policy: Policy | None = None,
-            guard: GuardOutcomes | None = None) -> ComparisonResult:
+            guard: GuardOutcomes | None = None, field: GuardOutcomes | None = None) -> ComparisonResult:
     """Pair the runs by probe id, compute deltas, CIs, McNemar and flips, and evaluate the gates; with `guard`,
-    also the guard set's runs, which the policy's `scope: guard` gates count.
+    also the guard set's runs, which the policy's `scope: guard` gates count; with `field`, the field suite's
+    runs (the same shape: both models' outcomes or a note), which `scope: field` gates count.
 
     Raises WorkbenchError when the runs do not cover exactly the same probes, or cover none.
     `policy` defaults to the built-in default policy.
@@ -85,6 +86,12 @@ def compare(baseline: RunOutcomes, candidate: RunOutcomes, policy: Policy | None
         gb, gc = guard.baseline.outcomes, guard.candidate.outcomes
         guard_pairs = [(gb[i], gc[i]) for i in sorted(gb)]
     guard_group = _group("guard", guard_pairs, policy) if guard_pairs else None
+    field = field or GuardOutcomes(note="no field suite was evaluated with this comparison")
+    field_group = None
+    if field.baseline is not None and field.candidate is not None:
+        _check_same_probes(field.baseline, field.candidate)
+        fb, fc = field.baseline.outcomes, field.candidate.outcomes
+        field_group = _group("field", [(fb[i], fc[i]) for i in sorted(fb)], policy)
     known = [_known("probes", pairs, guard.replayed)]
     if guard_pairs:
         known.append(_known("guard", guard_pairs, guard.replayed))
@@ -104,7 +111,7 @@ def compare(baseline: RunOutcomes, candidate: RunOutcomes, policy: Policy | None
         by_tag=by_tag,
         by_category={str(k): m for k, m in by_category.items()},
         changes=changes,
-        gates=evaluate_gates(policy, overall, by_tag, guard_group, guard.note),
+        gates=evaluate_gates(policy, overall, by_tag, guard_group, guard.note, field_group, field.note),
         known=tuple(known),
         guard=guard_group,
         guard_changes=_changes(guard_pairs),

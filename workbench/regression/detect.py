@@ -42,6 +42,7 @@ from workbench.regression.policy import (
     MaxBroken,
     MaxBrokenFraction,
     MaxHallucinationIncrease,
+    MaxStillWrong,
     MaxTagCorrectDrop,
     McNemar,
     Policy,
@@ -122,6 +123,9 @@ def gate_detectability(
     if isinstance(gate, MaxBrokenFraction | MaxAbstentionOnPreviouslyCorrect):
         what = "broken probe" if isinstance(gate, MaxBrokenFraction) else "new abstention"
         return _count(known, _smallest_count(known, lambda k: k / known > gate.max_fraction), what, "baseline-correct")
+    if isinstance(gate, MaxStillWrong):
+        return _count(rows[1], _smallest_count(rows[1], lambda k: k > gate.max_count), "still hallucinated probe",
+                      "baseline-hallucinated")
     if isinstance(gate, McNemar):
         return _mcnemar(known, gate.alpha)
     if isinstance(gate, MaxHallucinationIncrease | MaxAbstentionIncrease):

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from workbench.backends import Backend
 
 # Options that change what a run measures; two runs compared must agree on all of them.
+#: Where the field suite's gate runs live, inside the workspace (apart from the user's runs, as the guard's are).
+FIELD_DIR = "field"
 _MUST_MATCH_OPTIONS = ("samples", "paraphrases", "temperature", "top_p", "seed", "template")
 _MUST_MATCH_SUITE = ("template", "system_prompt", "stop", "max_tokens", "abstention_phrases", "grader",
                      "grader_options")
@@ -74,7 +76,8 @@ class GateRecord:
 
 
 def compare_stored(store: Store, baseline_id: str, candidate_id: str, policy: Policy | None = None,
-                   guard: GuardOutcomes | None = None) -> tuple[ComparisonResult, RunOutcomes, RunOutcomes]:
+                   guard: GuardOutcomes | None = None, field: GuardOutcomes | None = None,
+                   ) -> tuple[ComparisonResult, RunOutcomes, RunOutcomes]:
     """The paired comparison of two stored, comparable runs (reviewers' decisions applied) and the outcomes
     it compared; `gate_runs` records it, the app's Compare tab shows it. `guard`: the guard set's runs
     (`guard_outcomes`), counted by the policy's `scope: guard` gates."""
@@ -86,7 +89,7 @@ def compare_stored(store: Store, baseline_id: str, candidate_id: str, policy: Po
 
         guard = GuardOutcomes(replayed=replayed_probe_ids(cand.adapter),
                               note="no guard set was evaluated with this comparison")
-    return compare(b_out, c_out, policy or default_policy(), guard), b_out, c_out
+    return compare(b_out, c_out, policy or default_policy(), guard, field), b_out, c_out
 
 
 def guard_outcomes(store: Store, baseline_id: str, candidate_id: str, *, pool: Sequence[str] | None = None,
@@ -113,12 +116,46 @@ def guard_outcomes(store: Store, baseline_id: str, candidate_id: str, *, pool: S
     return GuardOutcomes(outcomes(gstore, gstore.get_run(gb)), outcomes(gstore, gstore.get_run(gc)), replayed)
 
 
+def field_outcomes(store: Store, baseline_id: str, candidate_id: str, *, suite: str | Path | None = None,
+                   limits: Limits | None = None, enabled: bool = True) -> GuardOutcomes:
+    """Both models' answers to the field suite (`suite`, default the workspace's latest `workbench reports export`),
+    asked as the baseline run asks its probes (its template, system prompt, token budget and stops; greedy only) and
+    graded by the field suite's grader. The runs live in `WORKSPACE/field/`, out of the user's
+    run list; the cache makes a repeated gate free. No suite, or `enabled` False: a note the gate reports."""
+    import dataclasses
+
+    from workbench.probes import resolve_probes
+    from workbench.reports.queue import field_suite_path
+    from workbench.results import suite_of_run
+    from workbench.runner import options_of_run, run_eval, spec_of_run
+
+    if not enabled:
+        return GuardOutcomes(note="left out with --no-field")
+    path = Path(suite) if suite is not None else field_suite_path(store)
+    if path is None:
+        return GuardOutcomes(note="no field suite in this workspace (`workbench reports export --suite DIR` makes one)")
+    if path.is_dir():
+        path = path / "suite.yaml"
+    base, cand = store.get_run(baseline_id), store.get_run(candidate_id)
+    check_comparable(base, cand)
+    field_suite, loaded = resolve_probes(str(path))
+    # Asked as the baseline asks its probes, graded as the field suite says (match-judge for long answers).
+    asked = suite_of_run(base).model_copy(update={"name": field_suite.name, "grader": field_suite.grader,
+                                                  "grader_options": field_suite.grader_options})
+    options = dataclasses.replace(options_of_run(base), samples=0, paraphrases=False, reuse_cache_from=None)
+    fstore = Store.open(Path(store.workspace) / FIELD_DIR)
+    runs = [run_eval(fstore, spec_of_run(r), asked, loaded, options, limits=limits or Limits()).run_id
+            for r in (base, cand)]
+    return GuardOutcomes(outcomes(fstore, fstore.get_run(runs[0])), outcomes(fstore, fstore.get_run(runs[1])))
+
+
 def gate_runs(store: Store, baseline_id: str, candidate_id: str, policy: Policy | None = None, *,
-              report_dir: Path | None = None, guard: GuardOutcomes | None = None) -> GateRecord:
-    """Compare two stored runs under a policy (with the guard set's runs when given), write the reports, and
-    record the verdict."""
+              report_dir: Path | None = None, guard: GuardOutcomes | None = None,
+              field: GuardOutcomes | None = None) -> GateRecord:
+    """Compare two stored runs under a policy (with the guard set's and the field suite's runs when given), write
+    the reports, and record the verdict."""
     policy = policy or default_policy()
-    result, base, cand = compare_stored(store, baseline_id, candidate_id, policy, guard)
+    result, base, cand = compare_stored(store, baseline_id, candidate_id, policy, guard, field)
     gate_id = new_id("gate")
     reports = write_reports(result, report_dir or store.workspace / "reports" / gate_id)
     with store.engine.begin() as c:

@@ -14,6 +14,7 @@ from workbench.regression.policy import (
     MaxBroken,
     MaxBrokenFraction,
     MaxHallucinationIncrease,
+    MaxStillWrong,
     MaxTagCorrectDrop,
     McNemar,
     Policy,
@@ -25,23 +26,28 @@ from workbench.types import Verdict
 def evaluate_gates(
     policy: Policy, overall: GroupComparison, by_tag: Mapping[str, GroupComparison],
     guard: GroupComparison | None = None, guard_note: str = "",
+    field: GroupComparison | None = None, field_note: str = "",
 ) -> tuple[GateResult, ...]:
     """Every gate of the policy, in order, each with what it could detect on this probe set. Gates of `scope:
-    guard` count `guard` (the guard set's comparison) instead; without one they are reported as not checked,
-    with `guard_note` saying why."""
+    guard` count `guard` (the guard set's comparison) instead, gates of `scope: field` count `field` (the field
+    suite's); without one they are reported as not checked, with `guard_note` / `field_note` saying why."""
     sizes = {t: (g.n, sum(g.transitions.counts[0])) for t, g in by_tag.items()}
+    other = {"guard": (guard, guard_note or "no guard set", "guard set"),
+             "field": (field, field_note or "no field suite", "field suite")}
     out = []
     for g in policy.gates:
-        if getattr(g, "scope", "probes") == "guard":
-            if guard is None:
-                why = f"not checked: {guard_note or 'no guard set'}"
+        scope = getattr(g, "scope", "probes")
+        if scope in other:
+            group, note, label = other[scope]
+            if group is None:
+                why = f"not checked: {note}"
                 unchecked = Detectability(can_fail=False, adequate=True, text=why)  # said, not a blind pass
                 out.append(dataclasses.replace(_result(g, True, None, _limit(g), "fraction", why),
                                                detectable=unchecked))
                 continue
-            result = evaluate_gate(g, guard, {})
-            out.append(dataclasses.replace(result, message=f"guard set: {result.message}",
-                                           detectable=gate_detectability(g, policy, guard.transitions, {})))
+            result = evaluate_gate(g, group, {})
+            out.append(dataclasses.replace(result, message=f"{label}: {result.message}",
+                                           detectable=gate_detectability(g, policy, group.transitions, {})))
             continue
         out.append(dataclasses.replace(
             evaluate_gate(g, overall, by_tag), detectable=gate_detectability(g, policy, overall.transitions, sizes)))
@@ -69,6 +75,13 @@ def evaluate_gate(gate: Gate, overall: GroupComparison, by_tag: Mapping[str, Gro
         return _result(gate, ok, value, limit, "points", msg)
     if isinstance(gate, MaxTagCorrectDrop):
         return _tag_drop(gate, by_tag)
+    if isinstance(gate, MaxStillWrong):
+        still = overall.transitions.count(Verdict.INCORRECT, Verdict.INCORRECT)
+        was_wrong = sum(overall.transitions.counts[1])
+        ok = still <= gate.max_count
+        msg = f"{still} of {was_wrong} probes hallucinated by the baseline still hallucinated " \
+              f"{'<=' if ok else '>'} {gate.max_count}"
+        return _result(gate, ok, float(still), float(gate.max_count), "count", msg)
     if isinstance(gate, MaxAbstentionOnPreviouslyCorrect):
         tm = overall.transitions
         was_correct = sum(tm.counts[0])

@@ -19,7 +19,7 @@ from workbench.safeload import MAX_SPEC_BYTES, yaml_load
 
 Severity = Literal["fail", "warn"]
 Bound = Literal["ci_low", "delta", "ci_high"]
-Scope = Literal["probes", "guard"]
+Scope = Literal["probes", "guard", "field"]
 
 
 class _Strict(BaseModel):
@@ -33,7 +33,9 @@ class _ScopedGate(BaseModel):
     """`probes`: the compared runs' probes. `guard`: the base model's known-facts guard set (workbench/guard), which
     `workbench regress` evaluates beside the probes: facts of a general pool the baseline knows, so that a fix made
     from a team's own failures, which the model rarely answers right, is still checked on what the model knows.
-    Without a guard comparison a `guard` gate is reported as not checked."""
+    Without a guard comparison a `guard` gate is reported as not checked. `field`: the field suite (probes made from
+    users' reports, `workbench reports export`), which `workbench regress` evaluates beside the probes once one exists;
+    without one a `field` gate is reported as not checked."""
 
 
 class _GateBase(_Strict):
@@ -141,6 +143,17 @@ class MaxBroken(_GateBase, _ScopedGate):
     """Allowed number of broken probes (correct -> incorrect or not attempted)."""
 
 
+class MaxStillWrong(_GateBase, _ScopedGate):
+    """Fails if more than `max_count` probes the baseline hallucinated on are still hallucinated by the candidate.
+
+    Meant for `scope: field` with `severity: warn`: a complaint users reported that the candidate has not fixed.
+    """
+
+    type: Literal["max_still_wrong"]
+    max_count: int = Field(default=0, ge=0)
+    """Allowed number of probes hallucinated by both (incorrect -> incorrect)."""
+
+
 class McNemar(_GateBase):
     """Fails if the candidate is significantly worse: more broken than fixed and exact McNemar p < alpha."""
 
@@ -157,6 +170,7 @@ Gate = Annotated[
     | MaxAbstentionIncrease
     | MaxBrokenFraction
     | MaxBroken
+    | MaxStillWrong
     | McNemar,
     Field(discriminator="type"),
 ]
@@ -206,6 +220,8 @@ class Policy(_Strict):
 # seed-7 world; GRPO about +9, estimated from the README's RL table), so a fail would block the fix that
 # works and a lower bar would warn on each of them by design; a blanket refusal (+95 points)
 # warns. Known facts lost to abstention already fail above (they are broken).
+# The field gates count the field suite (workbench/reports): a question users reported, decided and exported is
+# the one a team acted on, so one of them broken fails (max_count 0), and one still hallucinated warns.
 # The guard gate counts the same on the base model's guard set (workbench/guard), evaluated beside the probes: an
 # abstention fix made from a team's own 60 questions, 4 of them known, broke 50 of the 67 everyday facts the real
 # chat model knew while every probe-set gate was inconclusive. 2% is the fix's goal on facts the model knows.
@@ -218,6 +234,18 @@ gates:
     description: At most 2% of the facts the base model knows (its guard set, checked beside the probes) are now
       wrong or refused, whatever the probe set.
     max_fraction: 0.02
+  - type: max_broken
+    name: field_fixes_kept
+    scope: field
+    description: No probe of the field suite (users' reported questions) that the baseline got right is now wrong
+      or refused.
+    max_count: 0
+  - type: max_still_wrong
+    name: field_failures_fixed
+    scope: field
+    description: Every field probe the baseline hallucinated on is no longer hallucinated.
+    max_count: 0
+    severity: warn
   - type: max_broken_fraction
     name: known_facts_kept
     description: At most 2.5% of the probes the baseline got right are now wrong or abstained.

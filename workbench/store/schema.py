@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 metadata = MetaData()
 
 meta = Table("meta", metadata, Column("key", String, primary_key=True), Column("value", Text, nullable=False))
@@ -62,6 +62,7 @@ answers = Table(
     Column("mean_logprob", Float),
     Column("finish_reason", String, nullable=False),
     Column("engine", String),  # v2: what produced the text, e.g. "vllm 0.32.0 float32" (None: before v2)
+    Column("graded_by", String),  # v4: which grader decided, when a grader combines two (match-judge: match | judge)
 )
 
 # Content-addressed: key = sha256(model fingerprint, adapter, prompt, sampling settings, seed, sample index).
@@ -152,13 +153,48 @@ reviews = Table(
     Column("override_reason", Text),
 )
 
+# v4: field reports (workbench/reports): users' flagged conversations, stored as imported (redacted first).
+field_reports = Table(
+    "field_reports", metadata,
+    Column("id", String, primary_key=True),  # rep-<hash of source name, line, content>: a re-import adds nothing
+    Column("imported_at", String, nullable=False),
+    Column("source", String, nullable=False),  # the file as given to `workbench reports import`
+    Column("line", Integer, nullable=False),  # its 1-based line (CSV: the record's first line)
+    Column("original_json", Text, nullable=False),  # the record as read, after redaction
+    Column("messages_json", Text, nullable=False),  # the chat prompt: context turns + the asked user turn
+    Column("question", Text, nullable=False),  # the asked user turn
+    Column("question_key", String, nullable=False),  # the normalised question: reports asking the same are one group
+    Column("answer", Text),  # the model's answer the user flagged (None: the export held none)
+    Column("comment", Text),  # the user's complaint
+    Column("feedback_json", Text, nullable=False),  # rating, reason, conversation id, ... as the export gave them
+    Column("reported_at", String, nullable=False),  # the export's timestamp, else the import time
+    Column("promoted_at", String),  # when `reports export` last wrote it into a field suite
+    Column("promoted_to", String),  # that suite's folder
+)
+
+# A reviewer's decisions on field reports; never overwritten: the latest row per report wins.
+report_decisions = Table(
+    "report_decisions", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("report_id", String, nullable=False),
+    Column("at", String, nullable=False),
+    Column("reviewer", String, nullable=False),
+    Column("decision", String, nullable=False),  # hallucinated | correct | should-refuse | not-factual
+    Column("answers_json", Text, nullable=False),  # the reference answer and aliases ([] : abstain or not factual)
+    Column("abstain", Integer, nullable=False),  # 1: the right response is to abstain
+    Column("note", Text, nullable=False),
+)
+
 #: Columns added after v1, by the version that added them: (table, column DDL). All nullable.
 ADDED_COLUMNS: dict[int, list[tuple[str, str, str]]] = {
     2: [("runs", "pid", "INTEGER"), ("runs", "host", "VARCHAR"), ("runs", "heartbeat_at", "VARCHAR"),
         ("answers", "engine", "VARCHAR"), ("gen_cache", "engine", "VARCHAR"), ("reviews", "gate_id", "VARCHAR")],
     3: [("reviews", "override_reason", "TEXT")],
+    4: [("answers", "graded_by", "VARCHAR")],
 }
 
 Index("ix_answers_run", answers.c.run_id)
 Index("ix_job_events_job", job_events.c.job_id)
 Index("ix_reviews_run", reviews.c.run_id)
+Index("ix_field_reports_key", field_reports.c.question_key)
+Index("ix_report_decisions_report", report_decisions.c.report_id)

@@ -1,0 +1,118 @@
+"""A field suite from decided reports: `suite.yaml` + `probes.jsonl`, the project's ordinary suite format.
+
+One probe per question (reports grouped by normalised question), carrying its provenance: the report ids, the
+reviewer, the decision and its time, the source files and lines. The conversation's context turns are kept in the
+probe's question (a probe has one question, the chat template renders it as the user turn); a system prompt shared
+by every probe becomes the suite's `system_prompt`, any other is kept in the question with the context.
+
+A probe that should abstain accepts only the abstention phrase, so abstaining grades NOT_ATTEMPTED and any answer
+INCORRECT (a hallucination): the gate counts a fixed complaint coming back as a new hallucination.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from workbench.errors import WorkbenchError
+from workbench.reports.queue import QueuedReport, list_reports, mark_promoted
+from workbench.store import Store, utcnow
+
+SUITE_FILE = "suite.yaml"
+PROBES_FILE = "probes.jsonl"
+#: What a should-abstain probe accepts: the first of the suites' default abstention phrases.
+ABSTAIN_ANSWER = "I don't know"
+FIELD_TAG = "field"
+
+
+@dataclass(frozen=True)
+class Exported:
+    suite_path: Path
+    probes: int
+    reports: int
+    not_factual: int  # decided reports that make no probe
+    undecided: int
+
+
+def export_suite(store: Store, out: Path, *, name: str = "field", judge: dict[str, Any] | None = None) -> Exported:
+    """Write every decided factual report into the field suite at `out` (rewritten whole, so it always holds
+    every decision), and mark them promoted. `judge`: the judge grader's options (`model`, `backend`, ...); the
+    suite then grades with `match-judge`, for answers longer than a phrase."""
+    reports = list_reports(store)
+    decided = [r for r in reports if r.decision is not None]
+    factual = [r for r in decided if r.decision is not None and r.decision.decision != "not-factual"]
+    if not factual:
+        raise WorkbenchError(f"no decided factual report to export ({len(reports)} report(s), "
+                             f"{len(reports) - len(decided)} undecided); decide some with `workbench reports decide`")
+    groups: dict[str, list[QueuedReport]] = {}
+    for r in factual:
+        groups.setdefault(r.question_key, []).append(r)
+    systems = {_system(r) for r in factual}
+    shared = systems.pop() if len(systems) == 1 else None
+    rows = [_probe_row(g, shared) for g in groups.values()]
+    out.mkdir(parents=True, exist_ok=True)
+    suite: dict[str, Any] = {"name": name, "data": PROBES_FILE, "template": "chat", "tags": [FIELD_TAG]}
+    if shared:
+        suite["system_prompt"] = shared
+    if judge:
+        suite.update(grader="match-judge", grader_options=dict(judge))
+    _atomic_write(out / PROBES_FILE, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    _atomic_write(out / SUITE_FILE, "# Field probes from reviewed user reports (`workbench reports export`).\n"
+                  + yaml.safe_dump(suite, allow_unicode=True, sort_keys=False))
+    mark_promoted(store, [r.id for r in factual], at=utcnow(), where=str(out))
+    return Exported(out / SUITE_FILE, len(rows), len(factual), len(decided) - len(factual),
+                    len(reports) - len(decided))
+
+
+def _system(r: QueuedReport) -> str | None:
+    first = r.messages[0] if r.messages else None
+    return first["content"] if first and first["role"] == "system" and first["content"].strip() else None
+
+
+def _probe_row(group: list[QueuedReport], shared_system: str | None) -> dict[str, Any]:
+    # The latest decision of the group speaks for it (a reviewer may re-decide one report of a group).
+    lead = max(group, key=lambda r: (r.decision.at if r.decision else "", r.decision.id if r.decision else 0))
+    d = lead.decision
+    assert d is not None
+    abstain = d.abstain or d.decision == "should-refuse"
+    turns = [m for m in lead.messages[:-1] if not (m["role"] == "system" and m["content"] == shared_system)]
+    question = lead.question
+    if turns:  # earlier turns the question depends on ("and its capital?"), kept as the prompt gave them
+        context = "\n".join(f"{m['role']}: {m['content']}" for m in turns)
+        question = f"{context}\nuser: {lead.question}"
+    tags = [FIELD_TAG, f"field:{d.decision}"] + (["field:should-abstain"] if abstain else [])
+    return {
+        "id": "field-" + hashlib.sha256(lead.question_key.encode()).hexdigest()[:10],
+        "question": question,
+        "answers": [ABSTAIN_ANSWER] if abstain else list(d.answers),
+        "tags": tags,
+        "provenance": {
+            "reports": sorted(r.id for r in group),
+            "decision": d.decision,
+            "reviewer": d.reviewer,
+            "decided_at": d.at,
+            "note": d.note,
+            "sources": sorted({f"{Path(r.source).name}:{r.line}" for r in group}),
+            "reported_answers": [a for a, _ in Counter(r.answer for r in group if r.answer).most_common(3)],
+        },
+    }
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Written beside, then renamed: a reader (an eval started meanwhile) sees the old suite or the new one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
