@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _guard(store: Store, args: argparse.Namespace) -> GuardSet | None:
     """The guard set of the run's model under its prompt settings (built at first use; None with --guard-pool none)."""
-    from workbench.cli._common import progress_bar
+    from workbench.cli import progress_bar
     from workbench.guard import guard_for_run
     from workbench.guard.pool import NONE
 

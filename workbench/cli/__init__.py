@@ -7,10 +7,10 @@ from __future__ import annotations
 import argparse
 import os
 
-from workbench.cli._common import print_json
+from workbench.cli._common import print_json, progress_bar
 from workbench.cli._ray import BackendFor, add_ray_arguments, ray_backends
 
-__all__ = ["BackendFor", "add_ray_arguments", "add_workspace_argument", "print_json", "ray_backends"]
+__all__ = ["BackendFor", "add_ray_arguments", "add_workspace_argument", "print_json", "progress_bar", "ray_backends"]
 
 
 def add_workspace_argument(p: argparse.ArgumentParser) -> None:
