@@ -1,7 +1,7 @@
 """The known-facts guard on the real chat model: a fix made from a team's own failures, as a user runs it.
 
     .venv/bin/python bench/guard_flow.py --workspace WS [--sets nq,tqa] [--seeds 0,1] [--methods sft,dpo]
-        [--questions 60] [--guard-pool FILE ...] [--out FILE]
+        [--questions 60] [--strategy auto] [--guard-pool FILE ...] [--out FILE]
 
 For each question set (`nq`: the first `--questions` of the shipped 50-question NQ-open slice; `tqa`: the first
 `--questions` of ../shared/data/TruthfulQA.csv), one baseline run of SmolLM2-135M-Instruct as a team would make it
@@ -29,10 +29,16 @@ SETS = {"nq": ROOT / "tests/data/formats/nq_open.jsonl", "tqa": ROOT.parent / "s
 SYSTEM = "Answer in one short sentence."
 
 
+class Refused(Exception):
+    """The command refused its input (exit 2) with a message: recorded for that run, the others go on."""
+
+
 def workbench(*args: str, timeout: float = 7200) -> dict[str, Any]:
     """`workbench ARGS --json` in a subprocess; its JSON (the last line that parses)."""
     proc = subprocess.run([sys.executable, "-m", "hallucination_workbench", *args, "--json"], capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd=ROOT)
+    if proc.returncode == 2 and proc.stderr.strip().startswith("error:"):
+        raise Refused(proc.stderr.strip().splitlines()[0].removeprefix("error:").strip())
     if proc.returncode not in (0, 1, 3):
         raise SystemExit(f"workbench {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     for line in reversed(proc.stdout.splitlines()):
@@ -66,11 +72,11 @@ def baseline(name: str, questions: int, ws: Path) -> tuple[str, float]:
     return str(run["run_id"]), time.monotonic() - t
 
 
-def one(ws: Path, run: str, method: str, seed: int, guard: list[str]) -> dict[str, Any]:
-    out = ws / f"fix-{run}-{method}-{seed}"
+def one(ws: Path, run: str, method: str, seed: int, guard: list[str], strategy: str) -> dict[str, Any]:
+    out = ws / f"fix-{run}-{method}-{strategy}-{seed}"
     t = time.monotonic()
-    fix = workbench("fix", run, "--out", str(out), "--train", "--method", method, "--seed", str(seed),
-                    "--workspace", str(ws), *guard)
+    fix = workbench("fix", run, "--out", str(out), "--train", "--method", method, "--strategy", strategy,
+                    "--seed", str(seed), "--workspace", str(ws), *guard)
     fix_s = time.monotonic() - t
     job = fix["job"]
     t = time.monotonic()
@@ -80,7 +86,9 @@ def one(ws: Path, run: str, method: str, seed: int, guard: list[str]) -> dict[st
     scopes = {k["scope"]: k for k in gate["known_facts"]}
     g = scopes.get("guard", {})
     rows = {r["label"]: r for r in gate["headline"]["rows"]}
-    return {"method": method, "seed": seed, "verdict": gate["verdict"], "guard": g, "probes": scopes["probes"],
+    failed = [x["name"] for x in gate["gates"] if x.get("status") == "fail"]
+    return {"method": method, "strategy": strategy, "seed": seed, "verdict": gate["verdict"], "failed_gates": failed,
+            "guard": g, "probes": scopes["probes"],
             "guard_broken_share": g["broken"] / g["known"] if g.get("known") else None,
             "guard_refused_share": g["refused"] / g["known"] if g.get("known") else None,
             "hallucinated_before": rows["hallucinated"]["baseline_count"],
@@ -91,6 +99,8 @@ def one(ws: Path, run: str, method: str, seed: int, guard: list[str]) -> dict[st
 
 
 def goals(r: dict[str, Any]) -> dict[str, bool | None]:
+    if "refused" in r:
+        return {}
     b, a = r["hallucinated_before"], r["hallucinated_after"]
     return {"guard_broken_le_2pct": None if r["guard_broken_share"] is None else r["guard_broken_share"] <= 0.02,
             "guard_refused_le_2pct": None if r["guard_refused_share"] is None else r["guard_refused_share"] <= 0.02,
@@ -104,6 +114,7 @@ def main() -> None:
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--methods", default="sft,dpo")
     p.add_argument("--questions", type=int, default=60)
+    p.add_argument("--strategy", default="auto", help="`fix --strategy` (dpo: abstention as DPO's chosen answer)")
     p.add_argument("--guard-pool", action="append", default=[], metavar="FILE",
                    help="passed to fix and regress (`none` leaves the shipped pool out: a small pool for a smoke run)")
     p.add_argument("--out", type=Path)
@@ -116,7 +127,11 @@ def main() -> None:
         run, eval_s = baseline(name, args.questions, ws)
         for method in args.methods.split(","):
             for seed in (int(s) for s in args.seeds.split(",")):
-                r = {"set": name, "run": run, "baseline_s": round(eval_s), **one(ws, run, method, seed, guard)}
+                r: dict[str, Any] = {"set": name, "run": run, "baseline_s": round(eval_s)}
+                try:
+                    r.update(one(ws, run, method, seed, guard, args.strategy))
+                except Refused as e:  # e.g. a fix set with no DPO pairs for --method dpo
+                    r.update({"method": method, "strategy": args.strategy, "seed": seed, "refused": str(e)})
                 r["goals"] = goals(r)
                 results.append(r)
                 print(json.dumps(r), flush=True)
@@ -124,10 +139,13 @@ def main() -> None:
                     args.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "results": results},
                                                    indent=1) + "\n")
     for r in results:
+        if "refused" in r:
+            print(f"{r['set']:<4} {r['method']:<4} seed {r['seed']}: refused: {r['refused']}")
+            continue
         g = r["guard"]
         print(f"{r['set']:<4} {r['method']:<4} seed {r['seed']}: guard broken {g.get('broken')} of {g.get('known')} "
               f"(refused {g.get('refused')}), hallucinated {r['hallucinated_before']} -> {r['hallucinated_after']}, "
-              f"gate {r['verdict']}, goals {r['goals']}")
+              f"gate {r['verdict']} {r['failed_gates']}, goals {r['goals']}")
 
 
 if __name__ == "__main__":
