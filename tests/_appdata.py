@@ -109,6 +109,17 @@ class RealAppData:
     seconds: dict[str, float]  # wall time of each command
 
 
+def real_workspace(tmp_path_factory: pytest.TempPathFactory) -> RealAppData:
+    """The session's real-model workspace (`make_real_workspace`), built once for every xdist worker: the chat loop
+    and the app's real-answer tests read it (and copy it where they write) instead of each running the chain."""
+    from artifacts import built
+    from realmodel import real_model_dir
+
+    model = real_model_dir()
+    return built(tmp_path_factory, "real-app-data", (REAL_ROWS, REAL_MAX_TOKENS, REAL_SYSTEM),
+                 lambda folder: make_real_workspace(model, folder))
+
+
 def make_real_workspace(model: Path, root: Path) -> RealAppData:
     """Every step through the CLI, as a user runs it (subprocesses with hard time limits): `eval --template chat`
     of the first REAL_ROWS NQ rows, `attribute`, `fix`, `train` (8 LoRA SFT steps), `regress` of base + adapter

@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 from _appbrowser import ARGS, CHROMIUM, NEEDS_CHROMIUM, field, pick, shot
-from _appdata import REAL_SYSTEM, RealAppData, make_real_workspace, private_copy
+from _appdata import REAL_SYSTEM, RealAppData, private_copy, real_workspace
 from procs import free_port
-from realmodel import real_model_dir
 
 from workbench import views
 
@@ -31,7 +30,7 @@ FITS = "e => e.scrollWidth <= e.clientWidth + 2 && e.scrollHeight <= e.clientHei
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, RealAppData]]:
     import app
 
-    data = make_real_workspace(real_model_dir(), tmp_path_factory.getbasetemp() / "real-app-data")
+    data = real_workspace(tmp_path_factory)
     ws = private_copy(data.workspace, tmp_path_factory.mktemp("real-browser") / "ws")
     demo, url = app.launch(ws, port=free_port(), prevent_thread_lock=True, quiet=True)
     try:
