@@ -76,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
         from finetune.job import from_dict, run_job
 
         method = args.method or _default_method(manifest.counts)
+        note = _method_note(method, manifest.counts, args.strategy)
+        if note:
+            print(f"warning: {note}", file=sys.stderr)
         spec = from_dict({"fixset": str(Path(args.out).resolve()), "method": method,
                           "output_dir": str((Path(args.out) / "job").resolve()),
                           "trainer": {"max_steps": args.steps} if args.steps else {}}, where="--method/--steps")
@@ -141,10 +144,32 @@ def _print_guard(manifest: FixSetManifest) -> None:
               "what it knows; gate it on facts the model knows before shipping", file=sys.stderr)
 
 
+def _targeted(counts: dict[str, dict[str, int]]) -> dict[str, int]:
+    """Training rows per split that fix a probe (replay and rehearsal rows left out)."""
+    from finetune.fixset import UNTARGETED
+
+    return {split: sum(n for cat, n in rows.items() if cat not in UNTARGETED) for split, rows in counts.items()}
+
+
+def _method_note(method: str, counts: dict[str, dict[str, int]], strategy: str) -> str | None:
+    """A warning when the chosen method's split holds fewer of the set's targets than another split: on the real
+    chat model, `--method dpo` on a set whose failures were nearly all unknown facts trained 30 steps on 3 pairs,
+    fixed nothing and broke 4-5% of the guard (docs/benchmarks/guard_flow.md)."""
+    from finetune.fixset import METHOD_SPLIT
+
+    targeted = _targeted(counts)
+    mine = targeted.get(METHOD_SPLIT.get(method, method), 0)
+    best = max(targeted, key=lambda s: targeted[s])
+    if mine >= targeted[best]:
+        return None
+    hint = " (the auto strategy writes DPO pairs only for failures the model knows; --strategy dpo makes abstention " \
+        "the chosen answer for the others)" if method == "dpo" and strategy == "auto" else ""
+    return (f"--method {method} trains on {mine} of the fix set's targeted rows; its {best} split holds "
+            f"{targeted[best]}{hint}")
+
+
 def _default_method(counts: dict[str, dict[str, int]]) -> str:
     if counts.get("prompts"):
         return "grpo"
-    from finetune.fixset import UNTARGETED
-
-    targeted = {s: sum(n for cat, n in counts[s].items() if cat not in UNTARGETED) for s in ("sft", "dpo")}
-    return "sft" if targeted["sft"] >= targeted["dpo"] else "dpo"
+    targeted = _targeted(counts)
+    return "sft" if targeted.get("sft", 0) >= targeted.get("dpo", 0) else "dpo"
