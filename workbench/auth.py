@@ -16,9 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
+from workbench.safeopen import read_input_text
 
 ALGORITHM = "pbkdf2_sha256"
 ITERATIONS = 310_000  # OWASP's 2023 figure for PBKDF2-HMAC-SHA256
+MAX_AUTH_BYTES = 1 << 20  # about 6,000 users
 _NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")  # always with fullmatch: `$` would accept a trailing newline
 
 
@@ -46,8 +48,8 @@ def verify(password: str, encoded: str) -> bool:
 def load_users(path: str | os.PathLike[str]) -> dict[str, str]:
     """username -> encoded hash. Raises WorkbenchError naming the line of a malformed entry."""
     p = Path(path)
-    try:
-        text = p.read_text()
+    try:  # a regular file only, bounded (a FIFO or a link to /dev/zero would hang or fill memory)
+        text = read_input_text(p, max_bytes=MAX_AUTH_BYTES, what="auth file")
     except OSError as e:
         raise WorkbenchError(f"cannot read auth file {p}: {e.strerror}") from None
     users: dict[str, str] = {}
@@ -85,8 +87,8 @@ def add_user(path: str | os.PathLike[str], username: str, password: str) -> None
         raise WorkbenchError(f"bad username {username!r}: use letters, digits and _ . @ - (at most 64)")
     p = Path(path)
     try:
-        lines = p.read_text().splitlines() if p.exists() else []
-    except (OSError, UnicodeDecodeError) as e:
+        lines = read_input_text(p, max_bytes=MAX_AUTH_BYTES, what="auth file").splitlines() if p.exists() else []
+    except OSError as e:
         raise WorkbenchError(f"cannot read auth file {p}: {e}") from None
     kept = [ln for ln in lines if ln.partition(":")[0].strip() != username]
     kept.append(f"{username}:{hash_password(password)}")

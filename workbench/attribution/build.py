@@ -94,6 +94,7 @@ def build_index(
     batch_size: int = 10_000,
     progress: Callable[[int], None] | None = None,
     tokenizer: Tokenizer = DEFAULT_TOKENIZER,
+    follow_symlinks: bool = False,
 ) -> BuildReport:
     """Index `corpus` into `index_path`; resume a stopped build; no-op when already built.
 
@@ -102,7 +103,7 @@ def build_index(
     An index built with another tokenizer counts as another corpus (--rebuild)."""
     check_tokenizer(tokenizer)
     t0 = time.perf_counter()
-    src = open_corpus(corpus, text_field=text_field, id_field=id_field)
+    src = open_corpus(corpus, text_field=text_field, id_field=id_field, follow_symlinks=follow_symlinks)
     identity = {"label": src.label, "kind": src.kind, "fingerprint": src.fingerprint(),
                 "text_field": text_field, "id_field": id_field}
     if tokenizer != DEFAULT_TOKENIZER:  # the default adds no key: identities stay as schema 1 wrote them

@@ -20,10 +20,17 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
                         "default 1000 bytes / 256 model tokens)")
 
 
+def add_symlink_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--follow-symlinks", action="store_true",
+                   help="read symlinked files and folders inside a corpus directory (refused by default: a link "
+                        "can pull any file the user can read into the index)")
+
+
 def build_with_engine(args: argparse.Namespace, progress: Callable[[int], None]) -> Any:
     from workbench.attribution.engine import infinigram_dir
     from workbench.attribution.infinigram_build import build_infinigram
 
     return build_infinigram(args.corpus, infinigram_dir(args.workspace), tokenizer=args.tokenizer,
                             text_field=args.text_field, id_field=args.id_field, skip_bad=args.skip_bad,
-                            rebuild=args.rebuild, batch_size=args.batch_size, window=args.window, progress=progress)
+                            rebuild=args.rebuild, batch_size=args.batch_size, window=args.window, progress=progress,
+                            follow_symlinks=args.follow_symlinks)

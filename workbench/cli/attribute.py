@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.cli._common import print_json
+from workbench.cli._index_engine import add_symlink_argument
 
 HELP = ("attribute a run's failures: behavior (unstable, prompt-sensitive, over-abstain), data (conflict, ...; "
         "with a corpus) or knowledge:unknown (without one)")
@@ -23,6 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text-field", default="text", help="corpus field holding the text (default: text)")
     p.add_argument("--id-field", default="id", help="corpus field holding the document id (default: id)")
     p.add_argument("--skip-bad", action="store_true", help="skip bad corpus rows (counted) instead of stopping")
+    add_symlink_argument(p)
     p.add_argument("--quality-report", metavar="FILE",
                    help="also write the corpus rows that contradict accepted answers to FILE (JSONL)")
     p.add_argument("--top", type=int, default=3, help="examples shown per category (default 3)")
@@ -49,7 +51,7 @@ def open_index(args: argparse.Namespace) -> Any:
     from workbench.cli.index import require_documents
 
     report = build_index(args.corpus, default, text_field=args.text_field, id_field=args.id_field,
-                         skip_bad=args.skip_bad)
+                         skip_bad=args.skip_bad, follow_symlinks=args.follow_symlinks)
     require_documents(report, args.corpus)
     if report.skipped and not args.json:
         print(f"note: {report.skipped} bad corpus rows skipped")
