@@ -328,6 +328,8 @@ PROCESS_CODES: list[tuple[int, str]] = [
     (3, "the gate was inconclusive: a fail gate passed but could not have failed on this probe set"),
     (130, "interrupted by Ctrl-C: engines shut down, a run in progress is marked `interrupted`, finished answers are "
           "kept"),
+    (141, "standard output was closed by its reader (`workbench runs --json | head`): the command ends quietly, "
+          "as Unix tools do on SIGPIPE; a full standard output (`> /dev/full`) is an error, exit 2"),
     (143, "terminated by SIGTERM (a CI timeout, `kill`, systemd), handled as Ctrl-C"),
 ]
 

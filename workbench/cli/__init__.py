@@ -7,10 +7,25 @@ from __future__ import annotations
 import argparse
 import os
 
-from workbench.cli._common import print_json
+from workbench.cli._common import atomic_output, check_output_dir, check_output_file, print_json
 from workbench.cli._ray import BackendFor, add_ray_arguments, ray_backends
+from workbench.cli._stdout import CLOSED_PIPE_EXIT, StdoutClosed, StdoutFailed, guard_stdout, silence_stdout
 
-__all__ = ["BackendFor", "add_ray_arguments", "add_workspace_argument", "print_json", "ray_backends"]
+__all__ = [
+    "CLOSED_PIPE_EXIT",
+    "BackendFor",
+    "StdoutClosed",
+    "StdoutFailed",
+    "add_ray_arguments",
+    "add_workspace_argument",
+    "atomic_output",
+    "check_output_dir",
+    "check_output_file",
+    "guard_stdout",
+    "print_json",
+    "ray_backends",
+    "silence_stdout",
+]
 
 
 def add_workspace_argument(p: argparse.ArgumentParser) -> None:

@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from workbench.cli._common import print_json
+from workbench.cli._common import atomic_output, check_output_file, print_json
 from workbench.cli._index_engine import add_symlink_argument
 
 HELP = ("attribute a run's failures: behavior (unstable, prompt-sensitive, over-abstain), data (conflict, ...; "
@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     from workbench.results import load_results
     from workbench.store import Store
 
+    if args.quality_report:  # refused before any work, not after the attributions are stored
+        check_output_file(args.quality_report, "--quality-report")
     store = Store.open(args.workspace)
     results = load_results(store, store.get_run(args.run).id)
     index = open_index(args)
@@ -77,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         if args.quality_report and index is not None:
             from workbench.attribution.quality import contradicting_rows, export_jsonl
 
-            exported = export_jsonl(contradicting_rows(index, results.probes), args.quality_report)
+            with atomic_output(args.quality_report, "--quality-report") as tmp:
+                exported = export_jsonl(contradicting_rows(index, results.probes), tmp)
     finally:
         if index is not None:
             index.close()

@@ -1,0 +1,137 @@
+"""Outputs that cannot hurt the user: a closed pipe ends a command quietly (exit 141, as Unix tools on SIGPIPE), a full
+stdout is a clean error, output files are checked before any work (directories, FIFOs, a chain of missing folders,
+read-only places refused) and written atomically, and CSV cells a spreadsheet would run as formulas are quoted."""
+
+from __future__ import annotations
+
+import csv
+import errno
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from clirun import ENV, assert_refused, without_write_access, workbench
+
+from workbench.cli import atomic_output, check_output_dir, check_output_file
+from workbench.cli.export import spreadsheet_safe
+from workbench.errors import WorkbenchError
+
+LIMIT_S = 60
+
+
+def _into_closed_pipe(*args: str) -> subprocess.CompletedProcess[str]:
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the first write: every write fails with EPIPE
+    try:
+        return subprocess.run([sys.executable, "-m", "hallucination_workbench", *args], stdout=w,
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=ENV, timeout=LIMIT_S)
+    finally:
+        os.close(w)
+
+
+@pytest.mark.parametrize("args", [["runs", "--json"], ["--help"], ["history", "--help"]])
+def test_a_closed_pipe_ends_the_command_quietly(args: list[str], tmp_path: Path) -> None:
+    proc = _into_closed_pipe(*args, *(["--workspace", str(tmp_path)] if args[0] == "runs" else []))
+    assert (proc.returncode, proc.stderr) == (141, "")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [["runs", "--json"], ["--help"]])
+def test_a_full_stdout_is_a_clean_error(args: list[str], tmp_path: Path) -> None:
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "hallucination_workbench", *args,
+                               *(["--workspace", str(tmp_path)] if args[0] == "runs" else [])],
+                              stdout=full, stderr=subprocess.PIPE, text=True, env=ENV, timeout=LIMIT_S)
+    assert_refused(proc, "cannot write to standard output: No space left on device")
+    assert "Exception ignored" not in proc.stderr
+
+
+def test_output_files_are_checked_before_any_work(tmp_path: Path) -> None:
+    assert check_output_file(str(tmp_path / "new" / "r.html"), "--report") == tmp_path / "new" / "r.html"
+    assert not (tmp_path / "new").exists()  # checked, not created: it is made when the file is written
+    with pytest.raises(WorkbenchError, match=r"--report .*: folder .*a.* does not exist \(only the last folder"):
+        check_output_file(str(tmp_path / "a" / "b" / "r.html"), "--report")
+    assert not (tmp_path / "a").exists()
+    with pytest.raises(WorkbenchError, match="is a directory; give a file name"):
+        check_output_file(str(tmp_path), "--out")
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(WorkbenchError, match="is not a regular file"):
+        check_output_file(str(tmp_path / "fifo"), "--out")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(WorkbenchError, match="exists and is not a folder"):
+        check_output_dir(str(tmp_path / "file"), "--out")
+    with pytest.raises(WorkbenchError, match="is not a folder"):
+        check_output_file(str(tmp_path / "file" / "r.html"), "--report")
+    assert check_output_dir(str(tmp_path / "fixnew"), "--out") == tmp_path / "fixnew"
+
+
+def test_atomic_output_keeps_the_old_file_when_the_write_fails(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "new" / "r.jsonl"
+    with atomic_output(out, "--out") as tmp:
+        tmp.write_text("one\n")
+    assert out.read_text() == "one\n"  # the one missing folder was made at write time
+
+    def full(*_: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "replace", full)
+    with (pytest.raises(WorkbenchError, match=r"--out .*: cannot write \(No space left on device\)"),
+          atomic_output(out, "--out") as tmp):
+        tmp.write_text("two\n")
+    assert out.read_text() == "one\n"
+    assert [p.name for p in out.parent.iterdir()] == ["r.jsonl"]  # no temporary left behind
+
+
+def test_read_only_places_are_refused_before_any_work(tmp_path: Path) -> None:
+    prefix = without_write_access()
+    if prefix is None:
+        pytest.skip("permission bits cannot be enforced here")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        proc = workbench("runs", "--workspace", str(tmp_path / "ws"), timeout=LIMIT_S)  # makes the store
+        assert proc.returncode == 0, proc.stderr
+        proc = workbench("export", "latest", "--out", str(ro / "x.csv"), "--workspace", str(tmp_path / "ws"),
+                         prefix=prefix, timeout=LIMIT_S)
+        assert_refused(proc, "--out", "cannot write there (Permission denied)")
+        proc = workbench("fix", "latest", "--out", str(ro / "fix"), "--workspace", str(tmp_path / "ws"),
+                         prefix=prefix, timeout=LIMIT_S)
+        assert_refused(proc, "--out", "cannot write there (Permission denied)")
+    finally:
+        ro.chmod(0o755)
+
+
+def test_csv_cells_that_would_run_as_formulas_are_quoted() -> None:
+    df = pd.DataFrame({"answer": ["=cmd|' /C calc'!A0", "+1", "-2", "@SUM(A1)", "\tx", "\rx", "Paris", "a=b"],
+                       "mean_logprob": [-0.5] * 8})
+    got = spreadsheet_safe(df)
+    assert list(got["answer"]) == ["'=cmd|' /C calc'!A0", "'+1", "'-2", "'@SUM(A1)", "'\tx", "'\rx", "Paris", "a=b"]
+    assert list(got["mean_logprob"]) == [-0.5] * 8  # numbers are numbers, not text
+
+
+@pytest.mark.slow  # an eval on the world model: about 20 s on 2 busy cores
+def test_export_csv_quotes_a_hostile_question(world: Any, tmp_path: Path) -> None:
+    """End to end: a probe whose question is a formula, evaluated on the world model, exported as CSV."""
+    probes = tmp_path / "p.jsonl"
+    probes.write_text(json.dumps({"id": "evil", "question": "=HYPERLINK(\"http://x\")", "answers": ["a"]}) + "\n")
+    ws = tmp_path / "ws"
+    proc = workbench("eval", "--model", str(world.model), "--probes", str(probes), "--workspace", str(ws),
+                     timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = tmp_path / "exports" / "run.csv"  # one missing folder: created
+    proc = workbench("export", "latest", "--format", "csv", "--out", str(out), "--workspace", str(ws),
+                     timeout=LIMIT_S)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = list(csv.DictReader(out.open()))
+    assert rows and all(r["question"] == "'=HYPERLINK(\"http://x\")" for r in rows)
+    proc = workbench("export", "latest", "--out", str(tmp_path / "x" / "y" / "run.csv"), "--workspace", str(ws),
+                     timeout=LIMIT_S)
+    assert_refused(proc, "does not exist (only the last folder of the path is created)")
+    assert not (tmp_path / "x").exists()
