@@ -135,3 +135,37 @@ def test_export_csv_quotes_a_hostile_question(world: Any, tmp_path: Path) -> Non
                      timeout=LIMIT_S)
     assert_refused(proc, "does not exist (only the last folder of the path is created)")
     assert not (tmp_path / "x").exists()
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Any:
+    """A 1 MiB tmpfs: a real ENOSPC, as SQLite's own I/O-error tests make one (needs root's mount)."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True,
+                      timeout=30).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=30)
+
+
+def test_a_full_disk_is_a_clean_error_for_index_and_reports(full_disk: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"Entity {i} is the capital of Land {i}, founded by Person {i}.\n"
+                              for i in range(40_000)))  # 2.6 MB: the index cannot fit in 1 MiB
+    proc = workbench("index", str(corpus), "--workspace", str(full_disk / "ws"), "--batch-size", "2000",
+                     timeout=LIMIT_S)
+    assert_refused(proc, "database or disk is full", "run the same command again to resume")
+    try:  # fill what the index left
+        with open(full_disk / "filler", "wb") as f:
+            while True:
+                f.write(b"\0" * 4096)
+                f.flush()
+    except OSError:
+        pass
+    report = full_disk / "ws" / "r.html"
+    with pytest.raises(WorkbenchError, match="No space left on device"), atomic_output(report, "--report") as tmp:
+        tmp.write_bytes(b"x" * 100_000)
+    assert not report.exists()

@@ -131,6 +131,9 @@ def build_index(
     except sqlite3.OperationalError as e:
         if "locked" in str(e):
             raise WorkbenchError(f"{index_path} is being written by another build; wait for it") from e
+        if "full" in str(e) or "disk I/O" in str(e) or "readonly" in str(e):
+            raise WorkbenchError(f"{index_path}: {e}; every committed batch is kept: make room and run the same "
+                                 "command again to resume") from None
         raise
     finally:
         con.close()
@@ -223,7 +226,10 @@ class _Writer:
             con.execute("UPDATE meta SET value = ? WHERE key = 'rows'", (json.dumps(self.rows),))
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            # SQLite rolls back by itself on a full disk (SQLITE_FULL); a second ROLLBACK would raise "cannot
+            # rollback" over the real cause.
+            if con.in_transaction:
+                con.execute("ROLLBACK")
             raise
         if self.progress is not None:
             self.progress(batch.consumed)
