@@ -455,7 +455,8 @@ def limits_markdown() -> str:
         ["`--samples` / `--seed`", f"0 to {_common.MAX_SAMPLES:,} / 0 to {_common.MAX_SEED:,}"],
         ["`--dtype`", ", ".join(f"`{d}`" for d in _common.DTYPES)],
         ["app users file", f"`{auth.ALGORITHM}` with {auth.ITERATIONS:,} iterations, a random salt, "
-                           "constant-time comparison"],
+                           "constant-time comparison; a file's counts within "
+                           f"{auth.MIN_ITERATIONS:,}-{auth.MAX_ITERATIONS:,}, each user once"],
     ]
     return table(["input", "limit"], rows)
 

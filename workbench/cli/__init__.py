@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from workbench.cli._common import atomic_output, check_output_dir, check_output_file, print_json
+from workbench.cli._common import atomic_output, bounded, check_output_dir, check_output_file, print_json
 from workbench.cli._ray import BackendFor, add_ray_arguments, ray_backends
 from workbench.cli._stdout import CLOSED_PIPE_EXIT, StdoutClosed, StdoutFailed, guard_stdout, silence_stdout
 
@@ -19,6 +19,7 @@ __all__ = [
     "add_ray_arguments",
     "add_workspace_argument",
     "atomic_output",
+    "bounded",
     "check_output_dir",
     "check_output_file",
     "guard_stdout",

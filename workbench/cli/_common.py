@@ -140,6 +140,32 @@ def template(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def bounded(lo: float, hi: float, *, whole: bool = True) -> Callable[[str], Any]:
+    """An argparse type: a whole number (or, `whole` False, a finite number) in [lo, hi]; anything else is a
+    usage error naming the range. Every numeric flag takes one: a typo or a hostile value (a port of 70000, an
+    interval of -1) stops at the parser, before any work."""
+    def parse(text: str) -> float | int:
+        if whole:
+            n: float | int = _int(text)
+        else:
+            try:
+                n = float(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"must be a number, got {text[:40]!r}") from None
+            if not math.isfinite(n):
+                raise argparse.ArgumentTypeError(f"must be a finite number, got {text[:40]!r}")
+        if not lo <= n <= hi:
+            raise argparse.ArgumentTypeError(f"must be between {_num(lo)} and {_num(hi)}, got {text[:40]}")
+        return n
+
+    parse.__name__ = "whole number" if whole else "number"  # argparse names the type in its message
+    return parse
+
+
+def _num(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
 def _int(text: str) -> int:
     if len(text.strip().lstrip("+-")) > 20 or not text.strip().lstrip("+-").isdigit():
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text[:40]!r}")

@@ -7,6 +7,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from workbench.cli._common import bounded
+
 
 def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", default="fts5", choices=("fts5", "infini-gram"),
@@ -15,7 +17,7 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", default="bytes", metavar="MODEL|bytes",
                    help="infini-gram: index the model's own tokens (a model directory), or folded UTF-8 "
                         "bytes (default: whole-word, case-insensitive matching in any script)")
-    p.add_argument("--window", type=int, metavar="TOKENS",
+    p.add_argument("--window", type=bounded(0, 1 << 30), metavar="TOKENS",
                    help="infini-gram: co-occurrence window in tokens (0: the whole document; "
                         "default 1000 bytes / 256 model tokens)")
 

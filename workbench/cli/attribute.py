@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from workbench.cli._common import atomic_output, check_output_file, print_json
+from workbench.cli._common import atomic_output, bounded, check_output_file, print_json
 from workbench.cli._index_engine import add_symlink_argument
 
 HELP = ("attribute a run's failures: behavior (unstable, prompt-sensitive, over-abstain), data (conflict, ...; "
@@ -27,7 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_symlink_argument(p)
     p.add_argument("--quality-report", metavar="FILE",
                    help="also write the corpus rows that contradict accepted answers to FILE (JSONL)")
-    p.add_argument("--top", type=int, default=3, help="examples shown per category (default 3)")
+    p.add_argument("--top", type=bounded(0, 10_000), default=3,
+                   help="examples shown per category, 0-10000 (default 3)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 

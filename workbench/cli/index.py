@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from workbench.cli._common import print_json, workspace_dir
+from workbench.cli._common import bounded, print_json, workspace_dir
 from workbench.cli._index_engine import add_engine_arguments, add_symlink_argument, build_with_engine
 
 HELP = "index a training corpus (JSONL, Parquet, text, hf:name) for attribution's data axis"
@@ -22,7 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="field/column holding the document id (default: id; '' numbers the rows)")
     p.add_argument("--skip-bad", action="store_true", help="skip bad rows (counted) instead of stopping")
     p.add_argument("--rebuild", action="store_true", help="discard the existing index and build anew")
-    p.add_argument("--batch-size", type=int, default=10_000, help="rows per committed batch (default 10000)")
+    p.add_argument("--batch-size", type=bounded(1, 1_000_000), default=10_000,
+                   help="rows per committed batch, 1-1000000 (default 10000)")
     p.add_argument("--json", action="store_true", help="print the build report as JSON")
     add_engine_arguments(p)
     add_symlink_argument(p)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workbench.cli._common import print_json
+from workbench.cli._common import bounded, print_json
 
 HELP = "print a run's metrics (with confidence intervals), per-tag metrics and its worst probes"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", help="run id (a unique prefix, or `latest`)")
-    p.add_argument("--worst", type=int, default=10, help="how many hallucinations to list (default 10)")
+    p.add_argument("--worst", type=bounded(0, 100_000), default=10,
+                   help="how many hallucinations to list, 0-100000 (default 10)")
     p.add_argument("--json", action="store_true")
 
 
