@@ -116,25 +116,61 @@ def test_csv_cells_that_would_run_as_formulas_are_quoted() -> None:
     assert list(got["mean_logprob"]) == [-0.5] * 8  # numbers are numbers, not text
 
 
-@pytest.mark.slow  # an eval on the world model: about 20 s on 2 busy cores
-def test_export_csv_quotes_a_hostile_question(world: Any, tmp_path: Path) -> None:
-    """End to end: a probe whose question is a formula, evaluated on the world model, exported as CSV."""
-    probes = tmp_path / "p.jsonl"
-    probes.write_text(json.dumps({"id": "evil", "question": "=HYPERLINK(\"http://x\")", "answers": ["a"]}) + "\n")
-    ws = tmp_path / "ws"
-    proc = workbench("eval", "--model", str(world.model), "--probes", str(probes), "--workspace", str(ws),
+@pytest.fixture(scope="module")
+def hostile_run(world: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A run of the world model over a probe whose id carries an ESC sequence and whose question is a formula."""
+    d = tmp_path_factory.mktemp("hostile-run")
+    probes = d / "p.jsonl"
+    probes.write_text(json.dumps({"id": "evil\x1b[2J", "question": "=HYPERLINK(\"http://x\")",
+                                  "answers": ["a"]}) + "\n")
+    ws = d / "ws"
+    proc = workbench("eval", "--model", str(world.model), "--probes", str(probes), "--workspace", str(ws), "--json",
                      timeout=180)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    return ws, json.loads(proc.stdout)["run_id"]
+
+
+@pytest.mark.slow  # an eval on the world model: about 20 s on 2 busy cores
+def test_export_csv_quotes_a_hostile_question(hostile_run: tuple[Path, str], tmp_path: Path) -> None:
+    ws, run = hostile_run
     out = tmp_path / "exports" / "run.csv"  # one missing folder: created
-    proc = workbench("export", "latest", "--format", "csv", "--out", str(out), "--workspace", str(ws),
-                     timeout=LIMIT_S)
+    proc = workbench("export", run, "--format", "csv", "--out", str(out), "--workspace", str(ws), timeout=LIMIT_S)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = list(csv.DictReader(out.open()))
     assert rows and all(r["question"] == "'=HYPERLINK(\"http://x\")" for r in rows)
-    proc = workbench("export", "latest", "--out", str(tmp_path / "x" / "y" / "run.csv"), "--workspace", str(ws),
+    proc = workbench("export", run, "--out", str(tmp_path / "x" / "y" / "run.csv"), "--workspace", str(ws),
                      timeout=LIMIT_S)
     assert_refused(proc, "does not exist (only the last folder of the path is created)")
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow  # shares the eval above
+def test_stored_text_reaches_the_terminal_escaped(hostile_run: tuple[Path, str], tmp_path: Path) -> None:
+    """A review reason typed with an ESC sequence and a newline (as the app stores it) and a probe id with an ESC
+    sequence: `review`, `show` and `history` print them as escapes, never as bytes a terminal acts on."""
+    ws, run = hostile_run
+    reason = "looks fine\x1b[31m\nFORGED LINE\u202e"
+    proc = workbench("review", run, "--target", "verdict", "--probe", "evil\x1b[2J", "--value", "correct",
+                     "--reason", reason, "--reviewer", "eve\x1b]0;pwned\x07", "--workspace", str(ws),
+                     timeout=LIMIT_S)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for args in (["review", run], ["show", run], ["history"], ["runs"]):
+        proc = workbench(*args, "--workspace", str(ws), timeout=LIMIT_S)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "\x1b" not in proc.stdout and "\u202e" not in proc.stdout and "\x07" not in proc.stdout, proc.stdout
+    listed = workbench("review", run, "--workspace", str(ws), timeout=LIMIT_S).stdout
+    assert "looks fine\\x1b[31m\\nFORGED LINE\\u202e" in listed and "eve\\x1b]0;pwned\\x07" in listed
+    assert len(listed.strip().splitlines()) == 1  # the newline did not forge a second line
+    assert json.loads(workbench("review", run, "--json", "--workspace", str(ws), timeout=LIMIT_S).stdout)[0][
+        "reason"] == reason  # stored as typed; only the terminal view escapes
+
+
+def test_printable_escapes_what_a_terminal_acts_on() -> None:
+    from workbench.printable import printable
+
+    assert printable("Paris, 東京 café") == "Paris, 東京 café"
+    assert printable("a\x1b[2Jb\nc\td\x7f\x9b\u202e\u2028") == "a\\x1b[2Jb\\nc\\td\\x7f\\x9b\\u202e\\u2028"
+    assert printable(None) == "" and printable(3) == "3"
 
 
 @pytest.fixture
