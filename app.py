@@ -539,6 +539,11 @@ def check_bind(host: str, auth_file: str | None) -> None:
                              "(add a user with `workbench app --add-user NAME --auth-file FILE`)")
 
 
+#: The app takes no file from its users (every input is typed): gradio's upload route is capped all the same, as
+#: its advisories on file routes advise (unlimited by default: 200 MB went through).
+MAX_UPLOAD = "1mb"
+
+
 def launch(workspace: str | Path, *, host: str = "127.0.0.1", port: int | None = None,
            auth_file: str | None = None, prevent_thread_lock: bool = False, quiet: bool = False) -> tuple[Any, str]:
     """Build and launch the app; returns (blocks, local url). Raises WorkbenchError on an unsafe bind."""
@@ -556,14 +561,16 @@ def launch(workspace: str | Path, *, host: str = "127.0.0.1", port: int | None =
     demo = build_app(ws)
     from starlette.middleware import Middleware
 
-    from workbench.appguard import LoginThrottle, NoApiInfoBeforeLogin
+    from workbench.appguard import LoginOnlyRoutes, LoginThrottle, NoApiInfoBeforeLogin
 
-    # No FastAPI schema (/openapi.json lists every route, unauthenticated) and no API description before login;
-    # failed sign-ins slow the next ones down, per user and per client address.
-    app_kwargs = {"openapi_url": None, "middleware": [Middleware(NoApiInfoBeforeLogin), Middleware(LoginThrottle)]}
+    # No FastAPI schema (/openapi.json lists every route, unauthenticated), no API description and no heartbeat
+    # stream before login; failed sign-ins slow the next ones down, per user and per client address.
+    app_kwargs = {"openapi_url": None, "middleware": [Middleware(NoApiInfoBeforeLogin), Middleware(LoginOnlyRoutes),
+                                                      Middleware(LoginThrottle)]}
     _, url, _ = demo.launch(server_name=host, server_port=port, share=False, auth=auth, allowed_paths=[],
                             prevent_thread_lock=prevent_thread_lock, quiet=quiet, show_error=True,
-                            ssr_mode=False, mcp_server=False, js=KEYS_JS, css=CSS, footer_links=["api"],
+                            ssr_mode=False, mcp_server=False, max_file_size=MAX_UPLOAD, js=KEYS_JS, css=CSS,
+                            footer_links=["api"],
                             app_kwargs=app_kwargs,
                             auth_message="Hallucination Workbench: sign in" if auth else None)
     return demo, str(url)

@@ -1,6 +1,7 @@
 """Guessing a password costs seconds per try: failed sign-ins lock the user and the client address for a delay that
 doubles with each further failure (workbench.auth.Throttle, served by workbench.appguard.LoginThrottle); the users
-file's iteration counts are bounded and a user may appear once."""
+file's iteration counts are bounded and a user may appear once; uploads are capped and the heartbeat stream needs a
+session."""
 
 from __future__ import annotations
 
@@ -83,6 +84,13 @@ def test_the_app_throttles_wrong_passwords_per_user_and_client(tmp_path: Path) -
         return httpx.post(url + "login", data={"username": user, "password": password}, timeout=30)
 
     try:
+        assert httpx.get(url + "gradio_api/heartbeat/abc", timeout=10).status_code == 401  # no stream before login
+        with httpx.Client(timeout=30) as session:
+            assert session.post(url + "login", data={"username": "ann", "password": "right-password"}).is_success
+            with session.stream("GET", url + "gradio_api/heartbeat/abc") as beat:
+                assert beat.status_code == 200  # after login it is gradio's as before
+            big = session.post(url + "gradio_api/upload", files={"files": ("big.bin", b"x" * 2_000_000)})
+            assert big.status_code == 413, (big.status_code, big.text[:200])  # uploads capped (the app takes none)
         assert [login("wrong").status_code for _ in range(4)] == [400] * 4
         locked = login("right-password")  # locked: even the right password waits
         assert locked.status_code == 429 and "try again in 1 s" in locked.json()["detail"]

@@ -141,3 +141,20 @@ async def _json(send: Any, status: int, content: dict[str, Any], retry_after: fl
         headers.append((b"retry-after", str(max(1, round(retry_after))).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+class LoginOnlyRoutes:
+    """Routes gradio serves without a session although nothing before login needs them: its heartbeat (an
+    endless event stream per connection, `/gradio_api/heartbeat/{session}`) answers 401 to a visitor without a
+    session, like `/gradio_api/info`; the page after login opens it with the session cookie."""
+
+    PREFIXES = ("/gradio_api/heartbeat/", "/heartbeat/")
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope.get("path", "").startswith(self.PREFIXES) and not _logged_in(scope):
+            await _json(send, 401, {"detail": "Not authenticated"})
+            return
+        await self.app(scope, receive, send)
