@@ -74,3 +74,41 @@ def boot_time() -> float:
     except OSError:
         pass
     return 0.0
+
+
+#: Set by a process for a child that must not outlive it: "PID:START_TICKS" (the start time tells a reused pid).
+OWNER_ENV = "WORKBENCH_OWNER"
+OWNER_POLL_S = 1.0
+
+
+def owner_env() -> dict[str, str]:
+    """The environment entry that names this process as the owner of a child it starts ({} without /proc)."""
+    me = read(os.getpid())
+    return {OWNER_ENV: f"{me.pid}:{me.start_ticks}"} if me is not None else {}
+
+
+def end_with_owner(poll_s: float = OWNER_POLL_S) -> bool:
+    """In a child started with `owner_env`: a daemon thread that SIGTERMs this process once the owner is gone
+    (killed, even with SIGKILL, which leaves no chance to clean up; or a zombie). Why not PR_SET_PDEATHSIG: it
+    fires when the forking *thread* ends, and the app starts jobs from worker threads that come and go. Returns
+    whether a watch was started (an owner named, /proc readable)."""
+    import signal
+    import threading
+    import time
+
+    raw = os.environ.get(OWNER_ENV, "")
+    pid, _, ticks = raw.partition(":")
+    if not pid.isdigit() or not ticks.isdigit() or read(os.getpid()) is None:
+        return False
+
+    def gone() -> bool:
+        p = read(int(pid))
+        return p is None or p.start_ticks != int(ticks) or p.state in ("Z", "X")
+
+    def watch() -> None:
+        while not gone():
+            time.sleep(poll_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="owner-watch", daemon=True).start()
+    return True
