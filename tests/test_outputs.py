@@ -205,3 +205,20 @@ def test_a_full_disk_is_a_clean_error_for_index_and_reports(full_disk: Path, tmp
     with pytest.raises(WorkbenchError, match="No space left on device"), atomic_output(report, "--report") as tmp:
         tmp.write_bytes(b"x" * 100_000)
     assert not report.exists()
+
+
+@pytest.mark.slow  # the fine-tuning world's fix set, so the job resolves as far as its output_dir
+def test_train_refuses_an_unwritable_output_dir_before_the_job_starts(w: Any, tmp_path: Path) -> None:
+    prefix = without_write_access()
+    if prefix is None:
+        pytest.skip("permission bits cannot be enforced here")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    job = tmp_path / "job.yaml"
+    job.write_text(f"fixset: {w.fixset}\noutput_dir: {ro / 'job'}\ntrainer: {{max_steps: 1}}\n")
+    try:
+        proc = workbench("train", str(job), "--workspace", str(tmp_path / "ws"), prefix=prefix, timeout=300)
+        assert_refused(proc, f"output_dir `{ro / 'job'}`: cannot write there (Permission denied)")
+    finally:
+        ro.chmod(0o755)
