@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clirun import assert_refused, workbench
@@ -73,3 +74,18 @@ def test_a_missing_or_malformed_schema_version_is_refused(tmp_path: Path) -> Non
     con = sqlite3.connect(path)
     assert con.execute("SELECT count(*) FROM meta").fetchone()[0] == 0  # not stamped by a reader
     con.close()
+
+
+@pytest.mark.slow  # loads the world model
+def test_a_garbage_adapter_is_named_not_a_library_traceback(world: Any, tmp_path: Path) -> None:
+    """An adapter folder that looks complete (config, weights, even a COMPLETE marker) but holds garbage."""
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text('{"peft_type": "LORA", "r": "eight", "target_modules": 3}')
+    (adapter / "adapter_model.safetensors").write_bytes(b"\x00garbage" * 100)
+    (adapter / "COMPLETE").write_text("")
+    probes = tmp_path / "p.jsonl"
+    probes.write_text(Path(world.probes).read_text().splitlines()[0] + "\n")
+    proc = workbench("eval", "--model", str(world.model), "--adapter", str(adapter), "--probes", str(probes),
+                     "--workspace", str(tmp_path / "ws"), timeout=300)
+    assert_refused(proc, f"adapter `{adapter}` cannot be loaded")

@@ -83,10 +83,13 @@ class HFBackend(Backend):
         from peft import PeftModel
 
         name = f"a{len(self._adapters)}"
-        if not self._adapters:
-            self._model = PeftModel.from_pretrained(self._model, path, adapter_name=name).eval()
-        else:
-            self._model.load_adapter(path, adapter_name=name)
+        try:
+            if not self._adapters:
+                self._model = PeftModel.from_pretrained(self._model, path, adapter_name=name).eval()
+            else:
+                self._model.load_adapter(path, adapter_name=name)
+        except Exception as e:  # peft, safetensors and torch each raise their own kind for a bad file
+            raise WorkbenchError(f"adapter `{path}` cannot be loaded ({type(e).__name__}: {str(e)[:300]})") from None
         self._adapters[path] = name
         return name
 
