@@ -542,6 +542,11 @@ def check_bind(host: str, auth_file: str | None) -> None:
                              "(add a user with `workbench app --add-user NAME --auth-file FILE`)")
 
 
+#: The app takes no file from its users (every input is typed): gradio's upload route is capped all the same, as
+#: its advisories on file routes advise (unlimited by default: 200 MB went through).
+MAX_UPLOAD = "1mb"
+
+
 def launch(workspace: str | Path, *, host: str = "127.0.0.1", port: int | None = None,
            auth_file: str | None = None, prevent_thread_lock: bool = False, quiet: bool = False) -> tuple[Any, str]:
     """Build and launch the app; returns (blocks, local url). Raises WorkbenchError on an unsafe bind."""
@@ -559,13 +564,16 @@ def launch(workspace: str | Path, *, host: str = "127.0.0.1", port: int | None =
     demo = build_app(ws)
     from starlette.middleware import Middleware
 
-    from workbench.appguard import NoApiInfoBeforeLogin
+    from workbench.appguard import LoginOnlyRoutes, LoginThrottle, NoApiInfoBeforeLogin
 
-    # No FastAPI schema (/openapi.json lists every route, unauthenticated) and no API description before login.
-    app_kwargs = {"openapi_url": None, "middleware": [Middleware(NoApiInfoBeforeLogin)]}
+    # No FastAPI schema (/openapi.json lists every route, unauthenticated), no API description and no heartbeat
+    # stream before login; failed sign-ins slow the next ones down, per user and per client address.
+    app_kwargs = {"openapi_url": None, "middleware": [Middleware(NoApiInfoBeforeLogin), Middleware(LoginOnlyRoutes),
+                                                      Middleware(LoginThrottle)]}
     _, url, _ = demo.launch(server_name=host, server_port=port, share=False, auth=auth, allowed_paths=[],
                             prevent_thread_lock=prevent_thread_lock, quiet=quiet, show_error=True,
-                            ssr_mode=False, mcp_server=False, js=KEYS_JS, css=CSS, footer_links=["api"],
+                            ssr_mode=False, mcp_server=False, max_file_size=MAX_UPLOAD, js=KEYS_JS, css=CSS,
+                            footer_links=["api"],
                             app_kwargs=app_kwargs,
                             auth_message="Hallucination Workbench: sign in" if auth else None)
     return demo, str(url)
@@ -576,7 +584,10 @@ def add_arguments(p: argparse.ArgumentParser, *, workspace: bool = True) -> None
         p.add_argument("--workspace", default=os.environ.get("WORKBENCH_WORKSPACE", ".workbench"),
                        help="workspace directory holding the store (default: $WORKBENCH_WORKSPACE or ./.workbench)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need --auth-file)")
-    p.add_argument("--port", type=int, default=None, help="port (default: gradio's, 7860 or the next free one)")
+    from workbench.cli import bounded
+
+    p.add_argument("--port", type=bounded(1, 65_535), default=None,
+                   help="port, 1-65535 (default: gradio's, 7860 or the next free one)")
     p.add_argument("--auth-file", help="users file (`username:pbkdf2_sha256$...` lines); required beyond loopback")
     p.add_argument("--add-user", metavar="NAME", help="add NAME to --auth-file (password from "
                    "$WORKBENCH_PASSWORD or a prompt) and exit")

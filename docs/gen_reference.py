@@ -328,6 +328,8 @@ PROCESS_CODES: list[tuple[int, str]] = [
     (3, "the gate was inconclusive: a fail gate passed but could not have failed on this probe set"),
     (130, "interrupted by Ctrl-C: engines shut down, a run in progress is marked `interrupted`, finished answers are "
           "kept"),
+    (141, "standard output was closed by its reader (`workbench runs --json | head`): the command ends quietly, "
+          "as Unix tools do on SIGPIPE; a full standard output (`> /dev/full`) is an error, exit 2"),
     (143, "terminated by SIGTERM (a CI timeout, `kill`, systemd), handled as Ctrl-C"),
 ]
 
@@ -416,12 +418,28 @@ def glossary_markdown() -> str:
 # ---------------------------------------------------------------- limits
 
 def limits_markdown() -> str:
-    from workbench import auth, prompting, safeload
+    from workbench import auth, prompting, safeload, safeopen
     from workbench.cli import _common
     from workbench.probes import _readers, suite
 
     mib = safeload.MAX_SPEC_BYTES / (1 << 20)
+
+    def size(n: int) -> str:
+        return f"{n / (1 << 20):g} MiB"
+
     rows: list[list[object]] = [
+        ["every input file", "a regular file only (a FIFO, device, socket or directory is refused before it is "
+                             "opened, and opened non-blocking); its size checked before reading, read in "
+                             f"{size(safeopen.CHUNK)} chunks"],
+        ["a corpus directory's members", "no symlinks (files or folders) unless `--follow-symlinks`; each .txt at "
+                                         f"most {size(safeopen.MAX_DOCUMENT_BYTES)} (`MAX_DOCUMENT_BYTES`)"],
+        ["one line of a corpus or JSONL file", f"{size(safeopen.MAX_LINE_BYTES)} (`MAX_LINE_BYTES`): a longer line "
+                                               "is a bad row, skipped in bounded reads (`--skip-bad`)"],
+        ["a probe file (read whole)", f"{size(safeopen.MAX_DATA_FILE_BYTES)} (`MAX_DATA_FILE_BYTES`); Parquet: "
+                                      "the same once decoded, counted before decoding (a dictionary-encoded bomb is "
+                                      "refused); one CSV field at most one record"],
+        ["`--facts`, an app users file", f"{size(safeopen.MAX_TEXT_BYTES)} / {size(auth.MAX_AUTH_BYTES)}; UTF-8 "
+                                         "(UTF-16 is named, not decoded as garbage)"],
         ["suite, job spec, policy (YAML)", f"{mib:g} MiB (`MAX_SPEC_BYTES`); `safe_load` only, duplicate keys "
                                            "refused, errors name the line"],
         ["one probe or corpus row (JSON)", f"{safeload.MAX_RECORD_BYTES / (1 << 20):g} MiB (`MAX_RECORD_BYTES`); "
@@ -437,7 +455,8 @@ def limits_markdown() -> str:
         ["`--samples` / `--seed`", f"0 to {_common.MAX_SAMPLES:,} / 0 to {_common.MAX_SEED:,}"],
         ["`--dtype`", ", ".join(f"`{d}`" for d in _common.DTYPES)],
         ["app users file", f"`{auth.ALGORITHM}` with {auth.ITERATIONS:,} iterations, a random salt, "
-                           "constant-time comparison"],
+                           "constant-time comparison; a file's counts within "
+                           f"{auth.MIN_ITERATIONS:,}-{auth.MAX_ITERATIONS:,}, each user once"],
     ]
     return table(["input", "limit"], rows)
 

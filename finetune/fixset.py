@@ -73,6 +73,8 @@ from workbench.guard import GuardFact, GuardSet
 from workbench.probes import Suite
 from workbench.results import ProbeResult, effective_suite, load_results
 from workbench.reviews import corrected_grades, effective_attributions
+from workbench.safeload import json_loads
+from workbench.safeopen import read_input_text
 from workbench.store import Store
 from workbench.types import Verdict
 
@@ -282,6 +284,7 @@ def build_fixset(
     if not 0 <= rehearsal_ratio <= MAX_REHEARSAL:
         raise WorkbenchError(f"`rehearsal_ratio` must be in [0, {MAX_REHEARSAL}] (times the targeted SFT rows), "
                              f"got {rehearsal_ratio}")
+    user_facts = _read_facts(facts) if facts is not None else {}  # a bad file is refused before any work
     results = load_results(store, run_id)
     run = results.run
     suite = effective_suite(run, suite)  # rows are rendered as that run rendered its prompts
@@ -292,7 +295,6 @@ def build_fixset(
     unknown = sorted(set(attributions) - set(by_id))
     if unknown:
         raise WorkbenchError(f"attributions name probes that run `{run.id}` does not have: {', '.join(unknown[:5])}")
-    user_facts = _read_facts(facts) if facts is not None else {}
     end = next((s for s in suite.stop if s.strip()), "")
     tokenizer = model_tokenizer(run.model)
     form = RowForm(suite.template, end, suite.system_prompt, tokenizer)
@@ -631,14 +633,18 @@ def _known_answers(known: Sequence[ProbeResult], *, own: bool = False) -> list[_
 
 def _read_facts(path: Path) -> dict[str, str]:
     """--facts JSONL: {"question": ..., "answer": ...} (or "probe_id" instead of "question")."""
-    if not path.is_file():
+    if not path.exists():
         raise WorkbenchError(f"--facts: no such file `{path}`")
+    try:  # one safe way: a regular file, bounded, UTF-8 (UTF-16 named as such), rows through safeload's limits
+        text = read_input_text(path, what="--facts file")
+    except OSError as e:
+        raise WorkbenchError(f"--facts: cannot read `{path}`: {e.strerror or e}") from None
     out: dict[str, str] = {}
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json_loads(line)
         except ValueError as e:
             raise InputError(path, i, None, f"not valid JSON ({e})") from None
         if not isinstance(row, dict):

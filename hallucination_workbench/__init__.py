@@ -25,7 +25,14 @@ import time
 from collections.abc import Sequence
 
 from workbench import procstat
-from workbench.cli import add_workspace_argument
+from workbench.cli import (
+    CLOSED_PIPE_EXIT,
+    StdoutClosed,
+    StdoutFailed,
+    add_workspace_argument,
+    guard_stdout,
+    silence_stdout,
+)
 from workbench.errors import WorkbenchError
 from workbench.quiet import quiet_known_noise
 
@@ -82,12 +89,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     at once when a backend call is left running (see `_leave_past_busy_backend`)."""
     quiet_known_noise()  # before any command imports trl, vLLM or gradio
     argv_given = argv
+    if argv is None:  # the program itself: its stdout may be a pipe that closes early, or /dev/full
+        guard_stdout()
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(only=command if command in COMMANDS else None)
-    args = parser.parse_args(argv)
-    if not getattr(args, "_run", None):
-        parser.print_help()
+    try:  # --help and usage errors write too
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit:
+            sys.stdout.flush()  # what --help printed, flushed while a failure can still be reported
+            raise
+        if not getattr(args, "_run", None):
+            parser.print_help()
+            return 2
+    except StdoutClosed:
+        silence_stdout()
+        return CLOSED_PIPE_EXIT
+    except StdoutFailed as e:
+        silence_stdout()
+        print(f"error: {e}", file=sys.stderr)
         return 2
     code = _run(args)
     if argv_given is None:  # the program itself, not a caller's main([...]): see _leave_past_busy_backend
@@ -102,7 +123,13 @@ def _run(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, _terminated) if in_main else None
     try:
         code: int = args._run(args)
+        sys.stdout.flush()  # inside the try: a closed or full stdout is reported here, not at exit
+    except StdoutClosed:  # `workbench runs --json | head`: the reader went away; end quietly, as Unix tools do
+        silence_stdout()
+        return CLOSED_PIPE_EXIT
     except WorkbenchError as e:
+        if isinstance(e, StdoutFailed):
+            silence_stdout()  # the interpreter's last flush must not fail again
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:

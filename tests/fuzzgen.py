@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 from typing import Any
 
 PROBE_FIELDS = ("id", "question", "answers", "incorrect_answers", "paraphrases", "subject", "relation", "tags")
@@ -236,3 +237,37 @@ class Gen:
             base["bootstrap"] = "{resamples: " + r.choice(("100", "0", "-5", "1000000", "1e9", "x")) + \
                                 ", confidence: " + r.choice(("0.95", "1", "0", "nan")) + "}"
         return self.spec(base, ("gates", "bootstrap", "extra"), {"bootstrap": ("resamples", "seed", "confidence")})
+
+
+#: The hostile kinds of input file `Gen.hostile_file` makes: none is a readable, well-formed user file.
+HOSTILE_FILES = ("fifo", "dev-zero-link", "dev-null-link", "directory", "long-line", "utf16", "broken-link",
+                 "dir-with-link")
+
+
+def make_hostile_file(kind: str, path: Path, n: int) -> None:
+    """`path` as the hostile `kind` (workbench.safeopen refuses each, or reads it as a bad row): made for real, a
+    FIFO with os.mkfifo and links to the devices, so the readers meet what an attacker would hand them."""
+    import os
+
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind in ("dev-zero-link", "dev-null-link"):
+        path.symlink_to("/dev/zero" if kind == "dev-zero-link" else "/dev/null")
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "long-line":  # past the 1 MiB line cap, and with no newline
+        path.write_bytes(b'{"question": "' + b"x" * ((2 << 20) + n) + b'"')
+    elif kind == "utf16":
+        path.write_text('{"question": "q", "answers": ["a"], "text": "t", "id": "1"}\n', encoding="utf-16")
+    elif kind == "broken-link":
+        path.symlink_to(path.with_name(f"missing-{n}"))
+    else:  # a folder with one good text file and a link out of it
+        path.mkdir()
+        (path / "a.txt").write_text("Alpha is in Beta.")
+        (path / "z.txt").symlink_to("/etc/hostname")
+
+
+def control_text(r: random.Random) -> str:
+    """A reason a hostile reviewer might type: ESC sequences, C1 controls, a bidi override, newlines."""
+    pieces = ["\x1b[2J", "\x1b]0;title\x07", "\x9b31m", "\u202e", "\n", "\r", "\x08", "ok", "reason"]
+    return "".join(r.choice(pieces) for _ in range(r.randrange(3, 9))) or "x"

@@ -143,3 +143,85 @@ def test_fuzz_policies(base: dict[str, Any], record_property: Callable[[str, obj
             r["rc"] = 0
     _check(cases, results, record_property)
     _one_real_process(cases[0], d)
+
+
+def test_fuzz_hostile_files_outputs_and_damaged_stores(base: dict[str, Any],
+                                                       record_property: Callable[[str, object], None]) -> None:
+    """Non-regular and oversized inputs in every input role, unwritable outputs, damaged store rows: each one
+    refused (exit 2, a message), within the memory cap and the timeout (a FIFO would hang a plain open)."""
+    import shutil
+    import sqlite3
+
+    from fuzzgen import HOSTILE_FILES, make_hostile_file
+
+    g, d = Gen(SEED + 5), base["dir"]
+    run, model = base["run"], base["model"]
+    roles: dict[str, tuple[str, Callable[[str], list[str]]]] = {
+        "probes": (".jsonl", lambda f: ["validate", f]),
+        "corpus": (".jsonl", lambda f: ["index", f, "--workspace", "ws-hostile"]),
+        "job": (".yaml", lambda f: ["train", f, "--workspace", "ws-hostile"]),
+        "policy": (".yaml", lambda f: ["regress", "--policy", f, "--baseline", run, "--candidate", run,
+                                       "--workspace", "ws"]),
+        "auth": ("", lambda f: ["app", "--host", "0.0.0.0", "--auth-file", f]),
+        "sft": (".jsonl", lambda f: ["screen", f, "--model", model, "--workspace", "ws-hostile"]),
+    }
+    must_refuse: list[dict[str, Any]] = []
+    for i in range(24):
+        kind, role = HOSTILE_FILES[i % len(HOSTILE_FILES)], g.r.choice(sorted(roles))
+        suffix, argv = roles[role]
+        name = f"hostile{i}-{kind}{suffix}"
+        make_hostile_file(kind, d / name, i)
+        must_refuse.append({"id": f"h{i}-{role}-{kind}", "argv": argv(name)})
+    outputs = ["adir", "fifo-out", "null-out", "no/such/dir/x.jsonl", "/proc/no/such/x.jsonl", "good.jsonl/x"]
+    (d / "adir").mkdir(exist_ok=True)
+    if not (d / "fifo-out").exists():
+        os.mkfifo(d / "fifo-out")
+    if not (d / "null-out").is_symlink():
+        (d / "null-out").symlink_to("/dev/null")
+    must_refuse += [{"id": f"o{i}", "argv": ["export", run, "--out", out, "--workspace", "ws"]}
+                    for i, out in enumerate(outputs)]
+    results = _run_batch(must_refuse, d)
+    wrong = [(r["id"], r["rc"], r["stderr"][-500:]) for r in results
+             if r["rc"] != 2 or "Traceback" in r["stderr"] or not r["stderr"].strip()]
+    assert not wrong, f"seed {SEED}: {len(wrong)} of {len(results)} hostile inputs and outputs not refused: {wrong[0]}"
+    damaged = []
+    for i in range(8):  # a copy of the workspace with one run field overwritten by seeded junk
+        ws = d / f"ws-damaged{i}"
+        shutil.rmtree(ws, ignore_errors=True)
+        shutil.copytree(d / "ws", ws)
+        column = g.r.choice(["options_json", "metrics_json", "suite_json"])
+        con = sqlite3.connect(ws / "store.sqlite")
+        con.execute(f"UPDATE runs SET {column} = ?", (g.text(),))
+        con.commit()
+        con.close()
+        damaged += [{"id": f"d{i}-{cmd}", "argv": [cmd, *([run] if cmd != "runs" else []), "--workspace", ws.name]}
+                    for cmd in ("runs", "show", "export")]
+    _check(damaged, _run_batch(damaged, d), record_property)  # junk that parses as an object is a fine answer
+    refused = len(results)
+    record_property("summary", f"seed {SEED}: {refused} hostile files and outputs, all refused with a message; "
+                               f"{len(damaged)} reads of damaged stores, none a traceback")
+
+
+def test_fuzz_control_characters_never_reach_the_terminal(base: dict[str, Any], tmp_path: Path,
+                                                          record_property: Callable[[str, object], None]) -> None:
+    import shutil
+
+    from fuzzgen import control_text
+
+    g, d = Gen(SEED + 6), base["dir"]
+    ws = tmp_path / "ws"
+    shutil.copytree(d / "ws", ws)
+    probe = json.loads((d / "good.jsonl").read_text().splitlines()[0])["id"]
+    cases = [{"id": f"r{i}", "argv": ["review", base["run"], "--target", "verdict", "--probe", probe, "--value",
+                                      g.r.choice(["correct", "incorrect"]), "--reason", control_text(g.r),
+                                      "--reviewer", control_text(g.r).replace("\n", "") or "eve",
+                                      "--workspace", str(ws)]} for i in range(12)]
+    results = _run_batch(cases, tmp_path)
+    _check(cases, results, record_property)
+    recorded = sum(r["rc"] == 0 for r in results)
+    listed = workbench("review", base["run"], "--workspace", str(ws), timeout=TIMEOUT)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    raw = [c for c in listed.stdout if c != "\n" and (ord(c) < 32 or 0x7f <= ord(c) < 0xa0 or c == "\u202e")]
+    assert not raw, f"seed {SEED}: control characters reached the terminal: {raw[:5]}"
+    assert len(listed.stdout.splitlines()) == recorded  # one line per review: no newline forged a line
+    record_property("summary", f"seed {SEED}: {recorded} reviews with control characters, listed escaped")

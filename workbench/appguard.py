@@ -81,3 +81,80 @@ def _logged_in(scope: Any) -> bool:
         if name in cookies and cookies[name].value in tokens:
             return True
     return False
+
+
+class LoginThrottle:
+    """POST /login passes through `workbench.auth.Throttle`, keyed by the user name and the client address: a
+    locked key gets HTTP 429 with the seconds to wait, before gradio checks (and pays PBKDF2 for) the password.
+    The form is read here (at most `MAX_FORM` bytes) and handed on to gradio unchanged."""
+
+    MAX_FORM = 16_384  # a login form is a name and a password
+
+    def __init__(self, app: Any, throttle: Any = None) -> None:
+        from workbench.auth import Throttle
+
+        self.app, self.throttle = app, throttle or Throttle()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        path = scope.get("path", "").rstrip("/")
+        if scope["type"] != "http" or scope.get("method") != "POST" or not path.endswith("/login"):
+            await self.app(scope, receive, send)
+            return
+        body = b""
+        more = True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.MAX_FORM:
+                await _json(send, 413, {"detail": "the login form is too large"})
+                return
+        from urllib.parse import parse_qs
+
+        user = (parse_qs(body.decode("latin-1")).get("username") or [""])[0].strip()
+        client = (scope.get("client") or ("?",))[0]
+        keys = (f"user:{user}", f"client:{client}")
+        if (wait := self.throttle.attempt(*keys)) > 0:
+            await _json(send, 429, {"detail": f"Too many failed sign-ins for this user or from this address; "
+                                              f"try again in {wait:.0f} s."}, retry_after=wait)
+            return
+        status: dict[str, int] = {}
+
+        async def replay() -> Any:
+            if "sent" in status:
+                return await receive()
+            status["sent"] = 1
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def watch(message: Any) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 200:
+                self.throttle.succeeded(*keys)
+            await send(message)
+
+        await self.app(scope, replay, watch)
+
+
+async def _json(send: Any, status: int, content: dict[str, Any], retry_after: float | None = None) -> None:
+    body = json.dumps(content).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if retry_after is not None:
+        headers.append((b"retry-after", str(max(1, round(retry_after))).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class LoginOnlyRoutes:
+    """Routes gradio serves without a session although nothing before login needs them: its heartbeat (an
+    endless event stream per connection, `/gradio_api/heartbeat/{session}`) answers 401 to a visitor without a
+    session, like `/gradio_api/info`; the page after login opens it with the session cookie."""
+
+    PREFIXES = ("/gradio_api/heartbeat/", "/heartbeat/")
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope.get("path", "").startswith(self.PREFIXES) and not _logged_in(scope):
+            await _json(send, 401, {"detail": "Not authenticated"})
+            return
+        await self.app(scope, receive, send)

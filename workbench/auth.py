@@ -16,9 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
+from workbench.safeopen import read_input_text
 
 ALGORITHM = "pbkdf2_sha256"
 ITERATIONS = 310_000  # OWASP's 2023 figure for PBKDF2-HMAC-SHA256
+#: Bounds on a users file's iteration counts: below, a hash is too cheap to guess offline; above, every login
+#: (and every wrong guess) costs seconds of the server's CPU.
+MIN_ITERATIONS, MAX_ITERATIONS = 100_000, 2_000_000
+MAX_AUTH_BYTES = 1 << 20  # about 6,000 users
 _NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")  # always with fullmatch: `$` would accept a trailing newline
 
 
@@ -46,11 +51,12 @@ def verify(password: str, encoded: str) -> bool:
 def load_users(path: str | os.PathLike[str]) -> dict[str, str]:
     """username -> encoded hash. Raises WorkbenchError naming the line of a malformed entry."""
     p = Path(path)
-    try:
-        text = p.read_text()
+    try:  # a regular file only, bounded (a FIFO or a link to /dev/zero would hang or fill memory)
+        text = read_input_text(p, max_bytes=MAX_AUTH_BYTES, what="auth file")
     except OSError as e:
         raise WorkbenchError(f"cannot read auth file {p}: {e.strerror}") from None
     users: dict[str, str] = {}
+    lines: dict[str, int] = {}
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
@@ -58,11 +64,26 @@ def load_users(path: str | os.PathLike[str]) -> dict[str, str]:
         name, sep, encoded = line.partition(":")
         if not sep or not _NAME.fullmatch(name) or not encoded.startswith(ALGORITHM + "$") or encoded.count("$") != 3:
             raise WorkbenchError(f"{p}, line {n}: expected `username:{ALGORITHM}$iterations$salt$hash`")
-        users[name] = encoded
+        _check_entry(p, n, encoded)
+        if name in users:
+            raise WorkbenchError(f"{p}, line {n}: user `{name}` again (first on line {lines[name]}); one line per "
+                                 "user, or which password counts would depend on the order")
+        users[name], lines[name] = encoded, n
     if not users:
         raise WorkbenchError(f"auth file {p} has no users; add one with `workbench app --add-user NAME "
                              f"--auth-file {p}`")
     return users
+
+
+def _check_entry(path: Path, n: int, encoded: str) -> None:
+    """Iterations within [MIN_ITERATIONS, MAX_ITERATIONS] (every login pays them: 2e9 made one take over 10 s, a
+    denial of service; 1e12 overflowed), a hex salt and a 64-hex-digit digest."""
+    _, iterations, salt, digest = encoded.split("$")
+    if not iterations.isdigit() or not MIN_ITERATIONS <= int(iterations[:12]) <= MAX_ITERATIONS:
+        raise WorkbenchError(f"{path}, line {n}: iterations must be a whole number from {MIN_ITERATIONS:,} to "
+                             f"{MAX_ITERATIONS:,}, got `{iterations[:20]}`")
+    if not re.fullmatch(r"(?:[0-9a-f]{2}){1,64}", salt) or not re.fullmatch(r"[0-9a-f]{64}", digest):
+        raise WorkbenchError(f"{path}, line {n}: the salt and the hash must be hexadecimal (a 32-byte hash)")
 
 
 def authenticator(path: str | os.PathLike[str]) -> Callable[[str, str], bool]:
@@ -85,8 +106,8 @@ def add_user(path: str | os.PathLike[str], username: str, password: str) -> None
         raise WorkbenchError(f"bad username {username!r}: use letters, digits and _ . @ - (at most 64)")
     p = Path(path)
     try:
-        lines = p.read_text().splitlines() if p.exists() else []
-    except (OSError, UnicodeDecodeError) as e:
+        lines = read_input_text(p, max_bytes=MAX_AUTH_BYTES, what="auth file").splitlines() if p.exists() else []
+    except OSError as e:
         raise WorkbenchError(f"cannot read auth file {p}: {e}") from None
     kept = [ln for ln in lines if ln.partition(":")[0].strip() != username]
     kept.append(f"{username}:{hash_password(password)}")
@@ -102,3 +123,44 @@ def add_user(path: str | os.PathLike[str], username: str, password: str) -> None
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise WorkbenchError(f"cannot write auth file {p}: {e.strerror}") from None
+
+
+class Throttle:
+    """Failed sign-ins slow the next ones down, per user and per client address (OWASP's login throttling).
+
+    Each key (a user name, a client address) may fail `free` times; from then on every attempt locks the key for
+    `base_s` x 2^(attempts - free - 1) seconds, at most `max_s`, and an attempt on a locked key is refused without
+    the password being checked. An attempt counts as failed from the moment it starts and is forgiven when it
+    succeeds, so 60 parallel guesses are throttled like 60 sequential ones. At most `max_keys` keys are kept
+    (the oldest dropped), so guessing with random names cannot grow memory without bound."""
+
+    def __init__(self, *, free: int = 3, base_s: float = 1.0, max_s: float = 60.0, max_keys: int = 10_000,
+                 clock: Callable[[], float] | None = None) -> None:
+        import time
+
+        self.free, self.base_s, self.max_s, self.max_keys = free, base_s, max_s, max_keys
+        self.clock = clock or time.monotonic
+        self._keys: dict[str, tuple[int, float]] = {}  # key -> (attempts not forgiven, locked until)
+
+    def wait(self, *keys: str) -> float:
+        """Seconds until every key may try again (0: now)."""
+        now = self.clock()
+        return max([0.0, *(self._keys.get(k, (0, 0.0))[1] - now for k in keys)])
+
+    def attempt(self, *keys: str) -> float:
+        """Start an attempt: 0 when it may go on (it counts as failed until `succeeded`), else the seconds to wait
+        (the attempt is refused and changes nothing)."""
+        if (left := self.wait(*keys)) > 0:
+            return left
+        now = self.clock()
+        for k in keys:
+            n = self._keys.pop(k, (0, 0.0))[0] + 1
+            lock = 0.0 if n <= self.free else min(self.max_s, self.base_s * 2 ** (n - self.free - 1))
+            self._keys[k] = (n, now + lock)
+            if len(self._keys) > self.max_keys:
+                del self._keys[next(iter(self._keys))]
+        return 0.0
+
+    def succeeded(self, *keys: str) -> None:
+        for k in keys:
+            self._keys.pop(k, None)

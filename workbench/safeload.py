@@ -23,6 +23,9 @@ from typing import Any
 
 import yaml
 
+from workbench.errors import WorkbenchError
+from workbench.safeopen import UnsafeInputError, read_input_text
+
 MAX_SPEC_BYTES = 1 << 20  # 1 MiB: a suite, job spec or policy is a few hundred bytes
 MAX_RECORD_BYTES = 1 << 20  # one probe or corpus row
 MAX_DEPTH = 32
@@ -90,8 +93,9 @@ def key_lines(path: str | Path) -> dict[str, int]:
 def _compose(path: str | Path) -> yaml.Node | None:
     """The file's node tree (aliases not expanded), or None when it cannot be read or parsed."""
     try:
-        return yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
-    except (OSError, ValueError, yaml.YAMLError, RecursionError):
+        text = read_input_text(path, max_bytes=MAX_SPEC_BYTES)
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except (OSError, ValueError, WorkbenchError, yaml.YAMLError, RecursionError):
         return None
 
 
@@ -129,15 +133,14 @@ def read_yaml_file(path: str | Path, *, max_bytes: int = MAX_SPEC_BYTES) -> Any:
     """A YAML spec file, checked. Every problem is a ValueError naming the file and, where known, the line.
     A missing file raises FileNotFoundError (callers word that one themselves)."""
     p = Path(path)
-    if p.is_dir():
-        raise ValueError(f"{p}: is a directory, not a YAML file")
-    size = p.stat().st_size
-    if size > max_bytes:
-        raise ValueError(f"{p}: {size:,} bytes; a spec file may be at most {max_bytes:,}")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{p}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    try:  # a regular file only, its size checked before reading (a FIFO or /dev/zero is refused at once)
+        text = read_input_text(p, max_bytes=max_bytes, what="spec file")
+    except UnsafeInputError as e:
+        raise ValueError(str(e)) from None
+    except FileNotFoundError:
+        raise
+    except OSError as e:  # permission denied, an I/O error: named, never a traceback
+        raise ValueError(f"{p}: cannot read: {e.strerror or e}") from None
     try:
         return yaml_load(text)
     except yaml.YAMLError as e:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from workbench.cli import print_json
+from workbench.cli import check_output_dir, print_json
 
 if TYPE_CHECKING:
     from finetune.fixset import FixSetManifest
@@ -62,13 +62,18 @@ def run(args: argparse.Namespace) -> int:
     if args.rehearsal_ratio is not None and args.rehearsal is None:  # else silently no rehearsal at all
         raise WorkbenchError("--rehearsal-ratio needs --rehearsal INDEX (the corpus index to rehearse)")
 
+    check_output_dir(args.out, "--out")  # an existing file, a read-only place: refused before any work
     store = Store.open(args.workspace)
     guard = _guard(store, args)
-    manifest = build_fixset(store, args.run, args.out, strategy=args.strategy, facts=args.facts, guard=guard,
-                            allow_unguarded=args.allow_unguarded,
-                            replay_ratio=args.replay_ratio, heldout_fraction=args.heldout_fraction, seed=args.seed,
-                            validation_fraction=args.validation_fraction, rehearsal=args.rehearsal,
-                            rehearsal_ratio=REHEARSAL_RATIO if args.rehearsal_ratio is None else args.rehearsal_ratio)
+    try:
+        manifest = build_fixset(store, args.run, args.out, strategy=args.strategy, facts=args.facts, guard=guard,
+                                allow_unguarded=args.allow_unguarded,
+                                replay_ratio=args.replay_ratio, heldout_fraction=args.heldout_fraction, seed=args.seed,
+                                validation_fraction=args.validation_fraction, rehearsal=args.rehearsal,
+                                rehearsal_ratio=REHEARSAL_RATIO if args.rehearsal_ratio is None
+                                else args.rehearsal_ratio)
+    except OSError as e:  # a full disk or a place that turned read-only while the set was written
+        raise WorkbenchError(f"--out `{args.out}`: cannot write the fix set ({e.strerror or e})") from None
     out: dict[str, object] = {"fixset": manifest.to_dict()}
     code = 0
     result: JobResult | None = None

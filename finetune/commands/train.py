@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+from pathlib import Path
 
 from workbench.cli import print_json
 
@@ -26,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
 
     job = resolve(load_spec(args.job))
     check_fits(job, force=args.force)
+    _check_writable(Path(job.spec.output_dir))
     result = launch(job, Store.open(job.spec.workspace or args.workspace), resume=args.resume,
                     progress=None if args.json else functools.partial(print, flush=True))
     if args.json:
@@ -33,3 +35,18 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(result.summary_lines()))
     return 0 if result.status != "failed" else 1
+
+
+def _check_writable(out: Path) -> None:
+    """The job's output_dir can be written, before the store records a job or a model loads: a read-only place is
+    an error naming the field, never a traceback from deep in the trainer."""
+    import tempfile
+
+    from workbench.errors import WorkbenchError
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".wb-probe.", suffix=".tmp"):
+            pass
+    except OSError as e:
+        raise WorkbenchError(f"output_dir `{out}`: cannot write there ({e.strerror or e})") from None

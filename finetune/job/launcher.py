@@ -27,6 +27,7 @@ from finetune.job.resolve import ResolvedJob
 from finetune.job.result import RESULT_FILE, JobResult, read_result
 from finetune.job.run import JOB_FILE, refuse_existing, run_job
 from finetune.job.spec import JobSpec, save_spec
+from workbench import procstat
 from workbench.errors import WorkbenchError
 from workbench.store import Store
 
@@ -146,7 +147,9 @@ def launch(job: ResolvedJob, store: Store | None = None, *, resume: bool = False
     cmd = (job_command(job_yaml, resume=resume, workspace=workspace) if kind == "subprocess"
            else accelerate_command(job.spec, job_yaml, resume=resume, workspace=workspace))
     with (out / LOG_FILE).open("ab") as log:
-        proc = subprocess.run(cmd, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
+        # owner_env: the job process ends when this one dies, however it dies (workbench.procstat.end_with_owner)
+        proc = subprocess.run(cmd, env={**os.environ, **procstat.owner_env(), **(env or {})}, stdout=log,
+                              stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL, check=False)
     result = read_result(out)
     if result is None:

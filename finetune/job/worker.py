@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from workbench import procstat
 from workbench.errors import WorkbenchError
 from workbench.quiet import quiet_known_noise
 
@@ -30,6 +31,7 @@ def main(argv: Sequence[str] | None = None, *, callbacks: Sequence[Any] = (),
     p.add_argument("--workspace", help="workspace whose store records the job (default: the spec's)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     a = p.parse_args(argv)
+    procstat.end_with_owner()  # started by `workbench train`: a killed command must not leave the job training
     quiet_known_noise()  # the job process is an entry point of its own (before trl is imported)
     from finetune.job.run import run_job
     from finetune.job.spec import load_spec

@@ -94,6 +94,7 @@ def build_index(
     batch_size: int = 10_000,
     progress: Callable[[int], None] | None = None,
     tokenizer: Tokenizer = DEFAULT_TOKENIZER,
+    follow_symlinks: bool = False,
 ) -> BuildReport:
     """Index `corpus` into `index_path`; resume a stopped build; no-op when already built.
 
@@ -102,7 +103,7 @@ def build_index(
     An index built with another tokenizer counts as another corpus (--rebuild)."""
     check_tokenizer(tokenizer)
     t0 = time.perf_counter()
-    src = open_corpus(corpus, text_field=text_field, id_field=id_field)
+    src = open_corpus(corpus, text_field=text_field, id_field=id_field, follow_symlinks=follow_symlinks)
     identity = {"label": src.label, "kind": src.kind, "fingerprint": src.fingerprint(),
                 "text_field": text_field, "id_field": id_field}
     if tokenizer != DEFAULT_TOKENIZER:  # the default adds no key: identities stay as schema 1 wrote them
@@ -130,6 +131,9 @@ def build_index(
     except sqlite3.OperationalError as e:
         if "locked" in str(e):
             raise WorkbenchError(f"{index_path} is being written by another build; wait for it") from e
+        if "full" in str(e) or "disk I/O" in str(e) or "readonly" in str(e):
+            raise WorkbenchError(f"{index_path}: {e}; every committed batch is kept: make room and run the same "
+                                 "command again to resume") from None
         raise
     finally:
         con.close()
@@ -222,7 +226,10 @@ class _Writer:
             con.execute("UPDATE meta SET value = ? WHERE key = 'rows'", (json.dumps(self.rows),))
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            # SQLite rolls back by itself on a full disk (SQLITE_FULL); a second ROLLBACK would raise "cannot
+            # rollback" over the real cause.
+            if con.in_transaction:
+                con.execute("ROLLBACK")
             raise
         if self.progress is not None:
             self.progress(batch.consumed)

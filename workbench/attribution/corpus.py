@@ -10,18 +10,32 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.safeload import json_loads
+from workbench.safeopen import (
+    MAX_DOCUMENT_BYTES,
+    MAX_LINE_BYTES,
+    UnsafeInputError,
+    arrow_decoded_bytes,
+    check_regular,
+    iter_lines,
+    member_files,
+    open_input,
+    read_input,
+    text_columns,
+)
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 TEXT_SUFFIXES = (".txt", ".text")
 _SLICE = 2_000  # rows per Parquet batch / HF slice: bounded memory, few Python round trips
+_MAX_BATCH_BYTES = 256 << 20  # decoded text per Parquet batch: 128 KiB a row on average
 
 
 class Position(NamedTuple):
@@ -54,6 +68,7 @@ class Corpus:
     label: str
     text_field: str = "text"
     id_field: str = "id"  # "" numbers the rows instead (for corpora without ids)
+    follow_symlinks: bool = False  # a directory's symlinked members are refused unless this is set
 
     def fingerprint(self) -> dict[str, Any]:
         """Cheap change detection (size + mtime; never hashes a large file's contents)."""
@@ -61,7 +76,7 @@ class Corpus:
             return {"dataset": self.label, "fingerprint": _load_hf(self.label)._fingerprint}
         path = Path(self.label)
         if self.kind == "textdir":
-            h, files = hashlib.sha256(), _txt_files(path)
+            h, files = hashlib.sha256(), _txt_files(path, self.follow_symlinks)
             for f in files:
                 st = f.stat()
                 h.update(f"{f.relative_to(path).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
@@ -74,7 +89,7 @@ class Corpus:
         if self.kind == "parquet":
             return int(_parquet_file(self.label).metadata.num_rows)
         if self.kind == "textdir":
-            return len(_txt_files(Path(self.label)))
+            return len(_txt_files(Path(self.label), self.follow_symlinks))
         if self.kind == "hf":
             return len(_load_hf(self.label))
         return None
@@ -85,8 +100,11 @@ class Corpus:
         return readers[self.kind](self, start or Position())
 
 
-def open_corpus(spec: str | Path, *, text_field: str = "text", id_field: str = "id") -> Corpus:
-    """Name the source kind from the spec: `hf:name[:config]`, a directory, or a file by suffix."""
+def open_corpus(spec: str | Path, *, text_field: str = "text", id_field: str = "id",
+                follow_symlinks: bool = False) -> Corpus:
+    """Name the source kind from the spec: `hf:name[:config]`, a directory, or a file by suffix. A file must be
+    a regular file; a directory's members must be too, and symlinks among them are refused unless
+    `follow_symlinks` (workbench.safeopen)."""
     s = str(spec)
     if s.startswith("hf:"):
         if not s[3:]:
@@ -95,11 +113,13 @@ def open_corpus(spec: str | Path, *, text_field: str = "text", id_field: str = "
     path = Path(s).expanduser()
     if not path.exists():
         raise WorkbenchError(f"corpus not found: {path}")
+    if not path.is_dir():
+        check_regular(path, what="corpus")  # named as the user gave it, before links are resolved
     path = path.resolve()
     if path.is_dir():
-        if not _txt_files(path):
+        if not _txt_files(path, follow_symlinks):
             raise WorkbenchError(f"{path}: directory holds no .txt files")
-        return Corpus("textdir", str(path), text_field, id_field)
+        return Corpus("textdir", str(path), text_field, id_field, follow_symlinks)
     name = path.name.lower()
     for kind, suffixes in (("jsonl", JSONL_SUFFIXES), ("parquet", PARQUET_SUFFIXES), ("text", TEXT_SUFFIXES)):
         if name.endswith(suffixes):
@@ -110,8 +130,8 @@ def open_corpus(spec: str | Path, *, text_field: str = "text", id_field: str = "
     raise WorkbenchError(f"{path}: unknown corpus format (expected {known}, a directory of .txt, or hf:name)")
 
 
-def _txt_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*.txt") if p.is_file())
+def _txt_files(root: Path, follow_symlinks: bool) -> list[Path]:
+    return member_files(root, ".txt", follow_symlinks=follow_symlinks)
 
 
 def _check(c: Corpus, row: dict[str, Any], line: int, where: str) -> tuple[str, str] | InputError:
@@ -135,12 +155,15 @@ def _check(c: Corpus, row: dict[str, Any], line: int, where: str) -> tuple[str, 
 
 def _read_jsonl(c: Corpus, start: Position) -> Iterator[Doc | BadRow]:
     offset, line = start
-    with open(c.label, "rb") as f:  # binary: exact byte offsets, and UTF-8 errors per line
+    with _open(c) as f:  # binary: exact byte offsets, and UTF-8 errors per line
         f.seek(offset)
-        for raw in f:
-            offset += len(raw)
+        for consumed, raw in iter_lines(f):
+            offset += consumed
             line += 1
             after = Position(offset, line)
+            if raw is None:
+                yield BadRow(_too_long(c, line), after)
+                continue
             if not raw.strip():
                 continue
             try:
@@ -161,14 +184,26 @@ def _read_jsonl(c: Corpus, start: Position) -> Iterator[Doc | BadRow]:
             yield BadRow(got, after) if isinstance(got, InputError) else Doc(got[0], got[1], line, after)
 
 
+def _open(c: Corpus) -> BinaryIO:
+    """The corpus file, opened the one safe way (a regular file; no cap on the whole: corpora are large)."""
+    return open_input(c.label, max_bytes=sys.maxsize, what="corpus")
+
+
+def _too_long(c: Corpus, line: int) -> InputError:
+    return InputError(c.label, line, None, f"longer than {MAX_LINE_BYTES:,} bytes (one document per line)")
+
+
 def _read_text(c: Corpus, start: Position) -> Iterator[Doc | BadRow]:
     """One document per non-blank line; its id is the line number (stable across resumes)."""
     offset, line = start
-    with open(c.label, "rb") as f:
+    with _open(c) as f:
         f.seek(offset)
-        for raw in f:
-            offset += len(raw)
+        for consumed, raw in iter_lines(f):
+            offset += consumed
             line += 1
+            if raw is None:
+                yield BadRow(_too_long(c, line), Position(offset, line))
+                continue
             try:
                 text = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as e:
@@ -182,10 +217,13 @@ def _read_text(c: Corpus, start: Position) -> Iterator[Doc | BadRow]:
 def _read_textdir(c: Corpus, start: Position) -> Iterator[Doc | BadRow]:
     """One document per .txt file; its id is the path relative to the directory."""
     root = Path(c.label)
-    for i, f in enumerate(_txt_files(root)[start.pos :], start=start.pos + 1):
+    for i, f in enumerate(_txt_files(root, c.follow_symlinks)[start.pos :], start=start.pos + 1):
         after = Position(i, i)
         try:
-            text = f.read_bytes().decode("utf-8")
+            text = read_input(f, max_bytes=MAX_DOCUMENT_BYTES, what="corpus document").decode("utf-8")
+        except UnsafeInputError as e:  # too large (or swapped for something else since it was listed)
+            yield BadRow(InputError(f, None, None, str(e).split(": ", 1)[-1]), after)
+            continue
         except UnicodeDecodeError as e:
             yield BadRow(InputError(f, None, None, f"not valid UTF-8 ({e.reason})"), after)
             continue
@@ -217,8 +255,9 @@ def _parquet_file(label: str) -> Any:
     """pyarrow's ParquetFile, or a WorkbenchError naming the file (pyarrow raises several unrelated types)."""
     import pyarrow.parquet as pq
 
-    try:
-        return pq.ParquetFile(label)
+    check_regular(label, what="corpus")
+    try:  # text columns read as dictionary arrays: their decoded size is counted before they are decoded
+        return pq.ParquetFile(label, read_dictionary=text_columns(pq.read_schema(label)))
     except Exception as e:
         raise WorkbenchError(f"{label}: not a readable Parquet file ({e})") from None
 
@@ -239,6 +278,11 @@ def _read_parquet(c: Corpus, start: Position) -> Iterator[Doc | BadRow]:
         if skip >= batch.num_rows:  # still inside the part already indexed
             skip, first = skip - batch.num_rows, first + batch.num_rows
             continue
+        decoded = sum(arrow_decoded_bytes(col) for col in batch.columns)
+        if decoded > _MAX_BATCH_BYTES:
+            raise WorkbenchError(f"{c.label}: rows {first}-{first + batch.num_rows - 1} decode to {decoded:,} "
+                                 f"bytes; at most {_MAX_BATCH_BYTES:,} per {_SLICE} rows (a dictionary-encoded "
+                                 "bomb, or documents far larger than text)")
         cols = batch.to_pydict()
         if skip:
             cols = {k: v[skip:] for k, v in cols.items()}

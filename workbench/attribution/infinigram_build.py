@@ -55,6 +55,7 @@ def build_infinigram(
     cpus: int | None = None,
     mem_gib: float | None = None,
     progress: Callable[[int], None] | None = None,
+    follow_symlinks: bool = False,
 ) -> BuildReport:
     """Index `corpus` into the directory `index_dir`; resume a stopped build; no-op when already built.
 
@@ -64,7 +65,7 @@ def build_infinigram(
     t0 = time.perf_counter()
     import_engine()  # a missing package is reported before any work
     binary = _indexer()
-    src = open_corpus(corpus, text_field=text_field, id_field=id_field)
+    src = open_corpus(corpus, text_field=text_field, id_field=id_field, follow_symlinks=follow_symlinks)
     space, tok_label = _space(tokenizer)
     identity = {"label": src.label, "kind": src.kind, "fingerprint": src.fingerprint(),
                 "text_field": text_field, "id_field": id_field}

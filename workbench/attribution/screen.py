@@ -29,6 +29,7 @@ from workbench.attribution.longform import LongForm, longform_reason
 from workbench.errors import InputError, WorkbenchError
 from workbench.probes import read_records
 from workbench.results import RunResults
+from workbench.safeopen import MAX_DATA_FILE_BYTES, open_input
 from workbench.types import Probe
 
 _QUESTION = ("question", "prompt", "instruction")
@@ -63,8 +64,8 @@ def read_sft(path: str | Path, *, skip_bad: bool = False) -> SftRows:
     """SFT rows as probes; bad rows raise InputError (file, line, field) or are counted with skip_bad.
     A file without a usable row is a WorkbenchError (there is nothing to screen)."""
     p = Path(path)
-    if not p.is_file():
-        raise WorkbenchError(f"{p}: no such file" if not p.exists() else f"{p}: not a file")
+    if not p.exists():
+        raise WorkbenchError(f"{p}: no such file")
     probes: list[Probe] = []
     not_screened: list[tuple[str, LongForm]] = []
     skipped, first_line = 0, dict[str, int]()
@@ -95,7 +96,7 @@ def read_sft(path: str | Path, *, skip_bad: bool = False) -> SftRows:
 
 def _is_array(path: Path) -> bool:
     """A JSON array file (Alpaca's `[{"instruction": ..., "input": ..., "output": ...}, ...]`), not JSON Lines."""
-    with path.open("rb") as f:
+    with open_input(path, max_bytes=MAX_DATA_FILE_BYTES, what="SFT file") as f:  # a FIFO would block a plain open
         head = f.read(4096).removeprefix(codecs.BOM_UTF8).lstrip()
     return head.startswith(b"[")
 

@@ -20,12 +20,16 @@ from typing import Any
 
 from workbench.backends.base import Backend
 from workbench.backends.hf_decode import STOP_WINDOW, LoopUnsupported, decode
-from workbench.errors import MissingDependencyError, WorkbenchError, unknown_name
+from workbench.errors import MissingDependencyError, WorkbenchError, did_you_mean, unknown_name
 from workbench.textgen import cut_at_stop
 from workbench.types import Completion, GenerationRequest, ModelSpec, SamplingParams
 
 _BASE = "__base__"
 DECODERS = ("loop", "generate")
+
+
+#: What `--backend-option` may set for hf; anything else is refused (a typo would otherwise be silently ignored).
+OPTIONS = frozenset({"device", "decode", "batch_size"})  # batch_size: read by Backend.batch_size
 
 
 class HFBackend(Backend):
@@ -34,6 +38,10 @@ class HFBackend(Backend):
 
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__(spec)
+        unknown = sorted(k for k, _ in spec.options if k not in OPTIONS)
+        if unknown:
+            raise WorkbenchError(f"unknown hf backend option `{unknown[0]}`.{did_you_mean(unknown[0], OPTIONS)} "
+                                 f"Known: {', '.join(sorted(OPTIONS))}")
         self._model: Any = None
         self._tok: Any = None
         self._adapters: dict[str, str] = {}  # adapter path -> peft adapter name
@@ -75,10 +83,13 @@ class HFBackend(Backend):
         from peft import PeftModel
 
         name = f"a{len(self._adapters)}"
-        if not self._adapters:
-            self._model = PeftModel.from_pretrained(self._model, path, adapter_name=name).eval()
-        else:
-            self._model.load_adapter(path, adapter_name=name)
+        try:
+            if not self._adapters:
+                self._model = PeftModel.from_pretrained(self._model, path, adapter_name=name).eval()
+            else:
+                self._model.load_adapter(path, adapter_name=name)
+        except Exception as e:  # peft, safetensors and torch each raise their own kind for a bad file
+            raise WorkbenchError(f"adapter `{path}` cannot be loaded ({type(e).__name__}: {str(e)[:300]})") from None
         self._adapters[path] = name
         return name
 

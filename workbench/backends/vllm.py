@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from workbench import procstat
 from workbench.backends.base import Backend
 from workbench.errors import MissingDependencyError, WorkbenchError, did_you_mean
 from workbench.textgen import cut_at_stop
@@ -315,6 +316,7 @@ def _acquire(key: tuple[Any, ...], build: Any, model: str) -> Any:
             atexit.register(shutdown_engines)
             _ATEXIT_REGISTERED = True
     t0 = time.monotonic()
+    procstat.reap_with_owner()  # before the engine starts: its processes end with this one, however it dies
     try:
         built = build()
     except (OSError, ValueError) as e:  # bad path, bad option value, unsupported architecture

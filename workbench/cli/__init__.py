@@ -7,10 +7,34 @@ from __future__ import annotations
 import argparse
 import os
 
-from workbench.cli._common import print_json, progress_bar
+from workbench.cli._common import (
+    atomic_output,
+    bounded,
+    check_output_dir,
+    check_output_file,
+    print_json,
+    progress_bar,
+)
 from workbench.cli._ray import BackendFor, add_ray_arguments, ray_backends
+from workbench.cli._stdout import CLOSED_PIPE_EXIT, StdoutClosed, StdoutFailed, guard_stdout, silence_stdout
 
-__all__ = ["BackendFor", "add_ray_arguments", "add_workspace_argument", "print_json", "progress_bar", "ray_backends"]
+__all__ = [
+    "CLOSED_PIPE_EXIT",
+    "BackendFor",
+    "StdoutClosed",
+    "StdoutFailed",
+    "add_ray_arguments",
+    "add_workspace_argument",
+    "atomic_output",
+    "bounded",
+    "check_output_dir",
+    "check_output_file",
+    "guard_stdout",
+    "print_json",
+    "progress_bar",
+    "ray_backends",
+    "silence_stdout",
+]
 
 
 def add_workspace_argument(p: argparse.ArgumentParser) -> None:

@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -139,6 +140,32 @@ def template(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def bounded(lo: float, hi: float, *, whole: bool = True) -> Callable[[str], Any]:
+    """An argparse type: a whole number (or, `whole` False, a finite number) in [lo, hi]; anything else is a
+    usage error naming the range. Every numeric flag takes one: a typo or a hostile value (a port of 70000, an
+    interval of -1) stops at the parser, before any work."""
+    def parse(text: str) -> float | int:
+        if whole:
+            n: float | int = _int(text)
+        else:
+            try:
+                n = float(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"must be a number, got {text[:40]!r}") from None
+            if not math.isfinite(n):
+                raise argparse.ArgumentTypeError(f"must be a finite number, got {text[:40]!r}")
+        if not lo <= n <= hi:
+            raise argparse.ArgumentTypeError(f"must be between {_num(lo)} and {_num(hi)}, got {text[:40]}")
+        return n
+
+    parse.__name__ = "whole number" if whole else "number"  # argparse names the type in its message
+    return parse
+
+
+def _num(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
 def _int(text: str) -> int:
     if len(text.strip().lstrip("+-")) > 20 or not text.strip().lstrip("+-").isdigit():
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text[:40]!r}")
@@ -231,40 +258,88 @@ def workspace_dir(workspace: str, *, writing: str = "") -> Path:
 
 
 def check_output_file(path: str, flag: str) -> Path:
-    """Before any work: `path` can be written as a file (not a directory; its folder exists or can be made and
-    is writable, tried with a real temporary file). A WorkbenchError naming the flag otherwise."""
+    """Before any work: `path` can be written as a file: not a directory or other non-regular file; its folder
+    exists, or only that last folder is missing (created when the file is written, never a chain of them: a
+    typo must not build a tree); the folder writable, tried with a real temporary file. A WorkbenchError
+    naming the flag otherwise."""
     from workbench.errors import WorkbenchError
 
     out = Path(path)
     if out.is_dir():
         raise WorkbenchError(f"{flag} `{path}` is a directory; give a file name")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"):
-            pass
-    except OSError as e:
-        raise WorkbenchError(f"{flag} `{path}`: cannot write there ({e.strerror or e})") from None
+    if out.exists() and not out.is_file():
+        raise WorkbenchError(f"{flag} `{path}` exists and is not a regular file (a FIFO or a device?)")
+    _check_folder(out.parent, path, flag)
     return out
 
 
-def copy_atomic(src: str | os.PathLike[str], dest: str | os.PathLike[str], flag: str) -> None:
-    """Copy `src` to `dest` under a temporary name in dest's folder, then rename: `dest` is the old file or
-    the whole new one. OSError becomes a WorkbenchError naming the flag."""
+def check_output_dir(path: str, flag: str) -> Path:
+    """Before any work: `path` can be an output folder: an existing folder, or a new one whose parent exists and
+    is writable (the one folder named last is created, never a chain). A WorkbenchError naming the flag."""
+    from workbench.errors import WorkbenchError
+
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise WorkbenchError(f"{flag} `{path}` exists and is not a folder; give a new or existing folder")
+    if out.is_dir():
+        _probe_write(out, path, flag)
+    else:
+        _check_folder(out.parent, path, flag)
+    return out
+
+
+def _check_folder(folder: Path, path: str, flag: str) -> None:
+    from workbench.errors import WorkbenchError
+
+    if folder.is_dir():
+        _probe_write(folder, path, flag)
+        return
+    if folder.exists():
+        raise WorkbenchError(f"{flag} `{path}`: `{folder}` is not a folder")
+    if not folder.parent.is_dir():
+        raise WorkbenchError(f"{flag} `{path}`: folder `{folder.parent}` does not exist (only the last folder of "
+                             "the path is created)")
+    _probe_write(folder.parent, path, flag)
+
+
+def _probe_write(folder: Path, path: str, flag: str) -> None:
+    from workbench.errors import WorkbenchError
+
+    try:  # a real file, not os.access: root passes access checks on a read-only mount
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".wb-probe.", suffix=".tmp"):
+            pass
+    except OSError as e:
+        raise WorkbenchError(f"{flag} `{path}`: cannot write there ({e.strerror or e})") from None
+
+
+@contextmanager
+def atomic_output(dest: str | os.PathLike[str], flag: str) -> Iterator[Path]:
+    """A temporary path beside `dest` to write; renamed onto `dest` when the block ends, removed when it fails,
+    so `dest` is the old file or the whole new one. The one missing last folder is created; an OSError (a full
+    disk, a read-only place) becomes a WorkbenchError naming the flag."""
     from workbench.errors import WorkbenchError
 
     out = Path(dest)
+    tmp: Path | None = None
     try:
-        data = Path(src).read_bytes()
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, out)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        out.parent.mkdir(exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+        os.close(fd)
+        tmp = Path(name)
+        yield tmp
+        os.replace(tmp, out)
+        tmp = None
     except OSError as e:
         raise WorkbenchError(f"{flag} `{dest}`: cannot write ({e.strerror or e})") from None
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+
+
+def copy_atomic(src: str | os.PathLike[str], dest: str | os.PathLike[str], flag: str) -> None:
+    """Copy `src` to `dest` through `atomic_output`."""
+    with atomic_output(dest, flag) as tmp:
+        shutil.copyfile(src, tmp)
 
 
 @contextmanager

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from workbench.cli._common import bounded
+
 #: Builds the backend for one model: a Ray pool under --ray, else None (the runner builds its own).
 BackendFor = Callable[[Any], Any]
 
@@ -23,7 +25,7 @@ def add_ray_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="generate on a Ray cluster: bare or `local` starts one on this machine; `auto`, "
                         "HOST:PORT or ray://HOST:PORT joins one (needs `pip install 'hallucination-workbench[ray]'`)")
-    p.add_argument("--ray-actors", type=int, metavar="N",
+    p.add_argument("--ray-actors", type=bounded(1, 4096), metavar="N",
                    help="actors (engines) per model under --ray (default: one per GPU, else one per CPU)")
 
 

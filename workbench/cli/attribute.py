@@ -7,7 +7,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from workbench.cli._common import print_json
+from workbench.cli._common import atomic_output, bounded, check_output_file, print_json
+from workbench.cli._index_engine import add_symlink_argument
 
 HELP = ("attribute a run's failures: behavior (unstable, prompt-sensitive, over-abstain), data (conflict, ...; "
         "with a corpus) or knowledge:unknown (without one)")
@@ -23,9 +24,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text-field", default="text", help="corpus field holding the text (default: text)")
     p.add_argument("--id-field", default="id", help="corpus field holding the document id (default: id)")
     p.add_argument("--skip-bad", action="store_true", help="skip bad corpus rows (counted) instead of stopping")
+    add_symlink_argument(p)
     p.add_argument("--quality-report", metavar="FILE",
                    help="also write the corpus rows that contradict accepted answers to FILE (JSONL)")
-    p.add_argument("--top", type=int, default=3, help="examples shown per category (default 3)")
+    p.add_argument("--top", type=bounded(0, 10_000), default=3,
+                   help="examples shown per category, 0-10000 (default 3)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -49,7 +52,7 @@ def open_index(args: argparse.Namespace) -> Any:
     from workbench.cli.index import require_documents
 
     report = build_index(args.corpus, default, text_field=args.text_field, id_field=args.id_field,
-                         skip_bad=args.skip_bad)
+                         skip_bad=args.skip_bad, follow_symlinks=args.follow_symlinks)
     require_documents(report, args.corpus)
     if report.skipped and not args.json:
         print(f"note: {report.skipped} bad corpus rows skipped")
@@ -63,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
     from workbench.results import load_results
     from workbench.store import Store
 
+    if args.quality_report:  # refused before any work, not after the attributions are stored
+        check_output_file(args.quality_report, "--quality-report")
     store = Store.open(args.workspace)
     results = load_results(store, store.get_run(args.run).id)
     index = open_index(args)
@@ -75,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
         if args.quality_report and index is not None:
             from workbench.attribution.quality import contradicting_rows, export_jsonl
 
-            exported = export_jsonl(contradicting_rows(index, results.probes), args.quality_report)
+            with atomic_output(args.quality_report, "--quality-report") as tmp:
+                exported = export_jsonl(contradicting_rows(index, results.probes), tmp)
     finally:
         if index is not None:
             index.close()

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
+from typing import Any
 
-from workbench.cli._common import check_output_file
+from workbench.cli._common import atomic_output, check_output_file
 
 HELP = "export a run's answers (one row per answer) as jsonl, parquet or csv"
 
@@ -36,19 +36,30 @@ def run(args: argparse.Namespace) -> int:
                      "finish_reason": a["finish_reason"], "engine": a["engine"],
                      "graded_by": a.get("graded_by")})
     out = given or Path(args.workspace) / "exports" / f"{rec.id}.{args.format}"
-    out.parent.mkdir(parents=True, exist_ok=True)
     df = pd.DataFrame(rows)
     # Written beside, then renamed: a killed export leaves the old file or the whole new one.
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
+    with atomic_output(out, "--out" if given else "export") as tmp:
         if args.format == "jsonl":
             df.to_json(tmp, orient="records", lines=True, force_ascii=False)
         elif args.format == "parquet":
             df.to_parquet(tmp, index=False)
         else:
-            df.assign(answers=df["answers"].map("; ".join), tags=df["tags"].map("; ".join)).to_csv(tmp, index=False)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+            flat = df.assign(answers=df["answers"].map("; ".join), tags=df["tags"].map("; ".join))
+            spreadsheet_safe(flat).to_csv(tmp, index=False)
     print(f"wrote {len(rows)} answers to {out}")
     return 0
+
+
+#: What a spreadsheet reads as the start of a formula (OWASP's CSV injection list): such a cell gets a leading `'`.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(df: Any) -> Any:
+    """`df` with every text cell that a spreadsheet would run as a formula (`=cmd|' /C calc'!A0`, `@SUM(...)`)
+    prefixed with a quote, as OWASP advises: stored answers and questions are untrusted text. Numbers stay."""
+    def cell(v: Any) -> Any:
+        return "'" + v if isinstance(v, str) and v.startswith(FORMULA_START) else v
+
+    from pandas.api.types import is_numeric_dtype
+
+    return df.apply(lambda col: col if is_numeric_dtype(col.dtype) else col.map(cell))

@@ -6,8 +6,10 @@ import argparse
 from typing import Any
 
 from workbench.cli._common import (
+    MAX_SAMPLES,
     add_limit_arguments,
     add_model_arguments,
+    bounded,
     limits_from_args,
     max_tokens,
     print_json,
@@ -35,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "leave the shipped pool out (alone: no pool)")
     p.add_argument("--samples", type=samples_count, default=3,
                    help="samples per question on facts greedy gets right under every phrasing (default 3)")
-    p.add_argument("--min-samples-right", type=int, default=2,
+    p.add_argument("--min-samples-right", type=bounded(0, MAX_SAMPLES), default=2,
                    help="of those samples, how many must be right for a fact to count as known (default 2)")
     p.add_argument("--rebuild", action="store_true", help="build: evaluate again although a guard set is cached")
     p.add_argument("--facts", action="store_true", help="show: list every known fact")

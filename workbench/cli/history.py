@@ -29,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
+    from workbench.printable import printable
+
     table = Table(title="regression gates")
     for col in ("gate", "when", "baseline", "candidate", "adapter", "verdict", "exit", "sign-off"):
         table.add_column(col)
@@ -36,6 +38,6 @@ def run(args: argparse.Namespace) -> int:
         s = r["signoff"]
         cells = (r["gate_id"] or "(no gate)", shown_time(r["created_at"]), r["baseline_run"], r["candidate_run"],
                  r["adapter"], r["verdict"], r["exit_code"], None if s is None else s["text"])
-        table.add_row(*("" if c is None else escape(str(c)) for c in cells))
+        table.add_row(*(escape(printable(c)) for c in cells))  # stored text: no control character reaches the tty
     Console().print(table)
     return 0

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from workbench.cli._common import print_json, workspace_dir
-from workbench.cli._index_engine import add_engine_arguments, build_with_engine
+from workbench.cli._common import bounded, print_json, workspace_dir
+from workbench.cli._index_engine import add_engine_arguments, add_symlink_argument, build_with_engine
 
 HELP = "index a training corpus (JSONL, Parquet, text, hf:name) for attribution's data axis"
 
@@ -22,9 +22,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="field/column holding the document id (default: id; '' numbers the rows)")
     p.add_argument("--skip-bad", action="store_true", help="skip bad rows (counted) instead of stopping")
     p.add_argument("--rebuild", action="store_true", help="discard the existing index and build anew")
-    p.add_argument("--batch-size", type=int, default=10_000, help="rows per committed batch (default 10000)")
+    p.add_argument("--batch-size", type=bounded(1, 1_000_000), default=10_000,
+                   help="rows per committed batch, 1-1000000 (default 10000)")
     p.add_argument("--json", action="store_true", help="print the build report as JSON")
     add_engine_arguments(p)
+    add_symlink_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,11 +39,13 @@ def run(args: argparse.Namespace) -> int:
     workspace_dir(args.workspace, writing="the corpus index")
     total = None
     if not args.json and sys.stderr.isatty():  # the hint may read metadata: only for a visible bar
-        total = open_corpus(args.corpus, text_field=args.text_field, id_field=args.id_field).total_hint()
+        total = open_corpus(args.corpus, text_field=args.text_field, id_field=args.id_field,
+                            follow_symlinks=args.follow_symlinks).total_hint()
     with _progress(enabled=not args.json, total=total) as update:
         report = build_with_engine(args, update) if args.engine != "fts5" else build_index(
             args.corpus, default_index_path(args.workspace), text_field=args.text_field, id_field=args.id_field,
-            skip_bad=args.skip_bad, rebuild=args.rebuild, batch_size=args.batch_size, progress=update)
+            skip_bad=args.skip_bad, rebuild=args.rebuild, batch_size=args.batch_size, progress=update,
+            follow_symlinks=args.follow_symlinks)
     require_documents(report, args.corpus)
     if args.json:
         print_json(report.as_dict())

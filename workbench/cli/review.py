@@ -35,6 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from workbench import reviews
     from workbench.errors import WorkbenchError
+    from workbench.printable import printable
     from workbench.store import Store
 
     store = Store.open(args.workspace)
@@ -44,10 +45,11 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json(rows)
         else:
-            for row in rows:
-                over = f"; override: {row['override_reason']}" if row["override_reason"] else ""
-                print(f"#{row['id']} {row['at']} {row['reviewer']}: {row['target']} {row['probe_id'] or ''} "
-                      f"{row['old_value']} -> {row['new_value']} ({row['reason']}{over})")
+            for row in rows:  # stored text, typed in the app: escaped before a terminal can act on it
+                s = {k: printable(v) for k, v in row.items()}
+                over = f"; override: {s['override_reason']}" if row["override_reason"] else ""
+                print(f"#{s['id']} {s['at']} {s['reviewer']}: {s['target']} {s['probe_id']} "
+                      f"{s['old_value']} -> {s['new_value']} ({s['reason']}{over})")
         return 0
     if not args.value:
         raise WorkbenchError("--value is required with --target")
@@ -64,6 +66,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         on = f" on {r.gate_id}" if r.gate_id else ""
         over = f" (override: {r.override_reason})" if r.override_reason else ""
-        print(f"recorded #{r.id}: {r.target} {r.probe_id or ''} {r.old_value} -> {r.new_value} by {r.reviewer}{on}"
-              f"{over}")
+        print(printable(f"recorded #{r.id}: {r.target} {r.probe_id or ''} {r.old_value} -> {r.new_value} by "
+                        f"{r.reviewer}{on}{over}"))
     return 0

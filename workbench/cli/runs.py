@@ -29,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from workbench.printable import printable
+
     # The run id is what a user copies into the next command: never cut or wrapped. The other columns give way at
     # 80 columns (folded, not cut with an ellipsis, so a model path stays whole too), with no vertical rules.
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -37,11 +39,11 @@ def run(args: argparse.Namespace) -> int:
         table.add_column(col, overflow="fold", justify="right" if col in ("n", "correct %", "halluc. %") else "left")
     for r in rows:
         pct = [f"{100 * r[k]:.1f}" if isinstance(r[k], float) else "-" for k in ("correct", "incorrect")]
-        table.add_row(str(r["run_id"]), shown_time(str(r["created_at"])), str(r["status"]), str(r["model"]),
-                      str(r["adapter"] or ""), str(r["suite"]), str(r["n"]), *pct)
+        table.add_row(str(r["run_id"]), shown_time(str(r["created_at"])), str(r["status"]), printable(r["model"]),
+                      printable(r["adapter"]), printable(r["suite"]), str(r["n"]), *pct)
     console = Console()
     console.print(table)
     for r in rows:
         if r["note"]:
-            console.print(f"{r['run_id']} {r['note']}", markup=False, highlight=False, soft_wrap=True)
+            console.print(f"{r['run_id']} {printable(r['note'])}", markup=False, highlight=False, soft_wrap=True)
     return 0

@@ -15,6 +15,7 @@ from workbench.cli._common import (
     samples_count,
     suite_with_generation,
 )
+from workbench.cli._index_engine import add_symlink_argument
 
 HELP = "screen a fine-tuning set: rows teaching unknown facts, rows contradicting the corpus"
 
@@ -29,6 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", metavar="FILE_OR_INDEX", help="training corpus or index (contradiction check)")
     p.add_argument("--text-field", default="text", help="corpus field holding the text (default: text)")
     p.add_argument("--id-field", default="id", help="corpus field holding the document id (default: id)")
+    add_symlink_argument(p)
     p.add_argument("--skip-bad", action="store_true", help="skip bad rows (counted) instead of stopping")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 

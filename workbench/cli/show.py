@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workbench.cli._common import print_json
+from workbench.cli._common import bounded, print_json
 
 HELP = "print a run's metrics (with confidence intervals), per-tag metrics and its worst probes"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", help="run id (a unique prefix, or `latest`)")
-    p.add_argument("--worst", type=int, default=10, help="how many hallucinations to list (default 10)")
+    p.add_argument("--worst", type=bounded(0, 100_000), default=10,
+                   help="how many hallucinations to list, 0-100000 (default 10)")
     p.add_argument("--json", action="store_true")
 
 
@@ -54,9 +55,11 @@ def _judge_line(grader: dict[str, Any]) -> str | None:
 
 def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from workbench.grading.metrics import truncation_warnings
+    from workbench.printable import printable
     from workbench.results import load_results
     from workbench.store import Store
     from workbench.types import Verdict
@@ -65,7 +68,8 @@ def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
     res = load_results(store, run_id)
     rec = res.run
     console = Console()
-    title = f"{rec.id}  {rec.model}" + (f" + {rec.adapter}" if rec.adapter else "") + f"  on {rec.suite}"
+    title = escape(printable(f"{rec.id}  {rec.model}" + (f" + {rec.adapter}" if rec.adapter else "")
+                             + f"  on {rec.suite}"))
     table = Table(title=title)
     for col in ("slice", "n", "correct %", "halluc. %", "abstained %", "acc|attempted %", "F"):
         table.add_column(col, justify="right" if col != "slice" else "left")
@@ -90,7 +94,7 @@ def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
     for line in truncation_warnings(metrics):
         console.print(line, style="bold yellow", markup=False, highlight=False, soft_wrap=True)
     if rec.note:
-        console.print(rec.note, markup=False, highlight=False, soft_wrap=True)
+        console.print(printable(rec.note), markup=False, highlight=False, soft_wrap=True)
     if engines := res.engines():
         console.print("answers by engine: " + "; ".join(f"{e} ({n})" for e, n in engines.items()), markup=False)
     bad = [r for r in res.probes if r.verdict == Verdict.INCORRECT]
@@ -101,6 +105,8 @@ def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
         for col in ("probe", "question", "answer", "accepted", "agreement"):
             t.add_column(col)
         for r in bad[:worst]:
-            t.add_row(r.probe.id, r.probe.question, r.answer, " | ".join(r.probe.answers[:3]),
+            # the user's file and the model's words: escaped (and markup-quoted) before the terminal sees them
+            t.add_row(*(escape(printable(x)) for x in (r.probe.id, r.probe.question, r.answer,
+                                                       " | ".join(r.probe.answers[:3]))),
                       "" if r.agreement is None else f"{r.agreement:.2f}")
         console.print(t)

@@ -10,6 +10,7 @@ from workbench.cli._common import (
     add_field_arguments,
     add_guard_arguments,
     add_limit_arguments,
+    bounded,
     limits_from_args,
     print_json,
 )
@@ -22,7 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("folder", help="training output folder to watch")
     p.add_argument("--baseline", required=True, help="baseline run id: its model, probes and settings are reused")
     p.add_argument("--policy", help="policy YAML (default: the built-in policy)")
-    p.add_argument("--interval", type=float, default=60.0, help="seconds between scans (default 60)")
+    p.add_argument("--interval", type=bounded(0.1, 86_400, whole=False), default=60.0,
+                   help="seconds between scans, 0.1 to 86400 (default 60)")
     p.add_argument("--once", action="store_true", help="scan once and exit (for cron / CI)")
     p.add_argument("--json", action="store_true", help="print one JSON line per gated candidate")
     add_guard_arguments(p)

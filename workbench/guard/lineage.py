@@ -6,12 +6,13 @@ JSON/YAML: `workbench` does not import `finetune`."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml
 
-from workbench.safeload import yaml_load
+from workbench.errors import WorkbenchError
+from workbench.safeload import MAX_SPEC_BYTES, json_loads, yaml_load
+from workbench.safeopen import read_input_text
 
 
 def replayed_probe_ids(adapter: str | None) -> frozenset[str] | None:
@@ -20,11 +21,11 @@ def replayed_probe_ids(adapter: str | None) -> frozenset[str] | None:
     if not adapter:
         return None
     job_yaml = Path(adapter).parent / "job.yaml"
-    try:
-        spec = yaml_load(job_yaml.read_text(encoding="utf-8"))
+    try:  # the safe reader: a FIFO or a link to /dev/zero in the adapter's folder must not hang a gate
+        spec = yaml_load(read_input_text(job_yaml, max_bytes=MAX_SPEC_BYTES, what="job file"))
         fixset = job_yaml.parent / str(spec["fixset"])  # relative to the YAML, as the job spec reads it
-        manifest = json.loads((fixset / "fixset.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError):
+        manifest = json_loads(read_input_text(fixset / "fixset.json", what="fix-set manifest"), max_bytes=None)
+    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError, WorkbenchError):
         return None
     ids = manifest.get("replayed_probe_ids")
     return frozenset(str(i) for i in ids) if isinstance(ids, list) else None

@@ -12,14 +12,14 @@ import csv
 import io
 import json
 import re
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from workbench.errors import InputError, WorkbenchError
-from workbench.safeload import json_loads
+from workbench.safeload import MAX_RECORD_BYTES, json_loads
+from workbench.safeopen import MAX_DATA_FILE_BYTES, arrow_decoded_bytes, check_regular, read_input, text_columns
 
 #: File extension -> container name.
 EXTENSIONS = {
@@ -33,7 +33,10 @@ EXTENSIONS = {
     ".pq": "parquet",
 }
 _SURROGATE = re.compile("[\udc80-\udcff]")
-csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+# One CSV field at most one record's worth (csv's own default is 128 KiB, too small for long answers; no limit
+# at all let a 300 MB field through).
+csv.field_size_limit(MAX_RECORD_BYTES)
+MAX_PROBE_FILE_BYTES = MAX_DATA_FILE_BYTES
 
 #: A whole .json file (an array of probes) may hold this many values: 10 million, about 1M probes.
 _WHOLE_FILE_NODES = 10_000_000
@@ -65,11 +68,12 @@ def read_records(path: Path, container: str) -> Iterator[Item]:
     """Records of a local file; raises WorkbenchError when the file is missing, empty or unreadable."""
     if not path.exists():
         raise WorkbenchError(f"{path}: no such file")
-    if not path.is_file():
-        raise WorkbenchError(f"{path}: not a file")
     if container == "parquet":
         return _parquet(path)
-    raw = path.read_bytes()
+    try:  # a regular file only, its size checked before reading, read in bounded chunks (workbench.safeopen)
+        raw = read_input(path, max_bytes=MAX_PROBE_FILE_BYTES, what="probe file")
+    except OSError as e:
+        raise WorkbenchError(f"{path}: cannot read: {e.strerror or e}") from None
     if not raw.strip() or raw.strip() == codecs.BOM_UTF8:
         raise WorkbenchError(f"{path}: the file is empty")
     if container == "jsonl":
@@ -120,6 +124,14 @@ def _json(path: Path, raw: bytes) -> Iterator[Item]:
     """A JSON array, {"Data": [...]} (TriviaQA), or JSON Lines in a .json file (HaluEval, PopQA)."""
     text = _decode(raw)
     start = len(text) - len(text.lstrip())
+    # Every value but a container's first follows a comma: this bound is known before parsing, which is what
+    # keeps a 60 MB array of zeros (30M values, 3.9 GB once parsed) from ever being parsed.
+    if text.count(",") + text.count("[") + text.count("{") + 1 > _WHOLE_FILE_NODES:
+        first = text[start:].split("\n", 1)[0]
+        if text.startswith("{", start) and _parses(first):
+            return _jsonl(path, raw)
+        raise InputError(path, None, None, f"a JSON document of more than {_WHOLE_FILE_NODES:,} values; write "
+                                           "it as JSON Lines (one probe per line)")
     try:
         whole = json_loads(text, max_bytes=None, max_nodes=_WHOLE_FILE_NODES)
     except json.JSONDecodeError as e:
@@ -233,12 +245,42 @@ def _csv_rows(path: Path, reader: Any, header: list[str], delimiter: str) -> Ite
 
 
 def _parquet(path: Path) -> Iterator[Item]:
+    """Row groups read one at a time, each checked against the decoded-size cap before it is turned into
+    rows: a few hundred bytes of dictionary-encoded Parquet can decode to gigabytes."""
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        size = check_regular(path, what="probe file").st_size
+        if size > MAX_PROBE_FILE_BYTES:
+            raise WorkbenchError(f"{path}: {size:,} bytes; a probe file may be at most {MAX_PROBE_FILE_BYTES:,}")
+        # Text columns stay dictionary arrays when read, so their decoded size is counted before it exists.
+        pf = pq.ParquetFile(path, read_dictionary=text_columns(pq.read_schema(path)))
+        meta = pf.metadata
+    except WorkbenchError:
+        raise
     except Exception as e:  # pyarrow raises several unrelated types for a bad file
         raise WorkbenchError(f"{path}: could not read Parquet: {e}") from None
-    if table.num_rows == 0:
+    if meta.num_rows == 0:
         raise WorkbenchError(f"{path}: the file is empty")
-    return (Record(i, row) for i, row in enumerate(table.to_pylist(), 1))
+    declared = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    if declared > MAX_PROBE_FILE_BYTES:
+        raise WorkbenchError(f"{path}: {declared:,} bytes once decoded; a probe file may be at most "
+                             f"{MAX_PROBE_FILE_BYTES:,}")
+    return _parquet_rows(path, pf)
+
+
+def _parquet_rows(path: Path, pf: Any) -> Iterator[Item]:
+    decoded, line = 0, 0
+    try:
+        for batch in pf.iter_batches(batch_size=1024):
+            decoded += sum(arrow_decoded_bytes(col) for col in batch.columns)
+            if decoded > MAX_PROBE_FILE_BYTES:
+                raise WorkbenchError(f"{path}: more than {MAX_PROBE_FILE_BYTES:,} bytes once decoded (row "
+                                     f"{line + batch.num_rows}); a probe file may be at most that")
+            for row in batch.to_pylist():
+                line += 1
+                yield Record(line, row)
+    except WorkbenchError:
+        raise
+    except Exception as e:  # a damaged page surfaces only when its batch is read
+        raise WorkbenchError(f"{path}: could not read Parquet after row {line}: {e}") from None

@@ -161,9 +161,9 @@ def suites_dir() -> Path | None:
 def _suite_path(path_or_name: str | Path) -> Path:
     path = Path(path_or_name)
     if path.suffix.lower() in SUITE_SUFFIXES or path.exists() or len(path.parts) > 1:
-        if not path.is_file():
+        if not path.exists():
             raise WorkbenchError(f"{path}: no such suite file")
-        return path
+        return path  # anything else that is not a regular file is named by the safe reader (a FIFO, a folder)
     folder = suites_dir()
     known = {p.stem: p for p in folder.glob("*.y*ml")} if folder and folder.is_dir() else {}
     if str(path_or_name) not in known:

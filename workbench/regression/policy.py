@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from workbench.errors import WorkbenchError, did_you_mean
 from workbench.safeload import MAX_SPEC_BYTES, yaml_load
+from workbench.safeopen import read_input_text
 
 Severity = Literal["fail", "warn"]
 Bound = Literal["ci_low", "delta", "ci_high"]
@@ -292,14 +293,10 @@ def default_policy() -> Policy:
 def load_policy(path: str | Path) -> Policy:
     """Read and validate a policy file; WorkbenchError names the file and the offending key."""
     p = Path(path)
-    try:
-        if p.is_file() and p.stat().st_size > MAX_SPEC_BYTES:
-            raise WorkbenchError(f"{p}: {p.stat().st_size:,} bytes; a policy file may be at most {MAX_SPEC_BYTES:,}")
-        text = p.read_text(encoding="utf-8")
+    try:  # a regular file only, its size checked before reading (workbench.safeopen)
+        text = read_input_text(p, max_bytes=MAX_SPEC_BYTES, what="policy file")
     except OSError as e:
-        raise WorkbenchError(f"cannot read policy file {p}: {e.strerror or e}") from e
-    except UnicodeDecodeError as e:
-        raise WorkbenchError(f"{p}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+        raise WorkbenchError(f"cannot read policy file {p}: {e.strerror or e}") from None
     return parse_policy(text, str(p))
 
 

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from workbench.printable import printable
 from workbench.regression._format import (
     INCONCLUSIVE_NOTE,
     MAX_LISTED,
@@ -43,7 +44,8 @@ def print_terminal(result: ComparisonResult, console: Console | None = None) -> 
     deltas, the per-tag table and the transitions."""
     out = console or Console()
     out.print(
-        f"[bold]{escape(result.candidate_label)}[/] vs baseline [bold]{escape(result.baseline_label)}[/]: "
+        f"[bold]{escape(printable(result.candidate_label))}[/] vs baseline "
+        f"[bold]{escape(printable(result.baseline_label))}[/]: "
         f"{result.overall.n} probes, verdict [{_STYLE[result.verdict]}]{escape(verdict_line(result))}[/]"
     )
     out.print(_headline_table(result))
@@ -51,7 +53,8 @@ def print_terminal(result: ComparisonResult, console: Console | None = None) -> 
     out.print(f"[bold]broken probes ({len(result.broken)})[/]: baseline-correct, now wrong or abstained")
     for change in result.broken[:_TERMINAL_BROKEN]:
         question = f" {change.question!r}:" if change.question else ""
-        out.print(f"  {escape(change.probe_id)}{escape(question)} {escape(answers(change))} ({change.transition})")
+        pid = escape(printable(change.probe_id))
+        out.print(f"  {pid}{escape(question)} {escape(answers(change))} ({change.transition})")
     if len(result.broken) > _TERMINAL_BROKEN:
         out.print(f"  ... and {len(result.broken) - _TERMINAL_BROKEN} more (see the reports)")
     out.print("[bold]known facts[/]")
@@ -59,7 +62,8 @@ def print_terminal(result: ComparisonResult, console: Console | None = None) -> 
         out.print(f"  {escape(line)}")
     guard_broken = [c for c in result.guard_changes if c.flip == Flip.BROKEN]
     for change in guard_broken[:_TERMINAL_BROKEN]:
-        out.print(f"  guard {escape(change.probe_id)} {escape(repr(change.question))}: {escape(answers(change))}")
+        pid = escape(printable(change.probe_id))
+        out.print(f"  guard {pid} {escape(repr(change.question))}: {escape(answers(change))}")
     if len(guard_broken) > _TERMINAL_BROKEN:
         out.print(f"  ... and {len(guard_broken) - _TERMINAL_BROKEN} more guard facts (see the reports)")
     gates = Table(title="Gates")

@@ -88,6 +88,7 @@ class Store:
     def open(cls, workspace: str | os.PathLike[str], url: str | None = None) -> Store:
         ws = Path(workspace)
         url = url or os.environ.get("WORKBENCH_STORE_URL")
+        url_given = url
         readonly, shown = False, ""
         if url is None:
             path, readonly = _workspace_store(ws)
@@ -105,6 +106,8 @@ class Store:
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_readonly_pragmas if readonly else _sqlite_pragmas)
         try:
+            if url_given is None:  # a workspace store is created whole (_create_store_file): a gap is damage
+                _require_meta(engine, shown)
             if not readonly:
                 _create_all(engine)
             version = _schema_version(engine, readonly=readonly)
@@ -270,6 +273,21 @@ def _create_all(engine: Engine) -> None:
                 raise
 
 
+def _require_meta(engine: Engine, shown: str) -> None:
+    """An existing workspace store has its `meta` table and schema version (a new one is made with both): a
+    missing one is refused, never re-created, so a reader never writes and a damaged store is never papered
+    over."""
+    from sqlalchemy import inspect
+
+    with engine.connect() as c:
+        if not inspect(c).has_table("meta"):
+            raise WorkbenchError(f"store {shown} has no `meta` table: not a workbench store, or a damaged one "
+                                 "(nothing was changed; restore it from a backup or use a new --workspace)")
+        if c.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).first() is None:
+            raise WorkbenchError(f"store {shown} has no schema version: not a workbench store, or a damaged one "
+                                 "(nothing was changed; restore it from a backup or use a new --workspace)")
+
+
 def _schema_version(engine: Engine, *, readonly: bool = False) -> int:
     """The store's schema version, stamping ours on a new store. Two processes opening a new store at once
     can both read "no version" and both insert it; the loser's insert fails on the key, and it reads again."""
@@ -277,7 +295,11 @@ def _schema_version(engine: Engine, *, readonly: bool = False) -> int:
         with engine.connect() as c:
             row = c.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).first()
         if row is not None:
-            return int(row[0])
+            try:
+                return int(row[0])
+            except (TypeError, ValueError):
+                raise WorkbenchError(f"{engine.url.database}: meta.schema_version is {str(row[0])[:40]!r}, not a "
+                                     "number: the store is damaged (nothing was changed)") from None
         if readonly:
             raise WorkbenchError(f"{engine.url.database}: not a workbench store (no schema version)")
         try:
@@ -414,6 +436,23 @@ def _store_errors(shown: str, readonly: bool) -> Any:
     return hook
 
 
+def _stored_json(r: Any, column: str, kind: type, *, optional: bool = False) -> Any:
+    """A run row's JSON column, checked: stored JSON is not trusted (a hand edit, a damaged copy). A bad value is
+    a WorkbenchError naming the run and the field, never a traceback."""
+    raw = r[column]
+    if raw is None and optional:
+        return None
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError) as e:
+        raise WorkbenchError(f"store: run {r['id']}: field `{column}` is not valid JSON ({e}); the store is "
+                             "damaged") from None
+    if not isinstance(value, kind) and not (optional and value is None):
+        raise WorkbenchError(f"store: run {r['id']}: field `{column}` holds {type(value).__name__}, not "
+                             f"{kind.__name__}; the store is damaged")
+    return value
+
+
 def _run_record(r: Any) -> RunRecord:
     state = liveness.judge(r["status"], pid=r["pid"], host=r["host"], heartbeat_at=r["heartbeat_at"],
                            created_at=r["created_at"])
@@ -421,8 +460,9 @@ def _run_record(r: Any) -> RunRecord:
     return RunRecord(
         id=r["id"], created_at=r["created_at"], finished_at=r["finished_at"], status=state.status,
         model=r["model"], adapter=r["adapter"], backend=r["backend"], fingerprint=r["fingerprint"],
-        suite=r["suite"], suite_config=json.loads(r["suite_json"]), options=json.loads(r["options_json"]),
+        suite=r["suite"], suite_config=_stored_json(r, "suite_json", dict),
+        options=_stored_json(r, "options_json", dict),
         n_probes=r["n_probes"], skipped_bad=r["skipped_bad"], generated=r["generated"], cached=r["cached"],
-        metrics=json.loads(r["metrics_json"]) if r["metrics_json"] else None,
+        metrics=_stored_json(r, "metrics_json", dict, optional=True) if r["metrics_json"] else None,
         pid=r["pid"], host=r["host"], heartbeat_at=r["heartbeat_at"], note=note,
     )
