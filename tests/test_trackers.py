@@ -1,0 +1,108 @@
+"""`report_to`: the job's curves in the tracker a team uses, read back with the tracker's own reader, equal to the
+store's records; a tracker that is not installed is refused with its pip line before anything is written."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from clirun import assert_refused, workbench
+from ftworld import FtWorld
+
+from finetune import records
+from finetune.job import JobSpec, TrainerSpec, from_dict, run_job
+from finetune.job.trackers import TENSORBOARD_DIR, TRACKERS, pip_line
+from workbench.errors import MissingDependencyError, WorkbenchError
+
+STEPS = 3
+#: A tracker this environment lacks (the refusal tests need one); None when all are installed.
+MISSING = next((t for t in TRACKERS if importlib.util.find_spec(t) is None
+                and not (t == "tensorboard" and importlib.util.find_spec("tensorboardX"))), None)
+
+
+def _losses(w: FtWorld, job_id: str) -> dict[int, float]:
+    return {step: value for step, _, value in records.metrics(w.store, job_id, "loss")}
+
+
+def test_spec_report_to_values() -> None:
+    base = {"fixset": "f", "output_dir": "o"}
+    assert from_dict(base).report_to == []
+    assert from_dict({**base, "report_to": "none"}).report_to == []
+    assert from_dict({**base, "report_to": "tensorboard"}).report_to == ["tensorboard"]
+    assert from_dict({**base, "report_to": ["mlflow", "trackio"]}).report_to == ["mlflow", "trackio"]
+    with pytest.raises(WorkbenchError, match=r"`report_to\[0\]` must be one of .*Did you mean `tensorboard`"):
+        from_dict({**base, "report_to": ["tensorbord"]})
+    with pytest.raises(WorkbenchError, match=r"`report_to`.*`none` cannot be listed with a tracker"):
+        from_dict({**base, "report_to": ["none", "mlflow"]})
+
+
+@pytest.mark.skipif(MISSING is None, reason="every tracker is installed: no refusal to test")
+def test_missing_tracker_refused_before_anything_is_written(w: FtWorld, tmp_path: Path) -> None:
+    assert MISSING is not None
+    out = tmp_path / "job"
+    spec = JobSpec(fixset=str(w.fixset), output_dir=str(out), report_to=[MISSING],  # type: ignore[list-item]
+                   trainer=TrainerSpec(max_steps=STEPS))
+    with pytest.raises(MissingDependencyError, match=f"`report_to: {MISSING}`") as e:
+        run_job(spec, w.store)
+    assert pip_line(MISSING) in str(e.value) and not out.exists()
+    # the CLI: exit 2 with the pip line, no traceback (train overrides the spec; fix refuses before building)
+    job = tmp_path / "job.yaml"
+    job.write_text(f"fixset: {w.fixset}\noutput_dir: {out}\ntrainer: {{max_steps: {STEPS}}}\n")
+    ws = str(w.store.workspace)
+    assert_refused(workbench("train", str(job), "--report-to", MISSING, "--workspace", ws, timeout=120),
+                   f"`report_to: {MISSING}`", f"pip install 'hallucination-workbench[{MISSING}]'")
+    assert_refused(workbench("fix", w.run_id, "--out", str(tmp_path / "fix"), "--report-to", MISSING, "--train",
+                             "--workspace", ws, timeout=120), pip_line(MISSING))
+    assert_refused(workbench("fix", w.run_id, "--out", str(tmp_path / "fix"), "--report-to", "tensorboard",
+                             "--workspace", ws, timeout=120), "--report-to needs --train")
+    assert not out.exists() and not (tmp_path / "fix").exists()
+
+
+def test_tensorboard_curves_equal_the_store(w: FtWorld, tmp_path: Path) -> None:
+    if importlib.util.find_spec("tensorboard") is None:
+        pytest.skip(f"tensorboard is not installed ({pip_line('tensorboard')})")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    plain = run_job(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "plain"),
+                            trainer=TrainerSpec(max_steps=STEPS)), w.store)
+    out = tmp_path / "tb"
+    res = run_job(JobSpec(fixset=str(w.fixset), output_dir=str(out), report_to=["tensorboard"],
+                          trainer=TrainerSpec(max_steps=STEPS)), w.store)
+    assert res.status == "done" and res.steps == STEPS
+    stored = _losses(w, res.job_id)
+    assert sorted(stored) == list(range(1, STEPS + 1))
+    # the workbench's own records are what they are without a tracker (same seed, same losses)
+    assert stored == _losses(w, plain.job_id)
+
+    acc = EventAccumulator(str(out / TENSORBOARD_DIR))
+    acc.Reload()
+    curve = {e.step: e.value for e in acc.Scalars("train/loss")}
+    assert sorted(curve) == sorted(stored)
+    for step, value in stored.items():
+        assert curve[step] == pytest.approx(value, rel=1e-6)  # event files hold float32
+    # named after the job, tagged with its lineage
+    texts = {tag: acc.Tensors(tag)[0].tensor_proto.string_val[0].decode() for tag in acc.Tags()["tensors"]}
+    lineage = next(v for k, v in texts.items() if k.startswith("lineage"))
+    assert f"workbench.baseline_run: {w.run_id}" in lineage and "workbench.method: sft" in lineage
+    assert f"workbench.job_id: {res.job_id}" in lineage
+    args = next(v for k, v in texts.items() if k.startswith("args"))
+    assert f'"run_name": "{res.job_id}"' in args
+
+
+def test_mlflow_file_store_curves_equal_the_store(w: FtWorld, tmp_path: Path) -> None:
+    if importlib.util.find_spec("mlflow") is None:
+        pytest.skip(f"mlflow is not installed ({pip_line('mlflow')})")
+    from mlflow.tracking import MlflowClient
+
+    from finetune.job.trackers import MLFLOW_DIR
+
+    out = tmp_path / "mlf"
+    res = run_job(JobSpec(fixset=str(w.fixset), output_dir=str(out), report_to=["mlflow"],
+                          trainer=TrainerSpec(max_steps=STEPS)), w.store)
+    client = MlflowClient(tracking_uri=(out / MLFLOW_DIR).resolve().as_uri())
+    runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
+    assert len(runs) == 1 and runs[0].info.run_name == res.job_id
+    assert runs[0].data.tags["workbench.baseline_run"] == w.run_id
+    curve = {m.step: m.value for m in client.get_metric_history(runs[0].info.run_id, "loss")}
+    assert curve == pytest.approx(_losses(w, res.job_id), rel=1e-6)
