@@ -48,6 +48,7 @@ COMMANDS: dict[str, str] = {
     "watch": "workbench.cli.watch",
     "history": "workbench.cli.history",
     "review": "workbench.cli.review",
+    "card": "workbench.cli.card",
     "demo": "hallucination_workbench.demo",
     "app": "hallucination_workbench.app",
 }

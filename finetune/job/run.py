@@ -97,6 +97,10 @@ def run_job(spec: JobSpec | ResolvedJob, store: Store | None = None, *, resume: 
     log.status(result.status, adapter=result.adapter, metrics=result.to_dict(), finished=True)
     if os.environ.get("RANK", "0") == "0":  # under accelerate, one result file for the launcher to read
         write_result(result, out)
+        if result.adapter is not None:  # peft's empty template replaced by one written from the records
+            from workbench.cards import write_model_card
+
+            write_model_card(result.adapter, store)
     return result
 
 
