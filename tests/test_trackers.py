@@ -90,17 +90,17 @@ def test_tensorboard_curves_equal_the_store(w: FtWorld, tmp_path: Path) -> None:
     assert f'"run_name": "{res.job_id}"' in args
 
 
-def test_mlflow_file_store_curves_equal_the_store(w: FtWorld, tmp_path: Path) -> None:
+def test_mlflow_local_store_curves_equal_the_store(w: FtWorld, tmp_path: Path) -> None:
     if importlib.util.find_spec("mlflow") is None:
         pytest.skip(f"mlflow is not installed ({pip_line('mlflow')})")
     from mlflow.tracking import MlflowClient
 
-    from finetune.job.trackers import MLFLOW_DIR
+    from finetune.job.trackers import mlflow_uri
 
     out = tmp_path / "mlf"
     res = run_job(JobSpec(fixset=str(w.fixset), output_dir=str(out), report_to=["mlflow"],
                           trainer=TrainerSpec(max_steps=STEPS)), w.store)
-    client = MlflowClient(tracking_uri=(out / MLFLOW_DIR).resolve().as_uri())
+    client = MlflowClient(tracking_uri=mlflow_uri(out))
     runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
     assert len(runs) == 1 and runs[0].info.run_name == res.job_id
     assert runs[0].data.tags["workbench.baseline_run"] == w.run_id

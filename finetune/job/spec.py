@@ -334,7 +334,7 @@ class JobSpec(_Section):
     """The workspace whose store records the job (None: the caller's)."""
     report_to: list[Tracker] = []
     """Experiment trackers the training curves also go to, as trl's `report_to`: tensorboard (event files in
-    `output_dir/runs`), mlflow (`MLFLOW_TRACKING_URI`, else a file store in `output_dir/mlruns`), trackio, wandb;
+    `output_dir/runs`), mlflow (`MLFLOW_TRACKING_URI`, else an SQLite store `output_dir/mlflow.db`), trackio, wandb;
     `none` or [] (default): the store only. The run is named after the job id and tagged with its lineage
     (finetune/job/trackers.py); each tracker is an optional extra (`pip install 'hallucination-workbench[mlflow]'`)."""
 

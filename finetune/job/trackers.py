@@ -9,7 +9,8 @@ trainer:
   (baseline run, fix set, method, base model): MLflow through `MLFLOW_TAGS`, Weights & Biases through
   `WANDB_TAGS`, TensorBoard as a `lineage` text entry beside transformers' own `args` entry;
 - local defaults where a tracker would otherwise write outside the job: TensorBoard event files under
-  `output_dir/runs`, an MLflow file store under `output_dir/mlruns` (unless `MLFLOW_TRACKING_URI` is set).
+  `output_dir/runs`, an MLflow SQLite store `output_dir/mlflow.db` (unless `MLFLOW_TRACKING_URI` is set: MLflow 3
+  refuses its old file store `./mlruns` unless told to, and recommends a database for local use).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ Tracker = Literal["tensorboard", "mlflow", "trackio", "wandb"]
 TRACKERS: tuple[Tracker, ...] = ("tensorboard", "mlflow", "trackio", "wandb")
 #: Where a job's TensorBoard event files and MLflow file store go, under its output_dir.
 TENSORBOARD_DIR = "runs"
-MLFLOW_DIR = "mlruns"
+MLFLOW_DB = "mlflow.db"
 #: The module each tracker's transformers callback imports (what must be importable).
 _MODULES: dict[Tracker, tuple[str, ...]] = {"tensorboard": ("tensorboard", "tensorboardX"), "mlflow": ("mlflow",),
                                             "trackio": ("trackio",), "wandb": ("wandb",)}
@@ -58,6 +59,11 @@ def lineage(*, job_id: str, method: str, run_id: str | None, fixset: str, fixset
             "workbench.fixset": fixset, "workbench.fixset_sha256": fixset_sha256, "workbench.base_model": base_model}
 
 
+def mlflow_uri(output_dir: Path) -> str:
+    """The job's own MLflow store when no server is configured: SQLite beside its adapter."""
+    return f"sqlite:///{(output_dir / MLFLOW_DB).resolve()}"
+
+
 @contextlib.contextmanager
 def tracker_env(report_to: Sequence[str], output_dir: Path, tags: Mapping[str, str]) -> Iterator[None]:
     """The environment transformers' tracker callbacks read (they take no arguments), set for the job's
@@ -68,7 +74,7 @@ def tracker_env(report_to: Sequence[str], output_dir: Path, tags: Mapping[str, s
     if "mlflow" in report_to:
         env["MLFLOW_TAGS"] = json.dumps(dict(tags))
         if not os.environ.get("MLFLOW_TRACKING_URI"):
-            env["MLFLOW_TRACKING_URI"] = (output_dir / MLFLOW_DIR).resolve().as_uri()
+            env["MLFLOW_TRACKING_URI"] = mlflow_uri(output_dir)
     if "wandb" in report_to and not os.environ.get("WANDB_TAGS"):
         # wandb tags are short labels: the method and the baseline run (the rest is in the run's config)
         env["WANDB_TAGS"] = ",".join(v for k, v in tags.items() if k in ("workbench.method", "workbench.baseline_run")
