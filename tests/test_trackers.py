@@ -4,6 +4,7 @@ store's records; a tracker that is not installed is refused with its pip line be
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,11 @@ def test_missing_tracker_refused_before_anything_is_written(w: FtWorld, tmp_path
                              "--workspace", ws, timeout=120), pip_line(MISSING))
     assert_refused(workbench("fix", w.run_id, "--out", str(tmp_path / "fix"), "--report-to", "tensorboard",
                              "--workspace", ws, timeout=120), "--report-to needs --train")
+    # eval and regress refuse before evaluating anything
+    assert_refused(workbench("regress", "--baseline", w.run_id, "--candidate", w.run_id, "--report-to", MISSING,
+                             "--workspace", ws, timeout=120), pip_line(MISSING))
+    assert_refused(workbench("eval", "--model", str(w.paths.model), "--probes", str(w.paths.suite), "--report-to",
+                             "tensorbord", "--workspace", ws, timeout=120), "Did you mean `tensorboard`")
     assert not out.exists() and not (tmp_path / "fix").exists()
 
 
@@ -106,3 +112,47 @@ def test_mlflow_local_store_curves_equal_the_store(w: FtWorld, tmp_path: Path) -
     assert runs[0].data.tags["workbench.baseline_run"] == w.run_id
     curve = {m.step: m.value for m in client.get_metric_history(runs[0].info.run_id, "loss")}
     assert curve == pytest.approx(_losses(w, res.job_id), rel=1e-6)
+
+
+@pytest.mark.slow  # 27 s on 2 cores: an evaluation (from the cache) and a gate, each a CLI subprocess
+def test_eval_and_gate_metrics_to_trackers(w: FtWorld, tmp_path: Path) -> None:
+    """`eval --report-to` and `regress --report-to`: the run's overall metrics and the gate's deltas, read back with
+    each installed tracker's reader, equal what the store holds."""
+    installed = [t for t in ("tensorboard", "mlflow") if importlib.util.find_spec(t) is not None]
+    if not installed:
+        pytest.skip(f"neither tensorboard nor mlflow is installed ({pip_line('tensorboard')})")
+    ws = w.store.workspace
+    proc = workbench("eval", "--model", str(w.paths.model), "--probes", str(w.paths.suite), "--samples", "4",
+                     "--paraphrases", "--report-to", ",".join(installed), "--workspace", str(ws), "--json",
+                     timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_id = json.loads(proc.stdout)["run_id"]
+    overall = w.store.get_run(run_id).metrics["overall"]
+    gate = workbench("regress", "--baseline", w.run_id, "--candidate", run_id, "--no-guard", "--report-to",
+                     ",".join(installed), "--workspace", str(ws), "--json", timeout=300)
+    assert gate.returncode in (0, 1, 3), gate.stderr[-2000:]
+    g = json.loads(gate.stdout)
+    delta = g["overall"]["metrics"]["correct"]["delta"]
+    if "tensorboard" in installed:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        acc = EventAccumulator(str(ws / "tensorboard" / run_id))
+        acc.Reload()
+        for m in ("correct", "incorrect", "not_attempted", "f_score"):
+            (event,) = acc.Scalars(f"eval/{m}")
+            assert event.step == 0 and event.value == pytest.approx(overall[m], rel=1e-6)
+        acc = EventAccumulator(str(ws / "tensorboard" / g["gate_id"]))
+        acc.Reload()
+        assert acc.Scalars("gate/correct_delta")[0].value == pytest.approx(delta, abs=1e-6)
+        assert acc.Scalars("gate/exit_code")[0].value == g["exit_code"]
+    if "mlflow" in installed:
+        from mlflow.tracking import MlflowClient
+
+        from workbench.trackers import mlflow_uri
+
+        client = MlflowClient(tracking_uri=mlflow_uri(ws))
+        runs = {r.info.run_name: r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])}
+        assert runs[run_id].data.metrics["eval/correct"] == pytest.approx(overall["correct"])
+        assert runs[run_id].data.tags["workbench.model"] == str(w.paths.model)
+        assert runs[g["gate_id"]].data.tags["workbench.verdict"] == g["verdict"]
+        assert runs[g["gate_id"]].data.metrics["gate/correct_delta"] == pytest.approx(delta)

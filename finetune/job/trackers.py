@@ -16,40 +16,19 @@ trainer:
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from workbench.errors import MissingDependencyError
+from workbench.trackers import TRACKERS, Tracker, mlflow_uri, pip_line, require, split_names
 
-Tracker = Literal["tensorboard", "mlflow", "trackio", "wandb"]
-TRACKERS: tuple[Tracker, ...] = ("tensorboard", "mlflow", "trackio", "wandb")
-#: Where a job's TensorBoard event files and MLflow file store go, under its output_dir.
+__all__ = ["TENSORBOARD_DIR", "TRACKERS", "Tracker", "lineage", "mlflow_uri", "pip_line", "require", "split_names",
+           "tensorboard_lineage", "tracker_env"]
+
+#: Where a job's TensorBoard event files go, under its output_dir (MLflow: `mlflow_uri(output_dir)`).
 TENSORBOARD_DIR = "runs"
-MLFLOW_DB = "mlflow.db"
-#: The module each tracker's transformers callback imports (what must be importable).
-_MODULES: dict[Tracker, tuple[str, ...]] = {"tensorboard": ("tensorboard", "tensorboardX"), "mlflow": ("mlflow",),
-                                            "trackio": ("trackio",), "wandb": ("wandb",)}
-
-
-def pip_line(tracker: str) -> str:
-    return f"pip install 'hallucination-workbench[{tracker}]'   # or: pip install {tracker}"
-
-
-def split_names(text: str) -> list[str]:
-    """`--report-to tensorboard,mlflow` as the spec's list (validated by the spec, which names the field)."""
-    return [n.strip() for n in text.split(",") if n.strip()]
-
-
-def require(report_to: Sequence[str]) -> None:
-    """MissingDependencyError (with the pip line) for the first tracker of `report_to` that is not installed."""
-    for name in report_to:
-        modules = _MODULES.get(name, (name,))  # type: ignore[call-overload]
-        if not any(importlib.util.find_spec(m) is not None for m in modules):
-            raise MissingDependencyError(f"`report_to: {name}`", pip_line(name))
 
 
 def lineage(*, job_id: str, method: str, run_id: str | None, fixset: str, fixset_sha256: str,
@@ -57,11 +36,6 @@ def lineage(*, job_id: str, method: str, run_id: str | None, fixset: str, fixset
     """The tags every tracker's run carries: where the job comes from, as the store records it."""
     return {"workbench.job_id": job_id, "workbench.method": method, "workbench.baseline_run": run_id or "",
             "workbench.fixset": fixset, "workbench.fixset_sha256": fixset_sha256, "workbench.base_model": base_model}
-
-
-def mlflow_uri(output_dir: Path) -> str:
-    """The job's own MLflow store when no server is configured: SQLite beside its adapter."""
-    return f"sqlite:///{(output_dir / MLFLOW_DB).resolve()}"
 
 
 @contextlib.contextmanager
@@ -73,8 +47,7 @@ def tracker_env(report_to: Sequence[str], output_dir: Path, tags: Mapping[str, s
         env["TENSORBOARD_LOGGING_DIR"] = str(output_dir / TENSORBOARD_DIR)
     if "mlflow" in report_to:
         env["MLFLOW_TAGS"] = json.dumps(dict(tags))
-        if not os.environ.get("MLFLOW_TRACKING_URI"):
-            env["MLFLOW_TRACKING_URI"] = mlflow_uri(output_dir)
+        env["MLFLOW_TRACKING_URI"] = mlflow_uri(output_dir)  # the user's URI when set
     if "wandb" in report_to and not os.environ.get("WANDB_TAGS"):
         # wandb tags are short labels: the method and the baseline run (the rest is in the run's config)
         env["WANDB_TAGS"] = ",".join(v for k, v in tags.items() if k in ("workbench.method", "workbench.baseline_run")
