@@ -14,7 +14,9 @@ from huggingface_hub import DatasetCard, ModelCard
 
 from finetune.fixset import load_manifest
 from finetune.job import JobSpec, TrainerSpec, run_job
+from workbench.cards import push_to_hub, write_model_card
 from workbench.cards.dataset import licence_of
+from workbench.errors import WorkbenchError
 from workbench.regression.gate import gate_runs, rerun_like
 from workbench.reviews import record_release
 
@@ -65,6 +67,14 @@ def test_model_card_from_the_job_then_its_gate_and_decision(w: FtWorld, tmp_path
     out = workbench("card", str(adapter), "--workspace", str(w.store.workspace), timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == f"model card: {adapter / 'README.md'}" and (adapter / "README.md").read_text() == text
+    # pushing an adapter of a local model needs the base's Hub id; offline, nothing is sent either way
+    proc = workbench("card", str(adapter), "--push", "me/adapter", "--workspace", str(w.store.workspace),
+                     env={**ENV, "HF_HUB_OFFLINE": "1"}, timeout=120)
+    assert_refused(proc, f"`{w.paths.model}` is a local path", "--base-model OWNER/NAME")
+    with pytest.raises(WorkbenchError, match="HF_HUB_OFFLINE is set"):
+        push_to_hub(adapter, "me/adapter", base_model="org/base", store=w.store)
+    write_model_card(adapter, w.store, base_model="org/base")
+    assert ModelCard.load(adapter / "README.md").data.base_model == "org/base"
 
 
 def test_dataset_card_of_the_fix_set(w: FtWorld) -> None:

@@ -80,14 +80,17 @@ def write_dataset_card(fixset: str | Path, sources: Sequence[str] = ()) -> Path:
     return atomic_write(Path(fixset) / CARD, dataset_card(fixset, sources))
 
 
-def card_of(folder: str | Path, store: Store | None = None) -> tuple[str, Path]:
-    """Write the card a folder takes: ("model", path) for a job's adapter, ("dataset", path) for a fix set."""
+def card_of(folder: str | Path, store: Store | None = None, base_model: str | None = None) -> tuple[str, Path]:
+    """Write the card a folder takes: ("model", path) for a job's adapter (`base_model`: the base's Hub id when
+    the adapter names a local path), ("dataset", path) for a fix set."""
     from workbench.cards.model import is_job_adapter, write_model_card
     from workbench.errors import WorkbenchError
 
     p = Path(folder)
     if is_job_adapter(p):
-        return "model", write_model_card(p, store)
+        return "model", write_model_card(p, store, base_model)
+    if base_model is not None:
+        raise WorkbenchError(f"--base-model is for a job's adapter; {p} is not one")
     if (p / FIXSET_FILE).is_file():
         fix: dict[str, Any] = read_json(p / FIXSET_FILE)
         sources = probe_sources(store, fix["run_id"]) if store is not None and fix.get("run_id") else []

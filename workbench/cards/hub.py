@@ -25,18 +25,25 @@ def offline() -> bool:
 
 
 def push_to_hub(folder: str | Path, repo_id: str, *, private: bool = True, store: Store | None = None,
-                token: str | None = None) -> str:
+                token: str | None = None, base_model: str | None = None) -> str:
     """Write the folder's card, then upload it: an adapter as a model repo (every file of the folder), a fix set
     as a dataset repo (its splits as Parquet through `DatasetDict.push_to_hub`, then the card and fixset.json).
-    Returns the repo's URL. Private by default: a fix set holds the model's failures."""
+    Returns the repo's URL. Private by default: a fix set holds the model's failures. An adapter trained on a local
+    model needs `base_model`, the base's Hub id: the Hub refuses a card whose `base_model` is a path."""
     from workbench.cards.dataset import card_of
+    from workbench.cards.model import base_of, is_hub_id, is_job_adapter
 
+    if is_job_adapter(folder):
+        base = base_model or base_of(folder)
+        if not is_hub_id(base):
+            raise WorkbenchError(f"{folder}: its base model `{base}` is a local path, and a Hub card names the base "
+                                 "by its Hub id: pass --base-model OWNER/NAME")
     if offline():
         raise WorkbenchError(f"cannot push {folder} to `{repo_id}`: HF_HUB_OFFLINE is set (unset it, and log in "
                              "with `hf auth login` or pass a token, to push)")
     if "/" not in repo_id or repo_id.count("/") > 1:
         raise WorkbenchError(f"--push `{repo_id}`: a hub repo id is OWNER/NAME")
-    kind, card = card_of(folder, store)
+    kind, card = card_of(folder, store, base_model)
     from huggingface_hub import HfApi
 
     api = HfApi(token=token)

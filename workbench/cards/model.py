@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 #: The fix set's split each method trains on (finetune/job/resolve.py).
 SPLITS = {"sft": "sft", "dpo": "dpo", "grpo": "prompts"}
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 def is_job_adapter(adapter: str | Path) -> bool:
     """Whether `adapter` is an adapter a workbench job wrote (its job directory holds result.json)."""
@@ -75,8 +77,19 @@ def latest_gate(store: Store, adapter: Path) -> dict[str, Any] | None:
                                                "reason": s["reason"]}}
 
 
-def model_card(adapter: str | Path, store: Store | None = None) -> str:
-    """The model card (README.md text) of a job's adapter directory."""
+def base_of(adapter: str | Path) -> str:
+    """The base model an adapter names (peft's `base_model_name_or_path`)."""
+    return str(read_json(Path(adapter) / ADAPTER_CONFIG).get("base_model_name_or_path") or "")
+
+
+def is_hub_id(name: str) -> bool:
+    """Whether `name` reads as a Hub model id (OWNER/NAME), not a local path (the Hub refuses a path as base_model)."""
+    return bool(HUB_ID.fullmatch(name)) and not Path(name).exists()
+
+
+def model_card(adapter: str | Path, store: Store | None = None, base_model: str | None = None) -> str:
+    """The model card (README.md text) of a job's adapter directory; `base_model` names the base on the Hub when
+    the adapter's own is a local path."""
     from huggingface_hub import EvalResult, ModelCardData
 
     adapter = Path(adapter)
@@ -84,7 +97,8 @@ def model_card(adapter: str | Path, store: Store | None = None) -> str:
     res, cfg = read_json(job_dir / RESULT_FILE), read_json(adapter / ADAPTER_CONFIG)
     job = yaml.safe_load((job_dir / JOB_FILE).read_text(encoding="utf-8")) if (job_dir / JOB_FILE).is_file() else {}
     fix_path, fix = _fixset(job or {})
-    method, base = str((job or {}).get("method", "sft")), str(cfg.get("base_model_name_or_path") or fix.get("model"))
+    method = str((job or {}).get("method", "sft"))
+    base = base_model or str(cfg.get("base_model_name_or_path") or fix.get("model"))
     gate = latest_gate(store, adapter) if store is not None else None
     fix_name = fix_path.name if fix_path else "fix set"
 
@@ -166,9 +180,9 @@ def _pct(v: Any) -> str:
     return "n/a" if v is None else f"{100 * float(v):.1f}%"
 
 
-def write_model_card(adapter: str | Path, store: Store | None = None) -> Path:
+def write_model_card(adapter: str | Path, store: Store | None = None, base_model: str | None = None) -> Path:
     """(Re)write README.md in the adapter directory."""
-    return atomic_write(Path(adapter) / CARD, model_card(adapter, store))
+    return atomic_write(Path(adapter) / CARD, model_card(adapter, store, base_model))
 
 
 def refresh_for_run(store: Store, run_id: str) -> Path | None:

@@ -16,6 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("folder", help="a job's adapter directory (OUTPUT_DIR/adapter) or a fix set directory")
     p.add_argument("--push", metavar="OWNER/NAME", help="then upload the folder to this hub repo (created if needed)")
     p.add_argument("--public", action="store_true", help="with --push: a public repo (default: private)")
+    p.add_argument("--base-model", metavar="OWNER/NAME",
+                   help="an adapter's base model by its Hub id (needed to push an adapter of a local model)")
     p.add_argument("--json", action="store_true")
     p.epilog = EPILOG
 
@@ -29,10 +31,10 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError("--public needs --push OWNER/NAME")
     store = Store.open(args.workspace)
     if args.push:
-        url = push_to_hub(args.folder, args.push, private=not args.public, store=store)
+        url = push_to_hub(args.folder, args.push, private=not args.public, store=store, base_model=args.base_model)
         out = {"folder": args.folder, "pushed": url}
     else:
-        kind, path = card_of(args.folder, store)
+        kind, path = card_of(args.folder, store, args.base_model)
         out = {"folder": args.folder, "card": str(path), "kind": kind}
     if args.json:
         print_json(out)
