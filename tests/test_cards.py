@@ -110,3 +110,6 @@ def test_cli_card_and_push_refused_offline(w: FtWorld, tmp_path: Path) -> None:
                    "cannot push", "HF_HUB_OFFLINE")
     assert_refused(workbench("card", str(tmp_path), "--workspace", ws, timeout=120),
                    str(tmp_path), "neither a job's adapter")
+    (tmp_path / "fixset.json").write_text('{"counts": ')  # a broken record: named, no traceback
+    assert_refused(workbench("card", str(tmp_path), "--workspace", ws, timeout=120),
+                   f"{tmp_path / 'fixset.json'}: not a JSON object")

@@ -20,8 +20,6 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from workbench.cards._files import (
     ADAPTER_CONFIG,
     CARD,
@@ -95,9 +93,9 @@ def model_card(adapter: str | Path, store: Store | None = None, base_model: str 
     adapter = Path(adapter)
     job_dir = adapter.parent
     res, cfg = read_json(job_dir / RESULT_FILE), read_json(adapter / ADAPTER_CONFIG)
-    job = yaml.safe_load((job_dir / JOB_FILE).read_text(encoding="utf-8")) if (job_dir / JOB_FILE).is_file() else {}
-    fix_path, fix = _fixset(job or {})
-    method = str((job or {}).get("method", "sft"))
+    job = _job_spec(job_dir / JOB_FILE)
+    fix_path, fix = _fixset(job)
+    method = str(job.get("method", "sft"))
     base = base_model or str(cfg.get("base_model_name_or_path") or fix.get("model"))
     gate = latest_gate(store, adapter) if store is not None else None
     fix_name = fix_path.name if fix_path else "fix set"
@@ -126,6 +124,21 @@ def model_card(adapter: str | Path, store: Store | None = None, base_model: str 
                          pipeline_tag="text-generation", eval_results=evals or None,
                          tags=[TAG, "lora", method, *(f"fixes:{c}" for c in _targeted(fix, method))])
     return f"---\n{data.to_yaml()}\n---\n\n" + _model_body(res, cfg, method, base, fix_path, fix, gate)
+
+
+def _job_spec(path: Path) -> dict[str, Any]:
+    """The job.yaml beside the adapter as a mapping ({} without one); a broken one is an error naming it."""
+    from workbench.safeload import read_yaml_file
+
+    if not path.is_file():
+        return {}
+    try:
+        data = read_yaml_file(path)
+    except ValueError as e:
+        raise WorkbenchError(str(e)) from None
+    if not isinstance(data, dict):
+        raise WorkbenchError(f"{path}: a job spec must be a mapping, got {type(data).__name__}")
+    return data
 
 
 def _targeted(fix: dict[str, Any], method: str) -> list[str]:
