@@ -457,11 +457,15 @@ def build_fixset(
     guard_info = None if guard is None else {
         "key": guard.key, "known": len(guard.facts), "usable": len(guard_facts),
         "replayed": sum(f.probe.id in replayed for f in guard_replay), "validation": len(guard_validation)}
-    return write_fixset(Path(out_dir), rows, run.id, run.model, strategy, picked[0].text, sorted(heldout), skipped,
-                        suite, note=picked[0].note, validation=validation, tokenizer=tokenizer,
-                        reserved=reserved, rehearsal=None if info is None else info.to_dict(), targets=targets,
-                        bare_anchors=bare_anchors, replayed=replayed, guard=guard_info, replay_capped=capped,
-                        unguarded=not known and not guard_facts and not validation)
+    manifest = write_fixset(Path(out_dir), rows, run.id, run.model, strategy, picked[0].text, sorted(heldout),
+                            skipped, suite, note=picked[0].note, validation=validation, tokenizer=tokenizer,
+                            reserved=reserved, rehearsal=None if info is None else info.to_dict(), targets=targets,
+                            bare_anchors=bare_anchors, replayed=replayed, guard=guard_info, replay_capped=capped,
+                            unguarded=not known and not guard_facts and not validation)
+    from workbench.cards.dataset import probe_sources, write_dataset_card
+
+    write_dataset_card(out_dir, probe_sources(store, run.id))  # README.md: splits, counts, lineage, licences
+    return manifest
 
 
 def _validation_slice(known: list[ProbeResult], render: Callable[[str], str], seed: int, fraction: float,

@@ -56,6 +56,7 @@ COMMANDS: dict[str, str] = {
     "history": "workbench.cli.history",
     "review": "workbench.cli.review",
     "reports": "workbench.cli.reports",
+    "card": "workbench.cli.card",
     "demo": "hallucination_workbench.demo",
     "app": "hallucination_workbench.app",
 }

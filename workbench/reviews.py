@@ -306,9 +306,13 @@ def record_release(store: Store, *, reviewer: str, run_id: str, decision: str, r
     if decision == "signoff":
         _refuse_signoff(check, override, confirm)
     prev = gate_decisions(store).get(check.gate_id or "") if check.gate_id else release_status(store, run.id)
-    return _append(store, reviewer=reviewer, target="release", run_id=run.id, probe_id=None,
-                   old_value=prev.new_value if prev else None, new_value=decision, reason=reason,
-                   gate_id=check.gate_id, override_reason=override)
+    row = _append(store, reviewer=reviewer, target="release", run_id=run.id, probe_id=None,
+                  old_value=prev.new_value if prev else None, new_value=decision, reason=reason,
+                  gate_id=check.gate_id, override_reason=override)
+    from workbench.cards import refresh_for_run
+
+    refresh_for_run(store, run.id)  # a job's adapter card says the decision on its latest gate
+    return row
 
 
 def _override_reason(text: str | None, decision: str) -> str | None:

@@ -48,6 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "more targeted rows)")
     p.add_argument("--steps", type=int,
                    help="trainer.max_steps of the job (default: by epochs over the fix set, see README)")
+    p.add_argument("--report-to", metavar="TRACKERS",
+                   help="with --train: tensorboard, mlflow, trackio, wandb (comma-separated) or none (default): where "
+                   "the job's training curves also go")
     p.add_argument("--json", action="store_true")
 
 
@@ -61,6 +64,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.rehearsal_ratio is not None and args.rehearsal is None:  # else silently no rehearsal at all
         raise WorkbenchError("--rehearsal-ratio needs --rehearsal INDEX (the corpus index to rehearse)")
+    if args.report_to is not None and not args.train:  # else silently no curves anywhere
+        raise WorkbenchError("--report-to needs --train (it names where the job's training curves go)")
+    if args.report_to is not None:  # a missing tracker is refused before the fix set is built
+        from finetune.job.trackers import require, split_names
+
+        require([n for n in split_names(args.report_to) if n != "none"])
 
     check_output_dir(args.out, "--out")  # an existing file, a read-only place: refused before any work
     store = Store.open(args.workspace)
@@ -79,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     result: JobResult | None = None
     if args.train:
         from finetune.job import from_dict, run_job
+        from finetune.job.trackers import split_names
 
         method = args.method or _default_method(manifest.counts)
         note = _method_note(method, manifest.counts, args.strategy)
@@ -86,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: {note}", file=sys.stderr)
         spec = from_dict({"fixset": str(Path(args.out).resolve()), "method": method,
                           "output_dir": str((Path(args.out) / "job").resolve()),
-                          "trainer": {"max_steps": args.steps} if args.steps else {}}, where="--method/--steps")
+                          "trainer": {"max_steps": args.steps} if args.steps else {},
+                          "report_to": split_names(args.report_to or "none")}, where="--method/--steps/--report-to")
         result = run_job(spec, store, progress=None if args.json else functools.partial(print, flush=True))
         out["job_yaml"] = str(Path(result.output_dir) / "job.yaml")
         out["job"] = result.to_dict()

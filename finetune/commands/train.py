@@ -15,6 +15,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("job", help="job spec YAML")
     p.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint")
     p.add_argument("--force", action="store_true", help="skip the memory pre-flight")
+    p.add_argument("--report-to", metavar="TRACKERS",
+                   help="tensorboard, mlflow, trackio, wandb (comma-separated) or none: where the training curves "
+                   "also go (overrides the spec's report_to)")
     p.add_argument("--json", action="store_true")
 
 
@@ -22,10 +25,15 @@ def run(args: argparse.Namespace) -> int:
     import datasets
 
     datasets.disable_progress_bars()  # per-map bars would bury the summary
-    from finetune.job import check_fits, launch, load_spec, resolve
+    from finetune.job import check_fits, from_dict, launch, load_spec, resolve
+    from finetune.job.trackers import require, split_names
     from workbench.store import Store
 
-    job = resolve(load_spec(args.job))
+    spec = load_spec(args.job)
+    if args.report_to is not None:
+        spec = from_dict({**spec.to_dict(), "report_to": split_names(args.report_to)}, where="--report-to")
+    require(spec.report_to)  # here, not only in the job: a subprocess or accelerate launcher would hide it
+    job = resolve(spec)
     check_fits(job, force=args.force)
     _check_writable(Path(job.spec.output_dir))
     result = launch(job, Store.open(job.spec.workspace or args.workspace), resume=args.resume,

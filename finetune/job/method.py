@@ -71,7 +71,8 @@ class Method(abc.ABC):
 
     def trainer_args(self, checkpoint_dir: Path) -> dict[str, Any]:
         """trl config arguments every method shares: optimisation, logging, checkpoints, device (CPU-safe: bf16
-        and gradient checkpointing as resolved, no wandb, seeded data order)."""
+        and gradient checkpointing as resolved, seeded data order; trackers only as `report_to` names, the run
+        named after the job: finetune/job/trackers.py)."""
         job, t = self.job, self.job.spec.trainer
         every = job.spec.checkpoint_every
         return dict(
@@ -83,7 +84,8 @@ class Method(abc.ABC):
             logging_nan_inf_filter=False,  # the NaN watchdog must see NaN losses
             save_strategy="steps" if every else "no", save_steps=every or 500,
             save_total_limit=None,  # AtomicCheckpointMixin rotates complete checkpoints itself
-            report_to=[], bf16=job.bf16, fp16=False, use_cpu=job.device == "cpu",
+            report_to=list(job.spec.report_to), run_name=self.log.job_id,
+            bf16=job.bf16, fp16=False, use_cpu=job.device == "cpu",
             gradient_checkpointing=job.gradient_checkpointing, dataloader_num_workers=0,
             disable_tqdm=True, eval_strategy="no",
         )

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from finetune.job import trackers
 from finetune.job.checkpoint import COMPLETE, clean_incomplete, last_complete_checkpoint
 from finetune.job.known import KnownFacts, Targets
 from finetune.job.resolve import ResolvedJob, resolve
@@ -55,6 +56,7 @@ def run_job(spec: JobSpec | ResolvedJob, store: Store | None = None, *, resume: 
     t0 = time.perf_counter()
     # 1. Resolve, find the resume point, save the decided spec.
     job = spec if isinstance(spec, ResolvedJob) else resolve(spec)
+    trackers.require(job.spec.report_to)  # before anything is written: a missing tracker is a setup error
     if progress is not None:  # before anything is written: a bad $WORKBENCH_PROGRESS_EVERY is refused here
         from finetune.job.progress import TrainingProgress
 
@@ -81,8 +83,11 @@ def run_job(spec: JobSpec | ResolvedJob, store: Store | None = None, *, resume: 
                    "learning_rate": job.learning_rate, "learning_rate_rule": job.lr_rule,
                    "per_device_batch_size": job.batch, "size_rule": job.size_rule})
         log.event("tokens", f"trainable token rows: {job.tokens_decision}", {"ids": list(job.trainable_tokens)})
+    tags = trackers.lineage(job_id=job_id, method=job.method, run_id=m.run_id, fixset=str(Path(m.path).resolve()),
+                            fixset_sha256=m.sha256, base_model=job.base_model)
     try:
-        result = _train(job, job_id, start_from, log, callbacks, before_commit)
+        with trackers.tracker_env(job.spec.report_to, out, tags):
+            result = _train(job, job_id, start_from, log, callbacks, before_commit, tags)
     except BaseException as e:
         log.event("failed", f"{type(e).__name__}: {e}")
         log.status("failed", finished=True)
@@ -92,11 +97,15 @@ def run_job(spec: JobSpec | ResolvedJob, store: Store | None = None, *, resume: 
     log.status(result.status, adapter=result.adapter, metrics=result.to_dict(), finished=True)
     if os.environ.get("RANK", "0") == "0":  # under accelerate, one result file for the launcher to read
         write_result(result, out)
+        if result.adapter is not None:  # peft's empty template replaced by one written from the records
+            from workbench.cards import write_model_card
+
+            write_model_card(result.adapter, store)
     return result
 
 
 def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecorder, callbacks: Sequence[Any],
-           before_commit: Callable[[int, Path], None] | None) -> JobResult:
+           before_commit: Callable[[int, Path], None] | None, tags: dict[str, str]) -> JobResult:
     from datasets import load_from_disk
 
     from finetune.job.known_guard import KnownFactsGuard
@@ -123,8 +132,11 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
                                   min_targets=es.min_targets_fixed)
     guards = [*method.guards(), known_guard]
     early = method.early_stopping()
+    lineage = [trackers.tensorboard_lineage(tags)] if "tensorboard" in job.spec.report_to else []
     trainer = method.trainer(model=model, args=method.config(job.output_dir / CHECKPOINT_DIR), peft_config=peft_config,
-                             callbacks=[MetricsRecorder(log.metrics), watchdog, *guards, early, *callbacks])
+                             callbacks=[MetricsRecorder(log.metrics), watchdog, *guards, early, *lineage, *callbacks])
+    for cb in lineage:
+        cb.trainer = trainer
     wire_trainer(trainer, job, log, before_commit)
     trainer.save_extra = known_guard.save  # the slice's scores go into every checkpoint, for --resume
 

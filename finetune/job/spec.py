@@ -25,6 +25,7 @@ from typing import Any, Literal
 import pydantic
 import yaml
 
+from finetune.job.trackers import Tracker
 from workbench.errors import WorkbenchError
 from workbench.safeload import dotted_key_lines, line_of, read_yaml_file
 from workbench.validation import describe
@@ -331,6 +332,21 @@ class JobSpec(_Section):
     """inprocess | subprocess | accelerate (+ DeepSpeed settings)."""
     workspace: str | None = None
     """The workspace whose store records the job (None: the caller's)."""
+    report_to: list[Tracker] = []
+    """Experiment trackers the training curves also go to, as trl's `report_to`: tensorboard (event files in
+    `output_dir/runs`), mlflow (`MLFLOW_TRACKING_URI`, else an SQLite store `output_dir/mlflow.db`), trackio, wandb;
+    `none` or [] (default): the store only. The run is named after the job id and tagged with its lineage
+    (finetune/job/trackers.py); each tracker is an optional extra (`pip install 'hallucination-workbench[mlflow]'`)."""
+
+    @pydantic.field_validator("report_to", mode="before")
+    @classmethod
+    def _none_is_empty(cls, v: Any) -> Any:
+        v = _as_list(v)
+        if isinstance(v, list) and "none" in v:
+            if len(v) > 1:
+                raise ValueError("`none` cannot be listed with a tracker; leave it out")
+            return []
+        return v
 
     @pydantic.model_validator(mode="after")
     def _consistent(self) -> JobSpec:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from workbench.cli._common import (
@@ -17,6 +18,7 @@ from workbench.cli._common import (
     suite_with_generation,
 )
 from workbench.cli._ray import add_ray_arguments, ray_backends
+from workbench.trackers import REPORT_TO_HELP
 
 HELP = "evaluate a model on probes: greedy answers, samples, paraphrases; grade and store"
 
@@ -33,6 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help='also take cached answers another engine made (as `workbench show` names it, e.g. '
                         '"hf transformers-5.19.0 float32 cpu"), or `any`; by default only this engine\'s count')
     add_ray_arguments(p)
+    p.add_argument("--report-to", metavar="TRACKERS", help=REPORT_TO_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
 
 
@@ -65,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
     from workbench.probes import resolve_probes
     from workbench.runner import resume_eval, run_eval
     from workbench.store import Store
+    from workbench.trackers import parse_report_to, report_run
 
+    report_to = parse_report_to(args.report_to)  # a missing tracker is refused before anything runs
     limits = limits_from_args(args)
     if args.resume:
         if args.model or args.probes or args.max_tokens or args.stop or args.system_prompt is not None:
@@ -99,6 +104,9 @@ def run(args: argparse.Namespace) -> int:
 
     overall = summary.metrics["overall"]
     rec = store.get_run(summary.run_id)
+    report_run(report_to, Path(args.workspace), rec.id, overall,
+               {"workbench.run_id": rec.id, "workbench.model": rec.model, "workbench.adapter": rec.adapter or "",
+                "workbench.suite": rec.suite, "workbench.backend": rec.backend})
     budget = {"max_tokens": rec.suite_config.get("max_tokens"), "rule": rec.options.get("max_tokens_rule")}
     if args.json:
         print_json({"run_id": summary.run_id, "n": summary.n, "skipped_bad": summary.skipped_bad,

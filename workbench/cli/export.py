@@ -1,4 +1,5 @@
-"""`workbench export RUN`: one row per answer, as JSONL, Parquet or CSV."""
+"""`workbench export RUN`: one row per answer, as JSONL, Parquet or CSV; or the run in lm-evaluation-harness's
+results layout (`--format lm-eval`, workbench/lmeval_export.py)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,20 @@ from typing import Any
 
 from workbench.cli._common import atomic_output, check_output_file
 
-HELP = "export a run's answers (one row per answer) as jsonl, parquet or csv"
+HELP = "export a run's answers (one row per answer) as jsonl, parquet or csv, or its results as lm-eval writes them"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", help="run id (a unique prefix, or `latest`)")
-    p.add_argument("--format", choices=("jsonl", "parquet", "csv"), default="jsonl")
-    p.add_argument("--out", help="output file (default: <workspace>/exports/<run>.<format>)")
+    p.add_argument("--format", choices=("jsonl", "parquet", "csv", "lm-eval"), default="jsonl",
+                   help="lm-eval: lm-evaluation-harness's results JSON and samples JSONL, in a folder")
+    p.add_argument("--out", help="output file (default: <workspace>/exports/<run>.<format>); "
+                   "lm-eval: a folder (default: <workspace>/exports/<run>-lm-eval)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format == "lm-eval":
+        return _lm_eval(args)
     import pandas as pd
 
     from workbench.store import Store
@@ -63,3 +68,18 @@ def spreadsheet_safe(df: Any) -> Any:
     from pandas.api.types import is_numeric_dtype
 
     return df.apply(lambda col: col if is_numeric_dtype(col.dtype) else col.map(cell))
+
+
+def _lm_eval(args: argparse.Namespace) -> int:
+    from workbench.errors import WorkbenchError
+    from workbench.lmeval_export import export_lm_eval
+    from workbench.store import Store
+
+    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise WorkbenchError(f"--out {args.out}: lm-eval's layout is a folder, and this is a file")
+    store = Store.open(args.workspace)
+    rec = store.get_run(args.run)
+    out = Path(args.out) if args.out else Path(args.workspace) / "exports" / f"{rec.id}-lm-eval"
+    results, samples = export_lm_eval(store, rec.id, out)
+    print(f"wrote {results}\nwrote {samples}")
+    return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 from typing import Any
 
 from workbench.cli._common import (
@@ -23,6 +24,7 @@ from workbench.cli._common import (
     suite_with_generation,
 )
 from workbench.cli._ray import BackendFor, add_ray_arguments, ray_backends
+from workbench.trackers import REPORT_TO_HELP
 
 HELP = ("gate a candidate against a baseline (runs or models) under a policy; exit 0 pass, 1 fail, 2 error, "
         "3 inconclusive (a fail gate could not have failed on this probe set)")
@@ -45,6 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--junit", help="write JUnit XML here (one test case per gate)")
     add_guard_arguments(p)
     add_field_arguments(p)
+    p.add_argument("--report-to", metavar="TRACKERS", help=REPORT_TO_HELP)
     p.add_argument("--json", action="store_true")
     add_eval_arguments(p)
     add_limit_arguments(p)
@@ -109,7 +112,9 @@ def run(args: argparse.Namespace) -> int:
     from workbench.regression import load_policy, print_terminal
     from workbench.regression.gate import field_outcomes, gate_runs, guard_outcomes
     from workbench.store import Store
+    from workbench.trackers import parse_report_to, report_gate
 
+    report_to = parse_report_to(args.report_to)  # a missing tracker is refused before anything runs
     # Refuse an unwritable --report/--junit before anything runs or is recorded (the gate is recorded once).
     outputs = {flag: check_output_file(path, flag) for flag, path in (("--report", args.report),
                                                                        ("--junit", args.junit)) if path}
@@ -126,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
                            enabled=not args.no_field)
     record = gate_runs(store, base, cand, policy, guard=guard, field=field)
     result = record.result
+    report_gate(report_to, Path(args.workspace), record.id, result.to_dict())
     if "--report" in outputs:
         kind = "html" if outputs["--report"].suffix.lower() in (".html", ".htm") else "markdown"
         copy_atomic(record.reports[kind], outputs["--report"], "--report")

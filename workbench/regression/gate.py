@@ -164,6 +164,9 @@ def gate_runs(store: Store, baseline_id: str, candidate_id: str, policy: Policy 
             verdict=result.verdict, exit_code=result.exit_code, policy_json=json.dumps(policy.model_dump(mode="json")),
             result_json=json.dumps(result.to_dict(), default=str), report_path=str(reports.get("html", "")),
         ))
+    from workbench.cards import refresh_for_run
+
+    refresh_for_run(store, cand.run_id)  # a job's adapter card says its latest gate
     return GateRecord(gate_id, result, reports)
 
 
