@@ -14,7 +14,8 @@ from typing import Any
 def reports_tab(store: Any, *, who: Callable[[str, Any], str], errors: Callable[[Any], Any]) -> None:
     """The tab, laid out and wired inside the caller's `gr.Tabs`. `who(reviewer, request)`: the name a decision is
     recorded under (the logged-in user when there is one); `errors`: the app's wrapper that shows a handler's
-    user-facing error in the page."""
+    user-facing error in the page. Handlers carry a `reports_` prefix: gradio names an event after its function, and a
+    private `refresh` here would take the app's public `/refresh` endpoint."""
     import gradio as gr
     import pandas as pd
 
@@ -25,28 +26,28 @@ def reports_tab(store: Any, *, who: Callable[[str, Any], str], errors: Callable[
         return pd.DataFrame(rows, columns=rv.QUEUE_COLUMNS)
 
     @errors
-    def refresh(status: str, source: str, since: str, until: str) -> tuple[Any, ...]:
+    def reports_refresh(status: str, source: str, since: str, until: str) -> tuple[Any, ...]:
         v = rv.queue_view(store, status, source, since, until)
         return table(v.rows), v.counts, gr.Dropdown(choices=v.ids), v.cli
 
     @errors
-    def show(report_id: str) -> tuple[str, str]:
+    def reports_show(report_id: str) -> tuple[str, str]:
         return rv.report_view(store, report_id) if report_id else ("", "")
 
-    def pick(evt: gr.SelectData) -> tuple[Any, ...]:
+    def reports_pick(evt: gr.SelectData) -> tuple[Any, ...]:
         row = evt.row_value or []
         report_id = str(row[0]) if row else ""
-        return (report_id, *show(report_id))
+        return (report_id, *reports_show(report_id))
 
     @errors
-    def record(report_id: str, decision: str, answers: str, abstain: bool, reviewer: str, note: str,
-               status: str, source: str, since: str, until: str, request: gr.Request) -> tuple[Any, ...]:
+    def reports_record(report_id: str, decision: str, answers: str, abstain: bool, reviewer: str, note: str,
+                       status: str, source: str, since: str, until: str, request: gr.Request) -> tuple[Any, ...]:
         message, cli = rv.decide_view(store, report_id, decision, answers, abstain, who(reviewer, request), note)
         v = rv.queue_view(store, status, source, since, until)
         return message, cli, table(v.rows), v.counts, rv.report_view(store, report_id)[0]
 
     @errors
-    def export(folder: str, status: str, source: str, since: str, until: str) -> tuple[Any, ...]:
+    def reports_export(folder: str, status: str, source: str, since: str, until: str) -> tuple[Any, ...]:
         message, cli = rv.export_view(store, folder)
         v = rv.queue_view(store, status, source, since, until)
         return message, cli, table(v.rows), v.counts
@@ -85,12 +86,13 @@ def reports_tab(store: Any, *, who: Callable[[str, Any], str], errors: Callable[
     filters = [status, source, since, until]
     refresh_outputs = [queue, counts, picked, cli]
     # The queue arrives when the tab is opened (after login), never in the page's layout.
-    tab.select(refresh, filters, refresh_outputs, api_visibility="private")
-    refresh_btn.click(refresh, filters, refresh_outputs, api_name="reports")
-    status.change(refresh, filters, refresh_outputs, api_visibility="private")
-    gr.on([source.submit, since.submit, until.submit], refresh, filters, refresh_outputs, api_visibility="private")
-    queue.select(pick, None, [picked, detail, cli], api_visibility="private")
-    picked.input(show, picked, [detail, cli], api_visibility="private")
-    decide_btn.click(record, [picked, decision, answers, abstain, reviewer, note, *filters],
+    tab.select(reports_refresh, filters, refresh_outputs, api_visibility="private")
+    refresh_btn.click(reports_refresh, filters, refresh_outputs, api_name="reports")
+    status.change(reports_refresh, filters, refresh_outputs, api_visibility="private")
+    gr.on([source.submit, since.submit, until.submit], reports_refresh, filters, refresh_outputs,
+          api_visibility="private")
+    queue.select(reports_pick, None, [picked, detail, cli], api_visibility="private")
+    picked.input(reports_show, picked, [detail, cli], api_visibility="private")
+    decide_btn.click(reports_record, [picked, decision, answers, abstain, reviewer, note, *filters],
                      [decided, cli, queue, counts, detail], api_name="decide_report")
-    export_btn.click(export, [folder, *filters], [exported, cli, queue, counts], api_name="export_reports")
+    export_btn.click(reports_export, [folder, *filters], [exported, cli, queue, counts], api_name="export_reports")

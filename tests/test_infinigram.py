@@ -226,7 +226,7 @@ def test_cli_index_both_engines_and_errors(tmp_path: Path) -> None:
                 "--workspace", str(tmp_path / "ws2"))
     assert proc.returncode == 2 and "--tokenizer: cannot load a tokenizer" in proc.stderr
     proc = _cli("index", str(corpus), "--engine", "infini-gram", "--window", "-1", "--workspace", str(tmp_path / "w3"))
-    assert proc.returncode == 2 and "--window must be >= 0" in proc.stderr
+    assert proc.returncode == 2 and "argument --window: must be between 0 and" in proc.stderr
     proc = _cli("index", str(corpus), "--workspace", ws)  # now an FTS5 index beside it
     assert proc.returncode == 0
     with pytest.raises(WorkbenchError, match="holds two corpus indexes"):

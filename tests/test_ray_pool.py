@@ -183,7 +183,7 @@ def test_unreachable_cluster_and_bad_flags_are_clear_errors(world: WorldPaths, t
     proc = _cli(*base, "--ray-actors", "2", timeout=120)
     assert proc.returncode == 2 and "--ray-actors needs --ray" in proc.stderr
     proc = _cli(*base, "--ray", "local", "--ray-actors", "0", timeout=120)
-    assert proc.returncode == 2 and "`actors` must be >= 1" in proc.stderr
+    assert proc.returncode == 2 and "argument --ray-actors: must be between 1 and" in proc.stderr
     proc = _cli(*base, "--ray", "no-port-here", timeout=120)
     assert proc.returncode == 2 and "is not `local`, `auto`, HOST:PORT" in proc.stderr
 
