@@ -1,7 +1,8 @@
 """The known-facts guard on the real chat model: a fix made from a team's own failures, as a user runs it.
 
     .venv/bin/python bench/guard_flow.py --workspace WS [--sets nq,tqa] [--seeds 0,1] [--methods sft,dpo]
-        [--questions 60] [--strategy auto] [--guard-pool FILE ...] [--out FILE]
+        [--questions 60] [--strategy auto] [--guard-pool FILE ...] [--fix-arg=ARG ...] [--baseline RUN]
+        [--label NAME] [--out FILE]
 
 For each question set (`nq`: the first `--questions` of the shipped 50-question NQ-open slice; `tqa`: the first
 `--questions` of ../shared/data/TruthfulQA.csv), one baseline run of SmolLM2-135M-Instruct as a team would make it
@@ -11,7 +12,10 @@ workspace) and `workbench regress` of the adapter against the baseline (the guar
 Every step is the CLI in a subprocess. Printed and written (`--out`, JSON): per run the guard facts broken and
 refused (all, replayed, never seen), the probe set's hallucinations before and after, the gate's verdict, the job's
 known-facts count and the wall times; and the goals: guard facts broken <= 2% and refused <= 2%, hallucinations on
-the probes at least halved.
+the probes at least halved. `--fix-arg` passes a flag to every `fix` (a lever to measure, e.g.
+`--fix-arg=--steps=59`). `--baseline-only` evaluates the sets' baselines and stops; `--baseline RUN` reuses a run
+already evaluated and attributed in the workspace (one set), so several copies of the bench can measure different
+levers in parallel on one GPU against the same baseline and guard set.
 """
 
 from __future__ import annotations
@@ -72,11 +76,12 @@ def baseline(name: str, questions: int, ws: Path) -> tuple[str, float]:
     return str(run["run_id"]), time.monotonic() - t
 
 
-def one(ws: Path, run: str, method: str, seed: int, guard: list[str], strategy: str) -> dict[str, Any]:
-    out = ws / f"fix-{run}-{method}-{strategy}-{seed}"
+def one(ws: Path, run: str, method: str, seed: int, guard: list[str], strategy: str, fix_args: list[str],
+        label: str) -> dict[str, Any]:
+    out = ws / f"fix-{run}-{method}-{strategy}-{seed}-{label}"
     t = time.monotonic()
     fix = workbench("fix", run, "--out", str(out), "--train", "--method", method, "--strategy", strategy,
-                    "--seed", str(seed), "--workspace", str(ws), *guard)
+                    "--seed", str(seed), "--workspace", str(ws), *guard, *fix_args)
     fix_s = time.monotonic() - t
     job = fix["job"]
     t = time.monotonic()
@@ -117,19 +122,31 @@ def main() -> None:
     p.add_argument("--strategy", default="auto", help="`fix --strategy` (dpo: abstention as DPO's chosen answer)")
     p.add_argument("--guard-pool", action="append", default=[], metavar="FILE",
                    help="passed to fix and regress (`none` leaves the shipped pool out: a small pool for a smoke run)")
+    p.add_argument("--fix-arg", action="append", default=[], metavar="ARG",
+                   help="an argument added to every `fix` (repeatable; write it as --fix-arg=--steps=59)")
+    p.add_argument("--baseline", metavar="RUN", help="an evaluated and attributed run of the one set in --sets")
+    p.add_argument("--baseline-only", action="store_true",
+                   help="evaluate and attribute each set's baseline, print {set, run} per set and stop")
+    p.add_argument("--label", default="defaults", help="the name of this lever in the results")
     p.add_argument("--out", type=Path)
     args = p.parse_args()
+    if args.baseline and "," in args.sets:
+        p.error("--baseline names the run of one set: give --sets one name")
     results = []
     guard = [a for g in args.guard_pool for a in ("--guard-pool", g)]
     for name in args.sets.split(","):
         ws = args.workspace  # one workspace: the guard set is built once for every set, method and seed
         ws.mkdir(parents=True, exist_ok=True)
-        run, eval_s = baseline(name, args.questions, ws)
+        run, eval_s = (args.baseline, 0.0) if args.baseline else baseline(name, args.questions, ws)
+        if args.baseline_only:
+            print(json.dumps({"set": name, "run": run, "baseline_s": round(eval_s)}), flush=True)
+            continue
         for method in args.methods.split(","):
             for seed in (int(s) for s in args.seeds.split(",")):
-                r: dict[str, Any] = {"set": name, "run": run, "baseline_s": round(eval_s)}
+                r: dict[str, Any] = {"set": name, "label": args.label, "fix_args": args.fix_arg, "run": run,
+                                     "baseline_s": round(eval_s)}
                 try:
-                    r.update(one(ws, run, method, seed, guard, args.strategy))
+                    r.update(one(ws, run, method, seed, guard, args.strategy, args.fix_arg, args.label))
                 except Refused as e:  # e.g. a fix set with no DPO pairs for --method dpo
                     r.update({"method": method, "strategy": args.strategy, "seed": seed, "refused": str(e)})
                 r["goals"] = goals(r)
@@ -140,10 +157,11 @@ def main() -> None:
                                                    indent=1) + "\n")
     for r in results:
         if "refused" in r:
-            print(f"{r['set']:<4} {r['method']:<4} seed {r['seed']}: refused: {r['refused']}")
+            print(f"{r['set']:<4} {r['label']} {r['method']:<4} seed {r['seed']}: refused: {r['refused']}")
             continue
         g = r["guard"]
-        print(f"{r['set']:<4} {r['method']:<4} seed {r['seed']}: guard broken {g.get('broken')} of {g.get('known')} "
+        print(f"{r['set']:<4} {r['label']} {r['method']:<4} seed {r['seed']}: "
+              f"guard broken {g.get('broken')} of {g.get('known')} "
               f"(refused {g.get('refused')}), hallucinated {r['hallucinated_before']} -> {r['hallucinated_after']}, "
               f"gate {r['verdict']} {r['failed_gates']}, goals {r['goals']}")
 
