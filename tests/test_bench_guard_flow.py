@@ -1,0 +1,32 @@
+"""bench/guard_flow.py without the real model: its argument contract as a user runs it (a subprocess with a hard time
+limit): the levers' flags in `--help`, and `--baseline` refused for more than one set before anything runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from clirun import ENV
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench" / "guard_flow.py"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, env=ENV, timeout=60,
+                          stdin=subprocess.DEVNULL, cwd=ROOT)
+
+
+def test_help_names_the_levers() -> None:
+    proc = _run("--help")
+    assert proc.returncode == 0, proc.stderr
+    for option in ("--fix-arg", "--baseline", "--baseline-only", "--label", "--strategy", "--guard-pool"):
+        assert option in proc.stdout
+
+
+def test_one_baseline_run_serves_one_set(tmp_path: Path) -> None:
+    proc = _run("--workspace", str(tmp_path / "ws"), "--sets", "nq,tqa", "--baseline", "run-x")
+    assert proc.returncode == 2
+    assert "--baseline names the run of one set" in proc.stderr
+    assert not (tmp_path / "ws").exists()  # refused before any workspace or model
