@@ -68,6 +68,7 @@ def adapter_name(adapter: str) -> str:
 
 class OpenAIBackend(Backend):
     name = "openai"
+    local_model = False  # the model and adapter are names the server serves
     preferred_batch_size = 64
 
     def __init__(self, spec: ModelSpec) -> None:
