@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -98,6 +100,19 @@ def test_a_plugin_may_not_take_a_built_in_or_a_taken_name(site: Path) -> None:
     assert backend_class("vllm").__name__ == "VLLMBackend"  # other names are unaffected
 
 
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "evaluate.md"
+
+
+def guide_plugin() -> tuple[str, dict[str, str], dict[str, str]]:
+    """The evaluate guide's example package ("Adding a backend"): its name, entry points and modules."""
+    section = GUIDE.read_text(encoding="utf-8").split("### Adding a backend", 1)[1].split("\n### ", 1)[0]
+    toml = tomllib.loads(re.findall(r"^```toml\n(.*?)^```", section, re.MULTILINE | re.DOTALL)[0])
+    (source,) = re.findall(r"^```python\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    entry_points: dict[str, str] = toml["project"]["entry-points"]["workbench.backends"]
+    module = source.split("\n", 1)[0].removeprefix("# ").removesuffix(".py")
+    return toml["project"]["name"], entry_points, {module: source}
+
+
 def _probes(path: Path) -> Path:
     rows = [{"id": "p1", "question": "What is the capital of France?", "answers": ["Paris"]},
             {"id": "p2", "question": "What is the capital of Italy?", "answers": ["Rome"]}]
@@ -110,17 +125,20 @@ def _env(site: Path) -> dict[str, str]:
 
 
 def test_eval_runs_on_an_installed_plugin(tmp_path: Path) -> None:
-    """`workbench eval --backend echo` in a subprocess whose PYTHONPATH holds the installed plugin."""
+    """`workbench eval --backend echo` in a subprocess whose PYTHONPATH holds the evaluate guide's example package,
+    installed."""
     site = tmp_path / "site"
     site.mkdir()
-    install(site, "echo-backend", {"echo": "wb_echo:EchoBackend"}, {"wb_echo": ECHO_MODULE})
+    dist, entry_points, modules = guide_plugin()
+    assert entry_points == {"echo": "my_backend:EchoBackend"}
+    install(site, dist, entry_points, modules)
     ws = tmp_path / "ws"
     proc = workbench("eval", "--workspace", str(ws), "--model", "echo-model", "--backend", "echo",
                      "--backend-option", "answer=Paris", "--probes", str(_probes(tmp_path / "p.jsonl")), "--json",
                      env=_env(site), timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
-    assert out["engine"] == "echo-plugin 0.1" and out["generated"] == 2
+    assert out["engine"] == "echo 0.1.0" and out["generated"] == 2
     assert out["correct"] == pytest.approx(0.5) and out["incorrect"] == pytest.approx(0.5)
     run = Store.open(ws).get_run(out["run_id"])
     assert (run.backend, run.model) == ("echo", "echo-model")
