@@ -16,8 +16,11 @@ is not a `Backend` subclass, is an error naming the plugin's distribution and en
 
 from __future__ import annotations
 
+import functools
 import importlib
+import os
 import re
+import sys
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -55,18 +58,37 @@ class Registration:
 
 
 def plugin_registrations() -> dict[str, list[Registration]]:
-    """name -> every installed distribution's registration of it (read from metadata; nothing is imported)."""
+    """name -> every installed distribution's registration of it (read from metadata; nothing is imported).
+    Cached until sys.path or a folder on it changes (installing a package changes its folder)."""
+    return dict(_scan(tuple((p, _mtime(p)) for p in sys.path)))
+
+
+def _mtime(path: str) -> int | None:
+    try:
+        return os.stat(path or ".").st_mtime_ns
+    except OSError:
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def _scan(path_key: tuple[tuple[str, int | None], ...]) -> dict[str, list[Registration]]:
+    del path_key  # part of the cache key only: a changed sys.path or folder scans again
     found: dict[str, list[Registration]] = {}
     seen: set[str] = set()
     # Distributions one by one, not `entry_points(group=...)`: that merges equal entry points of different
-    # distributions, and two plugins claiming one name must be seen to be refused.
+    # distributions, and two plugins claiming one name must be seen to be refused. Only the few with an
+    # entry_points.txt naming the group have their METADATA parsed (that parse is most of a scan's time).
     for dist in metadata.distributions():
-        key = re.sub(r"[-_.]+", "-", dist.metadata["Name"] or "").lower()
+        text = dist.read_text("entry_points.txt")
+        if not text or f"[{ENTRY_POINT_GROUP}]" not in text:
+            continue
+        name = dist.metadata["Name"] or "an unnamed distribution"
+        key = re.sub(r"[-_.]+", "-", name).lower()
         if key in seen:  # shadowed by the same distribution earlier on sys.path, as imports would be
             continue
         seen.add(key)
         for ep in dist.entry_points.select(group=ENTRY_POINT_GROUP):
-            found.setdefault(ep.name, []).append(Registration(ep.name, ep.value, dist.metadata["Name"] or key))
+            found.setdefault(ep.name, []).append(Registration(ep.name, ep.value, name))
     return found
 
 
