@@ -9,16 +9,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import textwrap
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from clirun import ENV, assert_refused, workbench
 
-from workbench.backends import BACKENDS, BackendPluginError, backend_class, backend_names
+from workbench.backends import BACKENDS, BackendPluginError, backend_class, backend_names, load_backend
 from workbench.errors import WorkbenchError
 from workbench.store import Store
+from workbench.types import ModelSpec
 
 ECHO_MODULE = '''
 """A backend that answers every prompt with its `answer` option: the run shows it was used."""
@@ -53,12 +56,16 @@ def install(site: Path, dist: str, entry_points: dict[str, str], modules: dict[s
 
 
 @pytest.fixture
-def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A site folder on sys.path for this test (importlib.metadata reads sys.path when asked)."""
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A site folder on sys.path for this test (importlib.metadata reads sys.path when asked); the modules imported
+    from it are forgotten afterwards, so the next test's module of the same name is imported afresh."""
     path = tmp_path / "site"
     path.mkdir()
     monkeypatch.syspath_prepend(str(path))
-    return path
+    yield path
+    for name, module in list(sys.modules.items()):
+        if str(getattr(module, "__file__", None) or "").startswith(str(path)):
+            del sys.modules[name]
 
 
 def test_an_installed_plugin_is_found_and_loaded(site: Path) -> None:
@@ -87,6 +94,14 @@ def test_a_broken_plugin_is_named(site: Path, target: str, module: str, needle: 
     msg = str(e.value)
     assert f"plugin `broken-backend` (entry point `broken = {target}` in group `workbench.backends`)" in msg
     assert needle in msg
+
+
+def test_a_plugin_that_fails_to_build_is_named(site: Path) -> None:
+    source = ECHO_MODULE + "\n    def __init__(self, spec):\n        raise ValueError('no server configured')\n"
+    install(site, "echo-backend", {"echo": "wb_echo:EchoBackend"}, {"wb_echo": source})
+    with pytest.raises(BackendPluginError, match=r"plugin `echo-backend` \(entry point `echo = wb_echo:EchoBackend` "
+                                                 r".*failed to build a backend: ValueError: no server configured"):
+        load_backend(ModelSpec(model="m", backend="echo"))
 
 
 def test_a_plugin_may_not_take_a_built_in_or_a_taken_name(site: Path) -> None:

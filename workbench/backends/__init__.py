@@ -20,13 +20,23 @@ from workbench.backends.registry import (
     backend_names,
     registration,
 )
+from workbench.errors import WorkbenchError
 from workbench.types import ModelSpec
 
 
 def load_backend(spec: ModelSpec) -> Backend:
     """Build the backend named by `spec.backend` for `spec` (cheap: nothing loads before `start` or
     the first `generate`). The caller closes it: prefer `with open_backend(spec) as backend:`."""
-    return backend_class(spec.backend)(spec)
+    cls = backend_class(spec.backend)
+    try:
+        return cls(spec)
+    except WorkbenchError:
+        raise
+    except Exception as e:  # a plugin's own bug is reported with its name; a built-in's is ours: traceback
+        reg = registration(spec.backend)
+        if not reg.plugin:
+            raise
+        raise BackendPluginError(f"{reg.describe()} failed to build a backend: {type(e).__name__}: {e}") from e
 
 
 def open_backend(spec: ModelSpec) -> Backend:
