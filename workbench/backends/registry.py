@@ -10,8 +10,12 @@ A package adds a backend by declaring an entry point in the group `workbench.bac
 --help` nothing and a heavy one (torch, a client SDK) loads only for the runs that name it.
 
 Rules (no silent choice): a plugin may not take a built-in name, and two plugins may not take one name; either
-is an error naming the plugins when that name is asked for. A plugin that fails to import, or whose entry point
-is not a `Backend` subclass, is an error naming the plugin's distribution and entry point, never a traceback.
+is an error naming the plugins when that name is asked for. A plugin that fails to import, whose entry point is
+not a `Backend` subclass, or whose class fails to build a backend (`load_backend`) is an error naming the plugin's
+distribution and entry point, never a traceback.
+
+Not here: Ray (`--ray ADDRESS`) is no backend of its own but runs a named one (hf, vllm) in actors, so it wraps a
+backend from this registry rather than being chosen by `--backend`.
 """
 
 from __future__ import annotations
