@@ -8,9 +8,11 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from email.utils import formatdate
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from clirun import assert_refused, workbench
 
 from workbench.backends.remote import (
     RemoteBackend,
@@ -132,3 +134,12 @@ def test_backends_on_one_server_share_its_limit() -> None:
     assert Flaky.servers["shared"].max_in_flight == 2  # two backends, one server: 2 at most together
     assert Flaky.servers["other"].max_in_flight == 2
     assert sum(Flaky.servers["shared"].attempts.values()) == 24
+
+
+def test_a_bad_option_on_the_command_line_is_refused_by_name(tmp_path: Path) -> None:
+    probes = tmp_path / "p.jsonl"
+    probes.write_text('{"id": "p1", "question": "Capital of France?", "answers": ["Paris"]}\n')
+    proc = workbench("eval", "--workspace", str(tmp_path / "ws"), "--model", "m", "--backend", "openai",
+                     "--backend-option", "base_url=http://127.0.0.1:9/v1", "--backend-option", "max_retries=-1",
+                     "--probes", str(probes), timeout=120)
+    assert_refused(proc, "openai backend option `max_retries`: Input should be greater than or equal to 0, got `-1`")
