@@ -7,6 +7,7 @@ with the part's Markdown. Parts:
     suite        every field of a suite YAML (workbench.probes.suite.Suite)
     job-spec     every field of a job spec (finetune.job.spec.JobSpec and its sections)
     policy       every field of a gate policy and gate type, and the built-in policy (workbench.regression.policy)
+    backends     the built-in backends and the options every remote backend shares (workbench.backends)
     exit-codes   the exit codes (the dispatcher's, and the gate verdicts' from workbench.regression.results)
     store        the store's tables and columns (workbench.store.schema, with the comments beside each column)
     glossary     categories, transitions, gate types and measures (workbench.glossary: the app's wording)
@@ -316,6 +317,17 @@ def policy_fields() -> list[str]:
     return out
 
 
+def backends_markdown() -> str:
+    from workbench.backends.registry import BACKENDS, ENTRY_POINT_GROUP
+    from workbench.backends.remote import RemoteOptions
+
+    rows = [[f"`{name}`", f"`{target}`"] for name, target in BACKENDS.items()]
+    return "\n\n".join([
+        "## Built-in backends", table(["name", "class"], rows),
+        f"Installed packages add more through the entry-point group `{ENTRY_POINT_GROUP}`.",
+        model_markdown(RemoteOptions, "Remote backend options")])
+
+
 # ---------------------------------------------------------------- exit codes
 
 #: The dispatcher's codes (hallucination_workbench/__init__.py: `_run`, `main`); the test checks each is there.
@@ -490,6 +502,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "suite": suite_markdown,
     "job-spec": job_spec_markdown,
     "policy": policy_markdown,
+    "backends": backends_markdown,
     "exit-codes": exit_codes_markdown,
     "store": store_markdown,
     "glossary": glossary_markdown,

@@ -136,6 +136,15 @@ def test_suite_reference_names_every_field() -> None:
     assert not [f for f in Suite.model_fields if f"`{f}`" not in md]
 
 
+def test_backends_reference_names_every_backend_and_remote_option() -> None:
+    from workbench.backends.registry import BACKENDS
+    from workbench.backends.remote import RemoteOptions
+
+    md = gen.backends_markdown()
+    assert not [n for n in BACKENDS if f"`{n}`" not in md]
+    assert not [f for f in RemoteOptions.model_fields if f"`{f}`" not in md]
+
+
 def test_store_reference_names_every_table_and_column() -> None:
     from workbench.store import schema
 

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from workbench.compat.transformers import TRAINER_SAVE_CHECKPOINT, check_overrides
+
 COMPLETE = "COMPLETE"
 STAGING = ".staging"
 _CKPT = re.compile(r"^checkpoint-(\d+)$")
@@ -102,6 +104,8 @@ class AtomicCheckpointMixin:
     before_commit: Callable[[int, Path], None] | None = None
     save_extra: Callable[[Path], None] | None = None
 
+    # Private API (transformers 5.19.0): TRAINER_SAVE_CHECKPOINT in workbench/compat/transformers.py; `atomic`
+    # checks that the trainer still has it, else this override would silently never run.
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         args: Any = self.args  # type: ignore[attr-defined]
         state: Any = self.state  # type: ignore[attr-defined]
@@ -139,5 +143,7 @@ class AtomicCheckpointMixin:
 
 
 def atomic(trainer_class: type) -> type:
-    """`trainer_class` with AtomicCheckpointMixin in front of its save."""
-    return type(f"Atomic{trainer_class.__name__}", (AtomicCheckpointMixin, trainer_class), {})
+    """`trainer_class` with AtomicCheckpointMixin in front of its save (WorkbenchError if the installed
+    transformers no longer has the save it wraps)."""
+    cls = type(f"Atomic{trainer_class.__name__}", (AtomicCheckpointMixin, trainer_class), {})
+    return check_overrides(cls, [TRAINER_SAVE_CHECKPOINT])

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
+from workbench.compat.transformers import dataset_fingerprint
 from workbench.errors import InputError, WorkbenchError
 from workbench.safeload import json_loads
 from workbench.safeopen import (
@@ -73,7 +74,7 @@ class Corpus:
     def fingerprint(self) -> dict[str, Any]:
         """Cheap change detection (size + mtime; never hashes a large file's contents)."""
         if self.kind == "hf":
-            return {"dataset": self.label, "fingerprint": _load_hf(self.label)._fingerprint}
+            return {"dataset": self.label, "fingerprint": dataset_fingerprint(_load_hf(self.label))}
         path = Path(self.label)
         if self.kind == "textdir":
             h, files = hashlib.sha256(), _txt_files(path, self.follow_symlinks)

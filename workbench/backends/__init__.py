@@ -1,4 +1,5 @@
-"""Backends by name. Heavy packages are imported only when a backend is built.
+"""Backends by name (built in, or registered by an installed package: see registry.py). Heavy packages are
+imported only when a backend is built.
 
 Open a backend with `with open_backend(spec) as backend:` so its engine is closed on success, error
 and Ctrl-C. `keep_engines()` keeps vLLM engines alive across backends inside its block (`workbench
@@ -7,33 +8,35 @@ watch`, the demo: one engine serves the baseline and every adapter).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from workbench.backends.base import Backend
-from workbench.errors import unknown_name
+from workbench.backends.registry import (
+    BACKENDS,
+    ENTRY_POINT_GROUP,
+    BackendPluginError,
+    backend_class,
+    backend_names,
+    registration,
+)
+from workbench.errors import WorkbenchError
 from workbench.types import ModelSpec
-
-#: name -> "module:Class"; the module is imported only when the backend is used.
-BACKENDS: dict[str, str] = {
-    "hf": "workbench.backends.hf:HFBackend",
-    "vllm": "workbench.backends.vllm:VLLMBackend",
-    "openai": "workbench.backends.openai:OpenAIBackend",
-}
-
-
-def backend_class(name: str) -> type[Backend]:
-    if name not in BACKENDS:
-        raise unknown_name("backend", name, BACKENDS)
-    module, cls = BACKENDS[name].split(":")
-    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
 
 
 def load_backend(spec: ModelSpec) -> Backend:
     """Build the backend named by `spec.backend` for `spec` (cheap: nothing loads before `start` or
     the first `generate`). The caller closes it: prefer `with open_backend(spec) as backend:`."""
-    return backend_class(spec.backend)(spec)
+    cls = backend_class(spec.backend)
+    try:
+        return cls(spec)
+    except WorkbenchError:
+        raise
+    except Exception as e:  # a plugin's own bug is reported with its name; a built-in's is ours: traceback
+        reg = registration(spec.backend)
+        if not reg.plugin:
+            raise
+        raise BackendPluginError(f"{reg.describe()} failed to build a backend: {type(e).__name__}: {e}") from e
 
 
 def open_backend(spec: ModelSpec) -> Backend:
@@ -52,4 +55,5 @@ def keep_engines() -> Iterator[None]:
         yield
 
 
-__all__ = ["BACKENDS", "Backend", "backend_class", "keep_engines", "load_backend", "open_backend"]
+__all__ = ["BACKENDS", "ENTRY_POINT_GROUP", "Backend", "BackendPluginError", "backend_class", "backend_names",
+           "keep_engines", "load_backend", "open_backend", "registration"]

@@ -34,6 +34,9 @@ class Backend(abc.ABC):
     """
 
     name: ClassVar[str]
+    #: True: `spec.model` (and an adapter) are local directories or hub ids this process loads, checked and
+    #: resolved (`smollm2`, a .gguf file) before the run starts. False: names a server knows (openai).
+    local_model: ClassVar[bool] = True
     #: Prompts the runner sends per `generate` call; a backend that batches well wants many.
     preferred_batch_size: ClassVar[int] = 32
 

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.compat.transformers import can_select_cache_rows, select_cache_rows
 from workbench.types import GenerationRequest
 
 #: Tokens decoded per row per step to look for its stop strings: every stop string is shorter, and each
@@ -80,7 +81,7 @@ def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest], savings: Loo
     bounds how many prompts one call prefills. `prompt_ids`: each prompt's token ids (unpadded, as `tok(prompt)`
     gives them) when the caller has them already (the backend tokenizes once, to sort prompts by length); None:
     tokenized here. Raises LoopUnsupported before any token is chosen when the model has no KV cache, or one
-    without `batch_select_indices`."""
+    that cannot select batch rows (workbench/compat/transformers.py)."""
     import torch
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -104,7 +105,7 @@ def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest], savings: Loo
     out = model(input_ids=input_ids, attention_mask=mask, use_cache=True,
                 **({"position_ids": pos} if takes_pos else {}), **extra)
     cache: Any = getattr(out, "past_key_values", None)
-    if not hasattr(cache, "batch_select_indices"):
+    if not can_select_cache_rows(cache):
         raise LoopUnsupported(f"{type(cache).__name__} cannot drop batch rows")
     prompt_row = {p: i for i, p in enumerate(prompts)}
     rows: list[list[Row]] = []
@@ -117,7 +118,7 @@ def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest], savings: Loo
                 row.generator = torch.Generator(device=model.device).manual_seed(row_seed(s.seed, r.prompt, row.sample))
     live = [row for rs in rows for row in rs]
     index = torch.tensor([row.prompt for row in live], device=model.device)
-    cache.batch_select_indices(index)  # each prompt's prefill repeated once per answer
+    select_cache_rows(cache, index)  # each prompt's prefill repeated once per answer
     logits = out.logits[index, -1, :].float()
     mask, last = mask[index], pos[index, -1]
     while True:
@@ -138,7 +139,7 @@ def decode(model: Any, tok: Any, reqs: Sequence[GenerationRequest], savings: Loo
             break
         if savings.drop_finished and len(keep) < len(live):
             sel = torch.tensor(keep, device=model.device)
-            cache.batch_select_indices(sel)
+            select_cache_rows(cache, sel)
             mask, last = mask[sel], last[sel]
             live = [live[k] for k in keep]
         step = torch.tensor([[pad if row.done else row.ids[-1]] for row in live], device=model.device)

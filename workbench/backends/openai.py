@@ -6,12 +6,9 @@ Options (`spec.options`):
     api_key_env: name of the env var holding the API key (default OPENAI_API_KEY); unset -> no auth header.
     endpoint: "completions" (default: the prompt is sent as is) or "chat" (the prompt is sent as one
         user message; use the template "{question}" then, the server applies the chat template).
-    max_concurrency: requests in flight at most (default 8).
     batch_size: prompts per `generate` call from the runner (default 64).
-    timeout: seconds per HTTP attempt (default 60).
-    max_retries: retries per request on 429, 5xx, timeouts and connection errors (default 5), with
-        exponential backoff and full jitter from retry_base_delay seconds (default 0.5); a Retry-After
-        header sets the least wait.
+    max_concurrency, timeout, max_retries, retry_base_delay, retry_max_delay: retries and requests in flight,
+        shared with every remote backend (remote.py `RemoteOptions`; the reference lists them).
 
 Adapters: the model name sent is the adapter's served name (request.adapter or spec.adapter; a path
 counts by its directory name), so the server must serve it, e.g.
@@ -23,42 +20,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import queue
-import random
-import threading
-import time
-from collections.abc import Sequence
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
-from workbench.backends.base import Backend
-from workbench.errors import MissingDependencyError, PartialGenerationError, WorkbenchError, did_you_mean
+from workbench.backends.remote import RemoteBackend, Retryable, retry_after_seconds
+from workbench.errors import MissingDependencyError, PartialGenerationError, WorkbenchError
 from workbench.textgen import cut_at_stop
 from workbench.types import Completion, GenerationRequest, ModelSpec, SamplingParams
 
-OPTIONS = frozenset({"base_url", "api_key_env", "endpoint", "max_concurrency", "timeout", "max_retries",
-                     "retry_base_delay", "batch_size"})  # batch_size: read by Backend.batch_size
-_MAX_DELAY = 30.0  # seconds: the backoff stops growing here
-
-
-class _Retryable(Exception):
-    def __init__(self, why: str, retry_after: float | None = None) -> None:
-        super().__init__(why)
-        self.retry_after = retry_after
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Retry-After as seconds: either a number or an HTTP date."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError):
-            return None
+__all__ = ["OpenAIBackend", "PartialGenerationError", "adapter_name"]
 
 
 def adapter_name(adapter: str) -> str:
@@ -66,16 +36,13 @@ def adapter_name(adapter: str) -> str:
     return Path(adapter).name if os.sep in adapter and Path(adapter).exists() else adapter
 
 
-class OpenAIBackend(Backend):
+class OpenAIBackend(RemoteBackend):
     name = "openai"
     preferred_batch_size = 64
+    OPTIONS = frozenset({"base_url", "api_key_env", "endpoint"})
 
     def __init__(self, spec: ModelSpec) -> None:
-        super().__init__(spec)
-        unknown = sorted(k for k, _ in spec.options if k not in OPTIONS)
-        if unknown:
-            raise WorkbenchError(f"unknown openai backend option `{unknown[0]}`."
-                                 f"{did_you_mean(unknown[0], OPTIONS)} Known: {', '.join(sorted(OPTIONS))}")
+        super().__init__(spec)  # refuses unknown options, reads the retry and concurrency ones
         base = spec.option("base_url") or os.environ.get("OPENAI_BASE_URL")
         if not base:
             raise WorkbenchError("the openai backend needs a server: set the backend option base_url "
@@ -85,14 +52,9 @@ class OpenAIBackend(Backend):
         if self.endpoint not in ("completions", "chat"):
             raise WorkbenchError(f"openai backend option endpoint must be `completions` or `chat`, "
                                  f"got `{self.endpoint}`")
-        self.max_concurrency = max(1, int(str(spec.option("max_concurrency", 8))))
-        self.timeout = float(str(spec.option("timeout", 60)))
-        self.max_retries = max(0, int(str(spec.option("max_retries", 5))))
-        self.retry_base_delay = float(str(spec.option("retry_base_delay", 0.5)))
         key = os.environ.get(str(spec.option("api_key_env", "OPENAI_API_KEY")))
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client: Any = None
-        self._closed = False
 
     def format_chat(self, question: str, system_prompt: str | None = None) -> str:
         """With endpoint=chat the server applies the chat template: the question goes as the user turn."""
@@ -120,47 +82,13 @@ class OpenAIBackend(Backend):
                 import httpx
             except ImportError as e:  # pragma: no cover - core dependency
                 raise MissingDependencyError("the openai backend", "pip install httpx") from e
-            self._client = httpx.Client(timeout=self.timeout, headers=self._headers,
-                                        limits=httpx.Limits(max_connections=self.max_concurrency))
-        self._closed = False
+            self._client = httpx.Client(timeout=self.remote.timeout, headers=self._headers,
+                                        limits=httpx.Limits(max_connections=self.remote.max_concurrency))
 
-    # -- generation ------------------------------------------------------------------------------
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
-        self.start()
-        completed: dict[int, list[Completion]] = {}
-        failures: dict[int, str] = {}
-        # Threads, not asyncio: generate() is sync and may be called from a thread with a running loop.
-        # Daemon threads, not a ThreadPoolExecutor: the interpreter joins executor threads at exit, so a
-        # server that stopped answering would hold a finished (or stalled and abandoned) run for minutes.
-        todo = queue.SimpleQueue[int]()
-        for i in range(len(requests)):
-            todo.put(i)
-        lock = threading.Lock()
+    def server(self) -> str:
+        return self.base_url
 
-        def worker() -> None:
-            while True:
-                try:
-                    i = todo.get_nowait()
-                except queue.Empty:
-                    return
-                try:
-                    out = self._one(requests[i])
-                    with lock:
-                        completed[i] = out
-                except WorkbenchError as e:
-                    with lock:
-                        failures[i] = str(e)
-
-        threads = [threading.Thread(target=worker, daemon=True, name=f"openai-{k}")
-                   for k in range(min(self.max_concurrency, len(requests)))]
-        for t in threads:
-            t.start()
-        for t in threads:  # every request runs to its end before anything is raised
-            t.join()
-        if failures:
-            raise PartialGenerationError(completed, failures)
-        return [completed[i] for i in range(len(requests))]
-
+    # -- generation (RemoteBackend runs the requests, limits and retries them) ---------------------
     def _payload(self, r: GenerationRequest) -> dict[str, Any]:
         s = r.sampling
         adapter = r.adapter or self.spec.adapter
@@ -181,35 +109,23 @@ class OpenAIBackend(Backend):
                 body["logprobs"] = 1  # 1 also lists the top alternative; we read the chosen token's only
         return body
 
-    def _one(self, r: GenerationRequest) -> list[Completion]:
-        """One request with retries; raises WorkbenchError when it finally fails."""
-        url = f"{self.base_url}/{'chat/completions' if self.endpoint == 'chat' else 'completions'}"
-        body = self._payload(r)
-        for attempt in range(self.max_retries + 1):
-            try:
-                return self._attempt(url, body, r.sampling)
-            except _Retryable as e:
-                if attempt == self.max_retries or self._closed:
-                    raise WorkbenchError(f"{e} (after {attempt + 1} attempts)") from e
-                backoff = random.uniform(0, min(_MAX_DELAY, self.retry_base_delay * 2**attempt))  # full jitter
-                time.sleep(max(backoff, e.retry_after or 0.0))
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _attempt(self, url: str, body: dict[str, Any], s: SamplingParams) -> list[Completion]:
+    def attempt(self, request: GenerationRequest) -> list[Completion]:
         import httpx
 
+        url = f"{self.base_url}/{'chat/completions' if self.endpoint == 'chat' else 'completions'}"
+        body, s = self._payload(request), request.sampling
         client = self._client
         if client is None:
             raise WorkbenchError("the openai backend was closed while this request waited")
         try:
             resp = client.post(url, json=body)
         except (httpx.TimeoutException, httpx.TransportError) as e:
-            raise _Retryable(f"{type(e).__name__}: {e}") from e
+            raise Retryable(f"{type(e).__name__}: {e}") from e
         except RuntimeError as e:  # httpx: "the client has been closed" (closed from another thread)
             raise WorkbenchError(f"the openai backend was closed while this request waited: {e}") from e
         if resp.status_code == 429 or resp.status_code >= 500:
-            wait = _retry_after(resp.headers.get("retry-after"))
-            raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:200]}", wait)
+            wait = retry_after_seconds(resp.headers.get("retry-after"))
+            raise Retryable(f"HTTP {resp.status_code}: {resp.text[:200]}", wait)
         if resp.status_code != 200:  # 400, 401, 404: retrying cannot help
             raise WorkbenchError(f"HTTP {resp.status_code} from {url}: {resp.text[:300]}")
         try:
@@ -242,7 +158,7 @@ class OpenAIBackend(Backend):
 
     def close(self) -> None:
         """Close the connections; requests still in flight (a stalled batch) stop retrying."""
-        self._closed = True
+        super().close()
         if self._client is not None:
             self._client.close()
             self._client = None

@@ -37,7 +37,8 @@ def add_model_arguments(p: argparse.ArgumentParser, *, prefix: str = "", require
                    help="model directory, hub id, .gguf file, or `smollm2` (the built-in real chat model)")
     p.add_argument(f"--{prefix}adapter", help="peft LoRA adapter directory")
     if not prefix:
-        p.add_argument("--backend", default="hf", help="hf | vllm | openai (default: hf)")
+        p.add_argument("--backend", default="hf",
+                       help="hf | vllm | openai, or a backend an installed package registers (default: hf)")
         add_dtype_argument(p)
         p.add_argument("--revision", help="hub revision of the model")
         p.add_argument("--backend-option", action="append", default=[], metavar="KEY=VALUE",
@@ -182,19 +183,26 @@ def check_model_args(args: argparse.Namespace) -> None:
 
 def resolve_model_ref(ref: str, workspace: str, backend: str) -> str:
     """`workbench.models.resolve_model` for every backend that loads weights (a served name stays a name)."""
-    if backend == "openai":
+    if not _loads_local_model(backend):
         return ref
     from workbench.models import resolve_model
 
     return resolve_model(ref, workspace)
 
 
+def _loads_local_model(backend: str) -> bool:
+    """The backend's `local_model` (its module is light: heavy packages load when an engine starts)."""
+    from workbench.backends import backend_class
+
+    return backend_class(backend).local_model
+
+
 def check_model(model: str, adapter: str | None, backend: str) -> None:
     """A local model is a directory with config.json, an adapter one with adapter_config.json (a hub id
-    passes). With the openai backend both are names the server knows (a served model or LoRA name)."""
+    passes). With a remote backend (openai) both are names the server knows (a served model or LoRA name)."""
     from workbench.textgen import check_adapter_path, check_model_path
 
-    if backend == "openai":
+    if not _loads_local_model(backend):
         return
     check_model_path(model)
     if adapter:

@@ -40,12 +40,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def model_spec_from_args(args: argparse.Namespace) -> Any:
-    from workbench.backends import BACKENDS
-    from workbench.errors import unknown_name
+    from workbench.backends import registration
     from workbench.types import ModelSpec
 
-    if args.backend not in BACKENDS:
-        raise unknown_name("backend", args.backend, BACKENDS)
+    registration(args.backend)  # an unknown or clashing name is refused before the model is looked at
     check_model_args(args)  # resolves a built-in name or .gguf file into a model directory
     return ModelSpec(model=args.model, adapter=args.adapter, backend=args.backend, revision=args.revision,
                      dtype=args.dtype, options=parse_options(args.backend_option))

@@ -34,6 +34,13 @@ from finetune.job.methods.grpo_watchdog import GRPOWatchdog
 from finetune.job.methods.rewards import build_rewards, guidance_ids, heldout_reward, is_guided
 from finetune.job.resolve import ResolvedJob
 from finetune.records import JobRecorder
+from workbench.compat.transformers import (
+    GRPO_GENERATE_AND_SCORE,
+    GRPO_GENERATE_SINGLE_TURN,
+    TRAINER_SAVE_CHECKPOINT,
+    check_overrides,
+    train_metrics,
+)
 from workbench.prompting import CHAT
 
 #: NLL of the replay answers in the replay anchor term (grpo.replay_anchor).
@@ -83,6 +90,8 @@ def guided_trainer_class() -> Any:
     from finetune.job.checkpoint import AtomicCheckpointMixin
 
     base: Any = GRPOTrainer  # trl's private hooks below are untyped: overridden as Any
+    # The two trl hooks overridden below are private API (trl 1.16.0), declared in workbench/compat/transformers.py
+    # and checked when the class is built (a renamed hook would otherwise never be called).
 
     class GuidedGRPOTrainer(AtomicCheckpointMixin, base):  # type: ignore[misc]
         guide_ids: tuple[int, ...] = ()
@@ -95,7 +104,7 @@ def guided_trainer_class() -> Any:
             loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
             if self.anchor is not None and self.anchor_weight > 0 and model.training:
                 nll = self.anchor.nll(model, self.state.global_step)
-                self._metrics["train"][ANCHOR_NLL].append(float(nll.detach()))
+                train_metrics(self)["train"][ANCHOR_NLL].append(float(nll.detach()))
                 loss = loss + self.anchor_weight * nll
             return loss
 
@@ -122,7 +131,8 @@ def guided_trainer_class() -> Any:
                             logprobs[i] = [0.0] * len(self.guide_ids)
             return completion_ids, logprobs
 
-    return GuidedGRPOTrainer
+    return check_overrides(GuidedGRPOTrainer,
+                           [TRAINER_SAVE_CHECKPOINT, GRPO_GENERATE_AND_SCORE, GRPO_GENERATE_SINGLE_TURN])
 
 
 class GRPO(Method):
