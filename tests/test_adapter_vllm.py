@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from ftworld import FtWorld
-from test_backend_vllm import GREEDY, engine_spec, needs_vllm
+from vllmkit import GREEDY, engine_spec, needs_vllm
 
 from finetune.job import JobSpec, LoraSpec, TrainerSpec, run_job
 from finetune.job.resolve import DEFAULT_TARGETS

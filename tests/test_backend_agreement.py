@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_backend_vllm import GREEDY, engine_spec, make_adapter, needs_vllm
+from vllmkit import GREEDY, engine_spec, make_adapter, needs_vllm
 
 from workbench.backends import load_backend
 from workbench.types import GenerationRequest, ModelSpec

@@ -4,12 +4,12 @@ template and probe format; the suite's own value and --max-tokens win; the run r
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from clirun import workbench
+from worldkit import chat_world
 
 from workbench.probes import resolve_probes
 from workbench.probes.budget import CHAT_BUDGET, PLAIN_BUDGET, PLAIN_BY_FORMAT
@@ -45,17 +45,6 @@ def test_an_explicit_value_wins(tmp_path: Path) -> None:
     yaml.write_text(f"name: nq\ndata: {FORMATS / 'nq_open.jsonl'}\ntemplate: chat\n")
     chat, _ = resolve_probes(yaml)
     assert chat.with_generation().max_tokens == CHAT_BUDGET
-
-
-def chat_world(world: Any, tmp_path: Path, probes: int) -> tuple[Path, Path]:
-    """(a copy of the world model with a chat template, a file of its first `probes` probes). The template is the
-    world's own prompt: its word-level tokenizer has none."""
-    model = tmp_path / "model"
-    shutil.copytree(world.model, model)
-    (model / "chat_template.jinja").write_text("Q: {{ messages[-1]['content'] }} A:")
-    path = tmp_path / "probes.jsonl"
-    path.write_text("".join(world.probes.read_text().splitlines(keepends=True)[:probes]))
-    return model, path
 
 
 @pytest.mark.slow  # over 20 s on 2 cores

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from worldkit import eval_world
 
 from hallucination_workbench import main
 
@@ -26,13 +27,6 @@ def damaging_adapter(world: Any, tmp_path_factory: pytest.TempPathFactory) -> Pa
     out = tmp_path_factory.mktemp("adapters") / "run1" / "adapter"
     peft_model.save_pretrained(out)
     return out
-
-
-def eval_world(world: Any, ws: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> str:
-    """`workbench eval` of the world model on its suite (in process); the run id."""
-    assert main(["eval", "--model", str(world.model), "--probes", str(world.suite), "--workspace", str(ws),
-                 "--json", *extra]) == 0
-    return str(json.loads(capsys.readouterr().out)["run_id"])
 
 
 def test_noop_candidate_passes_with_zero_flips(world: Any, workspace: Path,

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_gate_cli import eval_world
+from worldkit import eval_world
 
 from hallucination_workbench import main
 

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from indexkit import HOSTILE, small_index, write_jsonl
 
 from workbench.attribution import CorpusIndex, build_index
 from workbench.attribution.build import batches
@@ -24,26 +25,6 @@ from workbench.attribution.index import fts_phrase
 from workbench.errors import InputError, WorkbenchError
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [
-    ("a", "Romeo met Juliet in Verona in 1743."),
-    ("b", "Rome is the capital of Italy; New York is not."),
-    ("c", "Zürich lies in Switzerland. York New is nonsense."),
-    ("d", 'He said "AND" OR NOT NEAR(this, that) well-known x*y ^caret col:on (paren) end-'),
-    ("e", "The Rome office opened in 1743 and closed in 1801."),
-]
-
-
-def write_jsonl(path: Path, rows: list[Any]) -> Path:
-    lines = ((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
-    path.write_text("".join(lines), encoding="utf-8")
-    return path
-
-
-def small_index(tmp_path: Path) -> CorpusIndex:
-    corpus = write_jsonl(tmp_path / "c.jsonl", [{"id": i, "text": t} for i, t in DOCS])
-    build_index(corpus, tmp_path / "ix.sqlite")
-    return CorpusIndex.open(tmp_path / "ix.sqlite")
-
 
 def test_build_and_lookup(tmp_path: Path) -> None:
     with small_index(tmp_path) as ix:
@@ -65,10 +46,6 @@ def test_whole_tokens_case_accents_phrases(tmp_path: Path) -> None:
         assert ix.count("1743") == 2 and ix.count("174") == 0
         assert ix.count("New York") == 1  # a phrase: "York New" is another document
         assert ix.cooccur("new york", "capital of Italy").count == 1
-
-
-HOSTILE = ['"', '""', "AND", "OR", "NOT", "NEAR(", "NEAR(this, that)", "*", "x*", "-", "end-", "^caret",
-           "col:on", "(paren)", "", "   ", "a\x00b", 'He said "AND']
 
 
 @pytest.mark.parametrize("hostile", HOSTILE)

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from indexkit import DOCS, HOSTILE, small_index, write_jsonl
 
-from tests.test_index import DOCS, HOSTILE, small_index, write_jsonl
 from workbench.attribution import infinigram
 from workbench.attribution.engine import CorpusEngine, open_engine
 from workbench.attribution.infinigram import InfiniGramIndex, fold

@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
+from clirun import run_workbench
 
-from tests.clirun import run_workbench
 from workbench.regression.gate import history
 from workbench.results import load_results
 from workbench.store import Store

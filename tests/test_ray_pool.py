@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from procs import free_port
 
 from evals.world import WorldPaths
-from tests.procs import free_port
 from workbench.errors import PartialGenerationError, WorkbenchError
 from workbench.probes import resolve_probes
 from workbench.runner import EvalOptions, run_eval

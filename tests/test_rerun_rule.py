@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_budget import chat_world
+from worldkit import chat_world
 
 from workbench.probes import resolve_probes
 from workbench.probes.budget import CHAT_BUDGET

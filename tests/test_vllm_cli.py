@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from clirun import finish, run_workbench
-from test_backend_vllm import make_adapter, needs_vllm
+from vllmkit import make_adapter, needs_vllm
 
 from evals.world import WorldPaths
 from hallucination_workbench import main
