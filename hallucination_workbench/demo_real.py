@@ -100,15 +100,15 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
 
     clock.step(f"4. fix: chat-form fix set + LoRA {method} job")
     out = ws / "fix-real" / base.run_id
-    from finetune.fixset import build_fixset
+    from finetune.fixset import FixOptions, build_fixset
 
     # sft: the auto fix set (abstention rows for unknown facts, + replay); dpo: every failure as a preference pair
     # (unknown facts: chosen "I don't know.", rejected the hallucination), + anchor pairs from known facts
     guard = guard_for_run(store, store.get_run(base.run_id), pool=args.guard_pool).guard
     console.print(f"guard: {len(guard.facts)} facts of a pool of {guard.pool_size} the model knows "
                   "(built once per model and prompt settings)")
-    manifest = build_fixset(store, base.run_id, out / "fixset", strategy="auto" if method == "sft" else "dpo",
-                            seed=args.seed, guard=guard)
+    manifest = build_fixset(store, base.run_id, out / "fixset",
+                            FixOptions(strategy="auto" if method == "sft" else "dpo", seed=args.seed, guard=guard))
     console.print(f"fix set: {json.dumps(manifest.counts)}; held-out probes: {len(manifest.heldout_probe_ids)}")
     # validated again with the real paths (model_copy would skip the checks the placeholders passed)
     job = run_job(type(fix_job).model_validate({**fix_job.model_dump(), "fixset": str((out / "fixset").resolve()),

@@ -34,7 +34,8 @@ def _guard(w: FtWorld) -> Any:
     facts = []
     for p in w.loaded.probes[:40]:
         if p.paraphrases:
-            q = replace(p, id=f"guard-{p.id}", question=p.paraphrases[0], paraphrases=(), tags=("topic:" + str(p.relation),))
+            q = replace(p, id=f"guard-{p.id}", question=p.paraphrases[0], paraphrases=(),
+                        tags=("topic:" + str(p.relation),))
             facts.append(GuardFact(probe=q, answer=f" {p.answers[0]}", samples_right=2, samples=2))
     return GuardSet(key="k" * 24, model=str(w.paths.model), adapter=None, fingerprint="f", settings={}, criteria={},
                     pool=[], pool_size=len(facts), evaluated=len(facts), greedy_right=len(facts), facts=tuple(facts))
