@@ -6,9 +6,9 @@ SFT, or DPO) -> a LoRA job with settings for a real model -> the adapter evaluat
 a report: hallucination on the targeted unknown facts before/after (trained and held-out probes apart), and the
 known facts the fix broke (now wrong, or refused).
 
-The job's settings are the job's own rules for a model of SmolLM2's size (finetune/job/resolve.py), as `workbench fix
---train` gets them: the learning rate by width (`default_lr`: 6.7e-4 at 576), the rest by size (`size_defaults`,
-pretrained-size: LoRA r 8 on q/v, batch 8, 4 epochs and at least 30 steps, adapter scale auto: the settings this
+The job's settings are the job's own rules for a model of SmolLM2's size (finetune/job/defaults.py), as `workbench
+fix --train` gets them: the learning rate by width (`default_lr`: 6.7e-4 at 576), the rest by size (the table's
+pretrained-size row: LoRA r 8 on q/v, batch 8, 4 epochs and at least 30 steps, adapter scale auto: the settings this
 demo carried as its own before, measured against the others in README "The real-model demo"), length 128 (a chat
 prompt + a sentence answer is 40-90 tokens), and no trainable embedding rows (the tokenizer spells "I don't know."
 and the model has trained those tokens). `--steps`, `--lr`, `--adapter-scale` set the spec's fields only when given.
