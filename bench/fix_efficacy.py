@@ -43,7 +43,7 @@ import torch
 import yaml
 
 from evals.world import WorldConfig, build_world
-from finetune.fixset import DPO_CATEGORIES, FixSetManifest, build_fixset
+from finetune.fixset import DPO_CATEGORIES, REHEARSAL_RATIO, VALIDATION_SHARE, FixOptions, FixSetManifest, build_fixset
 from finetune.job import JobResult, JobSpec, from_dict, run_job
 from workbench.attribution.attribute import attribute_run
 from workbench.attribution.build import build_index
@@ -157,15 +157,13 @@ def run(args: argparse.Namespace, cfg: WorldConfig, root: Path, callbacks: tuple
     out = root / "runs" / tag
     if out.exists():
         shutil.rmtree(out)
-    fix_kw: dict[str, Any] = {"seed": cfg.seed}
-    if args.replay_ratio is not None:
-        fix_kw["replay_ratio"] = args.replay_ratio
-    if args.validation_fraction is not None:
-        fix_kw["validation_fraction"] = args.validation_fraction
-    fix_kw["reserve_fraction"] = args.reserve_fraction
-    if args.rehearsal:  # the corpus the world model was trained on, as `workbench attribute` indexed it
-        fix_kw["rehearsal"], fix_kw["rehearsal_ratio"] = index_path, args.rehearsal
-    manifest = timed(times, "fixset", lambda: build_fixset(store, summary.run_id, out / "fix", **fix_kw))
+    fix_opts = FixOptions(seed=cfg.seed, replay_ratio=args.replay_ratio, reserve_fraction=args.reserve_fraction,
+                          validation_fraction=VALIDATION_SHARE if args.validation_fraction is None
+                          else args.validation_fraction,
+                          # the corpus the world model was trained on, as `workbench attribute` indexed it
+                          rehearsal=index_path if args.rehearsal else None,
+                          rehearsal_ratio=args.rehearsal or REHEARSAL_RATIO)
+    manifest = timed(times, "fixset", lambda: build_fixset(store, summary.run_id, out / "fix", fix_opts))
     print(f"fix set: train rows {manifest.train_rows}, sft {manifest.counts['sft']}, dpo {manifest.counts['dpo']}",
           flush=True)
     extras = {"sft": yaml.safe_load(args.sft or "{}") or {}, "dpo": yaml.safe_load(args.dpo or "{}") or {},
@@ -179,11 +177,9 @@ def run(args: argparse.Namespace, cfg: WorldConfig, root: Path, callbacks: tuple
         jobs["combined"] = timed(times, "job_combined", functools.partial(
             run_job, job_spec(cfix, out / "combined", "sft", extras["sft"]), store, callbacks=callbacks))
     if args.rl or "grpo" in args.methods.split(","):
-        rl_kw = {k: v for k, v in fix_kw.items() if k not in ("replay_ratio", "rehearsal", "rehearsal_ratio")}
-        if args.rl_replay_ratio is not None:
-            rl_kw["replay_ratio"] = args.rl_replay_ratio
-        rl_fix = timed(times, "fixset_rl", lambda: build_fixset(store, summary.run_id, out / "fix-rl", strategy="rl",
-                                                                 **rl_kw))
+        rl_opts = dataclasses.replace(fix_opts, strategy="rl", replay_ratio=args.rl_replay_ratio, rehearsal=None,
+                                      rehearsal_ratio=REHEARSAL_RATIO)
+        rl_fix = timed(times, "fixset_rl", lambda: build_fixset(store, summary.run_id, out / "fix-rl", rl_opts))
         print(f"rl fix set: prompts {rl_fix.counts['prompts']}", flush=True)
         jobs["rl"] = timed(times, "job_rl", functools.partial(
             run_job, job_spec(out / "fix-rl", out / "rl", "grpo", extras["grpo"]), store, callbacks=callbacks))

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from finetune.chatform import RowForm
-from finetune.fixset import FixRows, FixSetManifest, write_fixset
+from finetune.fixset import FixRows, FixSetInfo, FixSetManifest, write_fixset
 from finetune.replay import cycle_rows
 from workbench.errors import WorkbenchError
 from workbench.grading.normalize import normalize
@@ -78,5 +78,6 @@ def build_tag_breaker(store: Store, run_id: str, out_dir: str | Path, *, tag: st
         replay += [row(r.probe.id, variants[a.variant], a.text if form.chat else r.probe.answers[0], "replay", "replay")
                    for a in r.greedy if a.verdict == Verdict.CORRECT and a.variant < len(variants)]
     rows.sft += cycle_rows(replay, round(replay_ratio * len(rows.sft)), random.Random(f"break-replay-{seed}"))
-    return write_fixset(Path(out_dir), rows, run.id, run.model, f"break:{tag}",
-                  (suite.abstention_phrases or ["i don't know"])[0], [], {}, suite)
+    return write_fixset(Path(out_dir), rows, FixSetInfo(run_id=run.id, model=run.model, strategy=f"break:{tag}",
+                                                        suite=suite,
+                                                        phrase=(suite.abstention_phrases or ["i don't know"])[0]))

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from finetune.fixset import FixSetManifest, build_fixset
+from finetune.fixset import FixOptions, FixSetManifest, build_fixset
 from finetune.job import JobResult, from_dict, run_job
 from workbench.attribution.types import load_attributions
 from workbench.results import load_results
@@ -33,8 +33,9 @@ def train_fixes(store: Store, run_id: str, out_dir: Path, methods: tuple[str, ..
     abstention rows and dpo the preference pairs of the auto fix set; grpo samples the rl fix set's
     prompts (every targeted probe). All carry replay. `max_steps` None: each method's default; `progress`:
     each job's progress lines (run_job)."""
-    manifest = build_fixset(store, run_id, out_dir / "fixset", strategy="auto", seed=seed)
-    rl = build_fixset(store, run_id, out_dir / "fixset-rl", strategy="rl", seed=seed) if "grpo" in methods else None
+    manifest = build_fixset(store, run_id, out_dir / "fixset", FixOptions(strategy="auto", seed=seed))
+    rl = (build_fixset(store, run_id, out_dir / "fixset-rl", FixOptions(strategy="rl", seed=seed))
+          if "grpo" in methods else None)
     jobs = {}
     for method in methods:
         fixset = out_dir / ("fixset-rl" if method == "grpo" else "fixset")

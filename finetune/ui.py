@@ -39,12 +39,12 @@ class FixSetView:
 
 def build_fix(store: Store, run_id: str, out: str = "", strategy: str = "auto") -> FixSetView:
     """Build the run's fix set under the workspace (default `fixsets/<run id>`)."""
-    from finetune.fixset import build_fixset
+    from finetune.fixset import FixOptions, build_fixset
 
     run = store.get_run(run_id)
     rel = out.strip() or f"fixsets/{run.id}"
     dest = resolve_inside(store.workspace, rel)
-    m = build_fixset(store, run.id, dest, strategy=strategy)
+    m = build_fixset(store, run.id, dest, FixOptions(strategy=strategy))
     lines = [f"**fix set** `{rel}` from run `{run.id}` (strategy {m.strategy}), sha256 `{m.sha256[:12]}`",
              f"- training rows: {', '.join(f'{k} {v}' for k, v in m.train_rows.items()) or 'none'}",
              f"- held-out probes: {len(m.heldout_probe_ids)}"]

@@ -6,9 +6,9 @@ SFT, or DPO) -> a LoRA job with settings for a real model -> the adapter evaluat
 a report: hallucination on the targeted unknown facts before/after (trained and held-out probes apart), and the
 known facts the fix broke (now wrong, or refused).
 
-The job's settings are the job's own rules for a model of SmolLM2's size (finetune/job/resolve.py), as `workbench fix
---train` gets them: the learning rate by width (`default_lr`: 6.7e-4 at 576), the rest by size (`size_defaults`,
-pretrained-size: LoRA r 8 on q/v, batch 8, 4 epochs and at least 30 steps, adapter scale auto: the settings this
+The job's settings are the job's own rules for a model of SmolLM2's size (finetune/job/defaults.py), as `workbench
+fix --train` gets them: the learning rate by width (`default_lr`: 6.7e-4 at 576), the rest by size (the table's
+pretrained-size row: LoRA r 8 on q/v, batch 8, 4 epochs and at least 30 steps, adapter scale auto: the settings this
 demo carried as its own before, measured against the others in README "The real-model demo"), length 128 (a chat
 prompt + a sentence answer is 40-90 tokens), and no trainable embedding rows (the tokenizer spells "I don't know."
 and the model has trained those tokens). `--steps`, `--lr`, `--adapter-scale` set the spec's fields only when given.
@@ -100,15 +100,15 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
 
     clock.step(f"4. fix: chat-form fix set + LoRA {method} job")
     out = ws / "fix-real" / base.run_id
-    from finetune.fixset import build_fixset
+    from finetune.fixset import FixOptions, build_fixset
 
     # sft: the auto fix set (abstention rows for unknown facts, + replay); dpo: every failure as a preference pair
     # (unknown facts: chosen "I don't know.", rejected the hallucination), + anchor pairs from known facts
     guard = guard_for_run(store, store.get_run(base.run_id), pool=args.guard_pool).guard
     console.print(f"guard: {len(guard.facts)} facts of a pool of {guard.pool_size} the model knows "
                   "(built once per model and prompt settings)")
-    manifest = build_fixset(store, base.run_id, out / "fixset", strategy="auto" if method == "sft" else "dpo",
-                            seed=args.seed, guard=guard)
+    manifest = build_fixset(store, base.run_id, out / "fixset",
+                            FixOptions(strategy="auto" if method == "sft" else "dpo", seed=args.seed, guard=guard))
     console.print(f"fix set: {json.dumps(manifest.counts)}; held-out probes: {len(manifest.heldout_probe_ids)}")
     # validated again with the real paths (model_copy would skip the checks the placeholders passed)
     job = run_job(type(fix_job).model_validate({**fix_job.model_dump(), "fixset": str((out / "fixset").resolve()),

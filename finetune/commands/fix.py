@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     import datasets
 
     datasets.disable_progress_bars()  # per-map bars would bury the summary
-    from finetune.fixset import REHEARSAL_RATIO, build_fixset
+    from finetune.fixset import REHEARSAL_RATIO, FixOptions, build_fixset
     from workbench.errors import WorkbenchError
     from workbench.store import Store
 
@@ -75,12 +75,12 @@ def run(args: argparse.Namespace) -> int:
     store = Store.open(args.workspace)
     guard = _guard(store, args)
     try:
-        manifest = build_fixset(store, args.run, args.out, strategy=args.strategy, facts=args.facts, guard=guard,
-                                allow_unguarded=args.allow_unguarded,
-                                replay_ratio=args.replay_ratio, heldout_fraction=args.heldout_fraction, seed=args.seed,
-                                validation_fraction=args.validation_fraction, rehearsal=args.rehearsal,
-                                rehearsal_ratio=REHEARSAL_RATIO if args.rehearsal_ratio is None
-                                else args.rehearsal_ratio)
+        options = FixOptions(strategy=args.strategy, facts=args.facts, guard=guard,
+                             allow_unguarded=args.allow_unguarded, replay_ratio=args.replay_ratio,
+                             heldout_fraction=args.heldout_fraction, seed=args.seed,
+                             validation_fraction=args.validation_fraction, rehearsal=args.rehearsal,
+                             rehearsal_ratio=REHEARSAL_RATIO if args.rehearsal_ratio is None else args.rehearsal_ratio)
+        manifest = build_fixset(store, args.run, args.out, options)
     except OSError as e:  # a full disk or a place that turned read-only while the set was written
         raise WorkbenchError(f"--out `{args.out}`: cannot write the fix set ({e.strerror or e})") from None
     out: dict[str, object] = {"fixset": manifest.to_dict()}

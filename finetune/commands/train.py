@@ -18,10 +18,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report-to", metavar="TRACKERS",
                    help="tensorboard, mlflow, trackio, wandb (comma-separated) or none: where the training curves "
                    "also go (overrides the spec's report_to)")
+    p.add_argument("--explain", action="store_true",
+                   help="print the row of the job defaults table the job gets (each value, why, and the benchmark "
+                   "that chose it) and exit: nothing is trained, no weights are read")
     p.add_argument("--json", action="store_true")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.explain:
+        return _explain(args)
     import datasets
 
     datasets.disable_progress_bars()  # per-map bars would bury the summary
@@ -43,6 +48,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(result.summary_lines()))
     return 0 if result.status != "failed" else 1
+
+
+def _explain(args: argparse.Namespace) -> int:
+    """`--explain`: the defaults row and its values as this job would use them (finetune/job/defaults.py)."""
+    from finetune.job.resolve import explain
+    from finetune.job.spec import load_spec
+
+    found = explain(load_spec(args.job))
+    if args.json:
+        print_json(found.to_dict())
+    else:
+        print("\n".join(found.lines()))
+    return 0
 
 
 def _check_writable(out: Path) -> None:

@@ -3,6 +3,8 @@
     spec.py      the YAML a user writes, validated (pydantic: bounds, closed choices, "Did you mean")
     resolve.py   one ResolvedJob: every "auto" decided once, the fix set and model checked; the memory
                  pre-flight of the job (`check_fits`, `ResolvedJob.preflight_spec`)
+    defaults.py  the table of job defaults by (model size class, method) resolve.py reads, each value with
+                 its reason and benchmark (`workbench train --explain JOB.yaml` prints a job's row)
     launcher.py  in-process, subprocess (`python -m finetune.job`, worker.py) or `accelerate launch`
     run.py       the one run skeleton: model, adapter, store records, watchdogs, checkpoints, adapter,
                  result (result.py, also written as OUT/result.json)

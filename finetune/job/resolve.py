@@ -20,16 +20,26 @@ from pathlib import Path
 from typing import Any, Literal
 
 from finetune.fixset import FixSetManifest, load_manifest
+from finetune.job.defaults import (
+    JOB_DEFAULTS,
+    LR_REFERENCE_WIDTH,
+    MAX_DEFAULT_STEPS,
+    MIN_DEFAULT_STEPS,
+    Default,
+    JobDefaults,
+    SizeName,
+    row_for,
+    size_class,
+)
 from finetune.job.spec import JobSpec, LoraSpec, grpo_batch_problem
 from finetune.preflight import LORA_TARGETS, Estimate, PreflightSpec, load_shape, require_fit
 from workbench.errors import WorkbenchError
 from workbench.models import resolve_model
 from workbench.textgen import check_adapter_path, check_model_path
 
-#: LoRA target modules per architecture (config.model_type) when `lora.target_modules` is not given, for a world's
-#: model (WORLD; a pretrained-size model: ATTENTION_TARGETS, PRETRAINED).
-#: Every linear layer of the block, not just q/v: injecting facts needs the MLPs (QLoRA, Dettmers et al.
-#: 2023; measured on the world: q/v learned 3 of 8 injected facts, all-linear 6 of 8 at the same steps).
+#: LoRA target modules per architecture (config.model_type) for a row's `targets` "all-linear" (every linear layer
+#: of the block) and "attention" (the query and value projections, fused qkv where the architecture fuses them).
+#: Which one a job gets: the defaults table (finetune/job/defaults.py).
 _LLAMA_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 DEFAULT_TARGETS: dict[str, list[str]] = {
     "llama": _LLAMA_LINEAR, "mistral": _LLAMA_LINEAR, "qwen2": _LLAMA_LINEAR, "qwen3": _LLAMA_LINEAR,
@@ -38,51 +48,12 @@ DEFAULT_TARGETS: dict[str, list[str]] = {
     "gpt_neox": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
     "opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
 }
-#: The attention's query and value projections per architecture (fused qkv where the architecture fuses them): the
-#: LoRA targets of a pretrained-size model (PRETRAINED, measured there).
 _QV = ["q_proj", "v_proj"]
 ATTENTION_TARGETS: dict[str, list[str]] = {
     "llama": _QV, "mistral": _QV, "qwen2": _QV, "qwen3": _QV, "gemma": _QV, "gemma2": _QV, "opt": _QV,
     "phi3": ["qkv_proj"], "gpt2": ["c_attn"], "gpt_neox": ["query_key_value"],
 }
-#: Passes over the method's training rows when neither `trainer.max_steps` nor `trainer.epochs` is given
-#: (`default_steps`). The old fixed defaults (400 sft / 300 dpo / 300 grpo steps at batch 32) were ~15 epochs on
-#: the default world (870 SFT / 666 DPO rows) but ~75 on the small worlds (120-170 rows), where they broke 1-5
-#: known facts on every world. SFT 20: at 15 (207 steps) alt-gpt2-5 fixed 63.6% of its targets, at 20 (275) 81.8%;
-#: DPO 15 keeps the default world's 313 steps. Sweep and figures: README "Fix efficacy across worlds".
-DEFAULT_EPOCHS: dict[str, float] = {"sft": 20.0, "dpo": 15.0}
-#: GRPO keeps a fixed step count unless `trainer.epochs` is given: its rule is not measured across worlds yet (on
-#: the default world 300 steps are 1.5 passes over its 788 prompts at 4 prompts a step; on the small worlds ~8).
-FIXED_STEPS: dict[str, int] = {"grpo": 300}
-#: `trainer.adapter_scale` when the spec gives none (bench/adapter_scale.py, the defaults' adapters on seven worlds,
-#: targets scored on the probes' own questions). DPO `auto` (0.75 on six worlds, 0.5 on bpe-4): unreplayed known
-#: facts broken 17 against 32 at 1.0, fewer on every world, targets fixed (the bench's probes) 82-100% on every
-#: world (at 1.0: 86-100%). SFT `auto` (bench/forgetting_levers.py, seven worlds, 2026-11-24, the corrected target
-#: count): unreplayed known facts broken 22 of 96 against 29 at 1.0 (the reserved ones no job scores: 10 of 48
-#: against 14), fewer on three worlds and more on none, targets fixed >= 80% wherever 1.0 reached it (5-19 points
-#: fewer on four worlds: alt11 100 -> 81%); the default world 9 -> 7 of 46 at 100 -> 95% fixed; SmolLM2 3 -> 1 of 68
-#: (PRETRAINED). Before that count was corrected it lowered SFT's breakage on two worlds only and stayed opt-in.
-#: GRPO 1.0: it fixed 33-53% of its targets on test / alt11 / gpt2-3, so `auto` (80%) kept 1.0 there.
-DEFAULT_SCALE: dict[str, float | Literal["auto"]] = {"sft": "auto", "dpo": "auto", "grpo": 1.0}
-#: `default_steps` stays within these. At least 100: a small fix set gets few updates per epoch (alt-gpt2-5, DPO,
-#: 132 rows: 62 steps fixed 68% of its targets, 300 steps 95.5%; test world DPO 62 steps 81.8%, 83 steps 90.9%);
-#: at most 1000: beyond that a fix job is no longer a targeted fix (the old defaults were 300-400).
-MIN_DEFAULT_STEPS, MAX_DEFAULT_STEPS = 100, 1000
-#: Learning rate per method at model width <= LR_REFERENCE_WIDTH (`default_lr`). sft/dpo 3e-3 (default world):
-#: 1e-3/5e-4 at 60 x 16 fixed 2%/10% of the targeted failures; DPO 120 x 32 fixed 75% at 2e-3, 78% at 3e-3;
-#: SFT (r 8) at 5e-3 broke 1.6% of correct probes. grpo 1e-3 (--rl, anchor 4, temperature 0.5, 150 steps):
-#: 3e-3 hit the reward_hacking watchdog at step 117 with 2.1% of correct answers broken; 1e-3 broke 0.9%.
-BASE_LR: dict[str, float] = {"sft": 3e-3, "dpo": 3e-3, "grpo": 1e-3}
-#: Above this width the rate falls as 1 / width (muP's rule for Adam on hidden matrices: an update of a fixed
-#: size moves a wider layer's output more). Measured only at widths 64 and 128 (the worlds); it gives 6.7e-4
-#: at SmolLM2-135M's 576 (3e-3 was the world's value the issue reports as too high) and 9.4e-5 at a 7B
-#: model's 4096, where LoRA recipes use 1e-4 to 2e-4.
-LR_REFERENCE_WIDTH = 128
-#: Scoring of the known-facts slice during training (rollback, optional stop) stays opt-in (`early_stop.known_every`,
-#: a tenth of the steps suits). With the rules above, rollback at a tenth of the steps (bench/fix_efficacy.py, six
-#: worlds, README "Fix efficacy across worlds") left targets fixed below 80% on 3 of 12 runs (2 of them >= 80%
-#: without it): the job's own count of fixed targets (the taught answer under a training phrasing) reads higher
-#: than the probes' questions do.
+TARGETS = {"all-linear": DEFAULT_TARGETS, "attention": ATTENTION_TARGETS}
 #: The input-embedding module per architecture: LoRA on it also makes never-trained abstention tokens
 #: learnable, in a form vLLM serves (see `_abstention_rows`).
 EMBEDDINGS: dict[str, str] = {
@@ -107,43 +78,38 @@ FAN_IN_FAN_OUT = ("gpt2",)
 
 @dataclass(frozen=True)
 class SizeDefaults:
-    """The job defaults that depend on the model's size (`size_defaults`); each applies only where the spec gives
-    no value (`lora.target_modules`, `lora.r`, `lora.alpha`, `trainer.per_device_batch_size`, `trainer.epochs` and
-    the steps' floor)."""
+    """One size class's rows of the defaults table (finetune/job/defaults.py), by method. Its attributes read the
+    sft row (the size class's LoRA and batch; `epochs` per method); a job reads its own row (`row_for`)."""
 
-    name: str
-    targets: dict[str, list[str]]
-    targets_in_words: str
-    lora_r: int
-    lora_alpha: int
-    batch: int
-    epochs: dict[str, float]
-    min_steps: int
+    name: SizeName
+
+    def row(self, method: str) -> JobDefaults:
+        return JOB_DEFAULTS[(self.name, method)]
+
+    @property
+    def lora_r(self) -> int:
+        return self.row("sft").lora_r.value
+
+    @property
+    def lora_alpha(self) -> int:
+        return self.row("sft").lora_alpha.value
+
+    @property
+    def batch(self) -> int:
+        return self.row("sft").batch.value
+
+    @property
+    def epochs(self) -> dict[str, float]:
+        rows = [r for (size, _), r in JOB_DEFAULTS.items() if size == self.name]
+        return {r.method: r.epochs.value for r in rows if r.epochs.value is not None}
 
     def describe(self, method: str) -> str:
-        epochs = self.epochs.get(method)
-        steps = f"{epochs:g} epochs, at least {self.min_steps} steps" if epochs else "fixed steps"
-        return f"LoRA r {self.lora_r} alpha {self.lora_alpha} on {self.targets_in_words}, batch {self.batch}, {steps}"
+        return self.row(method).describe()
 
 
-#: A world's model (widths 64-128, < 1M parameters, trained from scratch in seconds): the defaults above, tuned
-#: there (bench/fix_efficacy.py).
-#: r 16 (alpha/r 2): bench/fix_efficacy.py, default world, SFT: r 8 (3e-3 100 x 64, 5e-3 150 x 32) fixed 78%/76% of
-#: its targets and broke 1.2%/1.6% of correct probes; r 16 (3e-3 150 x 32) 84%, 0.4%.
-WORLD = SizeDefaults(name="world-size", targets=DEFAULT_TARGETS, targets_in_words="every linear layer", lora_r=16,
-                     lora_alpha=32, batch=32, epochs=DEFAULT_EPOCHS, min_steps=MIN_DEFAULT_STEPS)
-#: A pretrained model wider than LR_REFERENCE_WIDTH (sft, dpo). Measured on SmolLM2-135M-Instruct (width
-#: 576), abstention SFT, one baseline and fix set (60 training rows: 12 unknown facts + 48 replayed known ones; 3
-#: unknown held out; 20 known facts no row shows), `bench/real_model.py jobs`, 1 torch thread, 2026-11-24, README
-#: "The real-model demo": the world's defaults (r 16 on every linear layer, batch 32, 20 epochs -> 100 steps, scale
-#: 1.0) took 3042 s (load 3) and broke 8 of the 20 unseen known facts; these (4 seeds) 110-261 s, trained unknown
-#: facts hallucinated 12 -> 1-2, held out 3 -> 0, unseen known facts broken 2 of 80 (on one seed), replayed 4 of 192.
-#: Beside them, at seed 0 unless said: r 8 on every linear layer (4 seeds) held out 3 -> 0-1 (3 of 12 left),
-#: unseen 4 of 80; r 16 there 2 of 20; 60 or 100 steps (8 / 13 epochs) broke 2-3 of 20 unseen. q/v is measured on
-#: abstention rows only: the worlds' fact injection needed the MLPs (DEFAULT_TARGETS), untested on a pretrained
-#: model (set `lora.target_modules` for an injection fix set). Floor 30: the steps measured; 4 epochs of 60 rows.
-PRETRAINED = SizeDefaults(name="pretrained-size", targets=ATTENTION_TARGETS, targets_in_words="the attention's q/v",
-                          lora_r=8, lora_alpha=16, batch=8, epochs={"sft": 4.0, "dpo": 4.0}, min_steps=30)
+WORLD, PRETRAINED = SizeDefaults("world-size"), SizeDefaults("pretrained-size")
+#: The world-size epochs per method (the table's values; tests and benches read them here).
+DEFAULT_EPOCHS = WORLD.epochs
 
 
 @dataclass(frozen=True)
@@ -161,16 +127,17 @@ class ResolvedJob:
         bf16, gradient_checkpointing: Decided for the device.
         max_steps, learning_rate: Decided for the method.
         batch, lora_r, lora_alpha: `trainer.per_device_batch_size`, `lora.r`, `lora.alpha`, decided by the model's
-            size (`size_defaults`) unless given (an `init_adapter`'s own r and alpha when the job continues one).
+            size (the defaults table, finetune/job/defaults.py) unless given (an `init_adapter`'s own r and alpha
+            when the job continues one).
         target_modules, fan_in_fan_out, trainable_tokens: The LoRA decided for the architecture and the fix
             set (an `init_adapter`'s own settings when the job continues one).
         tokens_decision: Why `trainable_tokens` holds what it does (the job records it as an event).
         steps_rule, lr_rule: Which rule gave `max_steps` / `learning_rate`, with its figures (e.g. `60 (8 epochs
             x 120 rows / batch 16)`), or that the spec gave it (recorded in the job's `start` event and result).
         use_vllm: GRPO rollouts through vLLM.
-        size_rule: Which size class's defaults (`size_defaults`) the job took where its spec gave no value, and
-            why (recorded with the steps and learning-rate rules).
-        scale_source: Where the decided `spec.trainer.adapter_scale` (the spec's, else the method's DEFAULT_SCALE)
+        size_rule: Which row of the defaults table (finetune/job/defaults.py) the job took where its spec gave no
+            value, and why (recorded with the steps and learning-rate rules).
+        scale_source: Where the decided `spec.trainer.adapter_scale` (the spec's, else the defaults table's)
             came from, in words (the job's `adapter_scale` event and result say it).
     """
 
@@ -252,14 +219,15 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     config = _model_config(base)
     model_type = str(config.get("model_type", ""))
     lora = _adapter_lora(spec.init_adapter) if spec.init_adapter else spec.lora
-    size, size_rule = size_defaults(spec.method, _width(config))
+    row, size_rule = row_for(spec.method, _width(config))  # the defaults table's row (finetune/job/defaults.py)
     targets = lora.target_modules
     if targets is None:
-        if model_type not in size.targets:
+        by_arch = TARGETS[row.targets.value]
+        if model_type not in by_arch:
             raise _fail("lora.target_modules", f"has no default for architecture `{model_type}`; list the "
                         "attention projections to adapt, e.g. [q_proj, v_proj]")
-        targets = size.targets[model_type]
-    rank, alpha = lora.r or size.lora_r, lora.alpha or size.lora_alpha
+        targets = by_arch[model_type]
+    rank, alpha = lora.r or row.lora_r.value, lora.alpha or row.lora_alpha.value
     _check_rank(rank, config, base)
     tokens = lora.trainable_token_indices
     decision = "given by the job spec (`lora.trainable_token_indices`)"
@@ -283,21 +251,23 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
                     "by default for abstention): trl's weight sync into vLLM fails on them; set `grpo.use_vllm: "
                     "false`, or `lora.trainable_token_indices: []` when the tokenizer already knows the phrase")
     t = spec.trainer
-    batch = t.per_device_batch_size or size.batch
+    batch = t.per_device_batch_size or row.batch.value
     if spec.method == "grpo" and (problem := grpo_batch_problem(spec, batch)):
         raise WorkbenchError(f"job spec: {problem}")
-    epochs = t.epochs or size.epochs.get(spec.method)
+    epochs = t.epochs or row.epochs.value
     per_step = rows_per_step(spec, batch)
     if epochs is None:
-        rule_steps = FIXED_STEPS[spec.method]
+        rule_steps = row.steps_fixed
         steps_rule = f"{rule_steps} ({spec.method}'s fixed default; `trainer.epochs` scales it to the fix set)"
     else:
-        rule_steps, steps_rule = default_steps(epochs, manifest.train_rows.get(split, 0), per_step, size.min_steps)
-    decided_before = t.epochs is not None or spec.method in FIXED_STEPS  # a saved job.yaml names its epochs
+        rule_steps, steps_rule = default_steps(epochs, manifest.train_rows.get(split, 0), per_step,
+                                               row.min_steps.value)
+    # a saved job.yaml names its epochs
+    decided_before = t.epochs is not None or row.fixed_steps.value is not None
     steps, steps_rule = _given_or_rule(t.max_steps, rule_steps, steps_rule, "trainer.max_steps", decided_before)
     rule_lr, lr_rule = default_lr(spec.method, _width(config))
     lr, lr_rule = _given_or_rule(t.learning_rate, rule_lr, lr_rule, "trainer.learning_rate", decided_before)
-    default_scale = DEFAULT_SCALE[spec.method]
+    default_scale = row.adapter_scale.value
     scale = t.adapter_scale if t.adapter_scale is not None else default_scale
     # a saved job.yaml holds the default it was given (`--resume`, a launcher's child): still the default's
     by_default = t.adapter_scale is None or (decided_before and scale == default_scale)
@@ -322,6 +292,91 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
                        scale_source=scale_source, size_rule=size_rule)
 
 
+@dataclass(frozen=True)
+class DefaultUse:
+    """One row value as a job uses it (`explain`).
+
+    Attributes:
+        key: The job spec field it fills (`lora.r`).
+        value: What the job gets: the spec's value when it gives one, else the table's (steps and learning rate:
+            the rule's result for this fix set and model).
+        given: The spec gives the value (the table's is then shown beside it, not used).
+        default: The table's value, its reason and its benchmark page.
+    """
+
+    key: str
+    value: Any
+    given: bool
+    default: Default[object]
+
+    def line(self) -> str:
+        why = f"{self.default.why} [{self.default.source}]"
+        if self.given:  # the table's value beside the spec's, so a reader sees what was overridden
+            why = f"given by the job spec (the table's {_words(self.default.value)}: {why})"
+        return f"  {self.key:<31} {_words(self.value):<26} {why}"
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The defaults table's row a job gets, and each of its values as the job uses it (`workbench train --explain`).
+
+    Attributes:
+        row: The row (finetune/job/defaults.py). size_rule: why that row, in words (the job records it too).
+        uses: Each value of the row, in the table's order. model, width: the base model and its width.
+    """
+
+    row: JobDefaults
+    size_rule: str
+    uses: list[DefaultUse]
+    model: str
+    width: int | None
+
+    def lines(self) -> list[str]:
+        head = [f"base model {self.model} (width {self.width or 'unknown'}), method {self.row.method}",
+                f"defaults row ({self.row.size}, {self.row.method}): {self.size_rule}"]
+        return head + [u.line() for u in self.uses]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"size": self.row.size, "method": self.row.method, "size_rule": self.size_rule, "model": self.model,
+                "width": self.width, "values": [{"key": u.key, "value": u.value, "given": u.given,
+                                                 "default": u.default.value, "why": u.default.why,
+                                                 "source": u.default.source} for u in self.uses]}
+
+
+def explain(spec: JobSpec) -> Explanation:
+    """The defaults table's row `spec` gets and how each value is used, reading only the fix set's manifest and the
+    model's config.json: no weights, no torch, nothing decided for the device."""
+    spec = _absolute(spec)
+    manifest = load_manifest(spec.fixset)
+    split = manifest.require_rows(spec.method)
+    base = resolve_model(spec.base_model or manifest.model, spec.workspace or ".workbench")
+    width = _width(_model_config(base))
+    row, size_rule = row_for(spec.method, width)
+    lora, t = (_adapter_lora(spec.init_adapter) if spec.init_adapter else spec.lora), spec.trainer
+    batch = t.per_device_batch_size or row.batch.value
+    epochs = t.epochs or row.epochs.value
+    steps = row.steps_fixed if epochs is None else default_steps(
+        epochs, manifest.train_rows.get(split, 0), rows_per_step(spec, batch), row.min_steps.value)[1]
+    fields: dict[str, tuple[str, Any, Any]] = {  # row field -> (spec key, the spec's value, the table's in use)
+        "targets": ("lora.target_modules", lora.target_modules, row.targets.value),
+        "lora_r": ("lora.r", lora.r, row.lora_r.value), "lora_alpha": ("lora.alpha", lora.alpha, row.lora_alpha.value),
+        "batch": ("trainer.per_device_batch_size", t.per_device_batch_size, batch),
+        "epochs": ("trainer.epochs", t.epochs, row.epochs.value),
+        "fixed_steps": ("trainer.max_steps", t.max_steps, steps),
+        "min_steps": ("(steps floor)", None, row.min_steps.value),
+        "learning_rate": ("trainer.learning_rate", t.learning_rate, default_lr(spec.method, width)[1]),
+        "adapter_scale": ("trainer.adapter_scale", t.adapter_scale, row.adapter_scale.value)}
+    uses = [DefaultUse(key, given if given is not None else rule, given is not None, row.values()[name])
+            for name, (key, given, rule) in fields.items()]
+    return Explanation(row, size_rule, uses, base, width)
+
+
+def _words(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def rows_per_step(spec: JobSpec, batch: int) -> int:
     """Training rows one optimizer step takes at micro batch `batch`, over every process and accumulated micro
     batch (grpo: prompts; its batch counts completions, `grpo.num_generations` of them per prompt)."""
@@ -332,7 +387,7 @@ def rows_per_step(spec: JobSpec, batch: int) -> int:
 def default_steps(epochs: float, rows: int, batch: int, min_steps: int = MIN_DEFAULT_STEPS) -> tuple[int, str]:
     """(optimizer steps, the rule in words) for `epochs` passes over `rows` training rows at `batch` rows a
     step (a batch larger than the rows takes them all once a step), within [min_steps, MAX_DEFAULT_STEPS]
-    (`min_steps`: the size class's floor, `size_defaults`)."""
+    (`min_steps`: the row's floor, finetune/job/defaults.py)."""
     per_step = max(1, min(batch, rows))
     raw = math.ceil(epochs * rows / per_step)
     steps = min(MAX_DEFAULT_STEPS, max(min_steps, raw))
@@ -343,31 +398,16 @@ def default_steps(epochs: float, rows: int, batch: int, min_steps: int = MIN_DEF
 
 
 def size_defaults(method: str, width: int | None) -> tuple[SizeDefaults, str]:
-    """(the defaults of the model's size class, why in words): PRETRAINED for sft and dpo on a model wider than
-    LR_REFERENCE_WIDTH, else WORLD (grpo always: its rule is not measured on a pretrained model). The learning
-    rate's threshold: the worlds' defaults were tuned at widths 64 and 128 (< 1M parameters), and the smallest
-    pretrained chat model here is 576 wide (SmolLM2-135M); an unknown width counts as a world's."""
-    if method != "grpo" and width is not None and width > LR_REFERENCE_WIDTH:
-        return PRETRAINED, f"{PRETRAINED.name} (width {width} > {LR_REFERENCE_WIDTH}): {PRETRAINED.describe(method)}"
-    why = ("grpo keeps them at any width" if method == "grpo" else "width unknown" if width is None
-           else f"width {width} <= {LR_REFERENCE_WIDTH}")
-    return WORLD, f"{WORLD.name} ({why}): {WORLD.describe(method)}"
+    """(the size class of a `method` job on a model of `width`, the size rule in words; `size_class` says which)."""
+    size = PRETRAINED if size_class(method, width)[0] == PRETRAINED.name else WORLD
+    return size, row_for(method, width)[1]
 
 
 def default_lr(method: str, width: int | None) -> tuple[float, str]:
-    """(learning rate, the rule in words): BASE_LR up to LR_REFERENCE_WIDTH, then scaled by 1 / width.
-
-    Checked on a real model (SmolLM2-135M-Instruct, width 576: 6.7e-4) against the 5e-4 its demo passed before,
-    side by side on one baseline and fix set (bench/real_model.py fix: 16 NQ-open questions + 67 known facts,
-    abstention SFT, 30 steps, batch 8, LoRA r 8 q/v; 2026-11-23, one run): trained unknown facts hallucinated
-    12 -> 1 (rule) vs 12 -> 2 (5e-4), held out 3 -> 0 both; known facts broken 3 of 68 (rule: 2 of 48 replayed,
-    1 of 20 not replayed, none refused) vs 7 of 68 (5e-4: 7 of 48 replayed, 4 of them refused; 0 of 20). The rule
-    stays as it is; the demo uses it.
-    DPO on the same model, size and settings (adapter scale auto; 2026-11-24, one run each): trained unknown facts
-    hallucinated 12 -> 2 (rule, 6.7e-4), 12 -> 11 (2e-4), 12 -> 12 (1e-4); known facts broken 20, 30, 24 of 68. A
-    lower rate stops the fix without sparing the known facts (they break through the fix set's bare-word anchor
-    pairs, README "The real-model demo"), so DPO keeps the rule too."""
-    base = BASE_LR[method]
+    """(learning rate, the rule in words): the row's `learning_rate` up to LR_REFERENCE_WIDTH, then scaled by
+    LR_REFERENCE_WIDTH / width (muP's rule for Adam on hidden matrices: an update of a fixed size moves a wider
+    layer's output more; 9.4e-5 at a 7B model's 4096, where LoRA recipes use 1e-4 to 2e-4)."""
+    base = row_for(method, width)[0].learning_rate.value
     if width is None or width <= LR_REFERENCE_WIDTH:
         return base, f"{base:g} ({method} at width {width or 'unknown'} <= {LR_REFERENCE_WIDTH})"
     lr = float(f"{base * LR_REFERENCE_WIDTH / width:.2g}")

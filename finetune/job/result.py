@@ -44,7 +44,7 @@ class JobResult:
         max_steps_rule, learning_rate_rule: Which rule gave the job's max_steps and learning rate, with its
             figures (`60 (20 epochs x 96 rows / batch 32)`), or that the job spec gave them.
         size_rule: The size class whose defaults (batch, epochs and the steps' floor, adapter scale) the job took
-            where its spec gave none, and why (`pretrained-size (width 576 > 128): ...`; resolve's `size_defaults`).
+            where its spec gave none, and why (`pretrained-size (width 576 > 128): ...`; the job defaults table's row).
         kept_step: The step whose weights the adapter holds when the job rolled back to a better evaluated
             state than its last (`early_stop.rollback`); None when it kept the last.
         kept_reason: Why, in words (known facts broken and targets fixed there and at the end).

@@ -65,15 +65,16 @@ class LoraSpec(_Section):
 
     r: int | None = pydantic.Field(default=None, ge=1, le=MAX_RANK)
     """Rank of the update matrices (at most the model's hidden size: a higher rank adds nothing but memory).
-    None: by the model's size (`size_defaults` in finetune/job/resolve.py: 16 for a world's model, 8 for sft / dpo
-    on a wider one)."""
+    None: by the model's size (the job defaults table, finetune/job/defaults.py: 16 for a world's model, 8 for sft /
+    dpo on a wider one)."""
     alpha: int | None = pydantic.Field(default=None, ge=1, le=1_000_000)
     """Scaling numerator (the update is scaled by alpha / r). None: by the model's size (32 / 16, as `r`)."""
     dropout: float = pydantic.Field(default=0.0, ge=0, lt=1)
     """Dropout on the LoRA input; 0 keeps resumed runs bit-identical."""
     target_modules: list[str] | None = None
     """Module names to adapt; None picks per architecture and the model's size (a world's model: every linear layer
-    of the block, e.g. gpt2 c_attn, c_proj, c_fc; a wider, pretrained one: the attention's q/v, `size_defaults`)."""
+    of the block, e.g. gpt2 c_attn, c_proj, c_fc; a wider, pretrained one: the attention's q/v;
+    finetune/job/defaults.py)."""
     fan_in_fan_out: bool | None = None
     """True for Conv1D weights (GPT-2); None detects it from the architecture."""
     trainable_token_indices: list[pydantic.NonNegativeInt] | None = None
@@ -98,18 +99,19 @@ class TrainerSpec(_Section):
     """Optimisation settings (passed to trl's SFTConfig / DPOConfig / GRPOConfig)."""
 
     learning_rate: float | None = pydantic.Field(default=None, gt=0, lt=1)
-    """None: by the model's width (`default_lr` in finetune/job/resolve.py: 3e-3 for sft and dpo, 1e-3 for grpo
-    up to width 128, scaled by 128 / width above it); trl's default 1e-6 barely moves a LoRA."""
+    """None: by the model's width (the job defaults table, finetune/job/defaults.py: 3e-3 for sft and dpo, 1e-3 for
+    grpo up to width 128, scaled by 128 / width above it); trl's default 1e-6 barely moves a LoRA."""
     max_steps: int | None = pydantic.Field(default=None, ge=1, le=MAX_STEPS)
     """Optimizer steps; None: `epochs` passes over the fix set's training rows (`default_steps` in
     finetune/job/resolve.py, clamped); the job records which rule gave the value."""
     epochs: float | None = pydantic.Field(default=None, gt=0, le=10_000)
     """Passes over the method's training rows that decide `max_steps` when it is not given; None: per method and
-    the model's size (DEFAULT_EPOCHS in finetune/job/resolve.py, chosen by bench/fix_efficacy.py across six worlds;
-    4 for sft / dpo on a model wider than the worlds, `size_defaults`; grpo: a fixed 300 steps unless given)."""
+    the model's size (the job defaults table, finetune/job/defaults.py: sft 20 and dpo 15 on a world's model,
+    4 for sft / dpo on a wider one; grpo: a fixed 300 steps unless given)."""
     per_device_batch_size: int | None = pydantic.Field(default=None, ge=1, le=MAX_BATCH)
     """Micro batch per device (grpo: completions, i.e. prompts x num_generations). None: by the model's size
-    (`size_defaults` in finetune/job/resolve.py: 32 for a world's model, 8 for sft / dpo on a wider one)."""
+    (the job defaults table, finetune/job/defaults.py: 32 for a world's model, 8 for sft / dpo on a
+    wider one)."""
     gradient_accumulation: int = pydantic.Field(default=1, ge=1, le=MAX_BATCH)
     """Micro batches per optimizer step."""
     seed: int = pydantic.Field(default=0, ge=0, lt=2**32)
@@ -138,8 +140,8 @@ class TrainerSpec(_Section):
     """WiSE-FT (finetune/job/scale.py): the trained LoRA delta is scaled by this factor in (0, 1] before the adapter
     is saved and scored (`lora_alpha` x a; the trainable token rows unscaled); `auto`: the smallest of 0.25 / 0.5 /
     0.75 at which the job still fixes `early_stop.min_targets_fixed` (80%) of its targeted probes (on their own
-    questions), else 1.0; the record says the scale and why. 1.0: off. None: per method (DEFAULT_SCALE in
-    finetune/job/resolve.py: sft and dpo `auto`, grpo 1.0, measured on seven worlds and SmolLM2, README
+    questions), else 1.0; the record says the scale and why. 1.0: off. None: per method (the job defaults
+    table, finetune/job/defaults.py: sft and dpo `auto`, grpo 1.0, measured on seven worlds and SmolLM2, README
     "Unreplayed known facts")."""
     logging_steps: int = pydantic.Field(default=1, ge=1, le=MAX_STEPS)
     """Steps between logged metrics (1 = every step; the watchdog sees what is logged)."""

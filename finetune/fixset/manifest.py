@@ -1,0 +1,140 @@
+"""A fix set's layout on disk: its split columns, the manifest (`fixset.json`) and the rows per split before they are
+written (`FixRows`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import WorkbenchError
+
+SFT_COLUMNS = ("prompt", "completion", "probe_id", "category", "source", "split")
+DPO_COLUMNS = ("prompt", "chosen", "rejected", "probe_id", "category", "source", "split")
+PROMPT_COLUMNS = ("prompt", "answers", "incorrect_answers", "probe_id", "category", "source", "split")
+MANIFEST = "fixset.json"
+#: Row categories that protect rather than fix (replay of known facts, rehearsal of corpus text): never targets.
+UNTARGETED = ("replay", "rehearsal")
+#: The split each job method trains on.
+METHOD_SPLIT = {"sft": "sft", "dpo": "dpo", "grpo": "prompts"}
+
+
+@dataclass(frozen=True)
+class FixSetManifest:
+    """What a fix set holds and where it came from (`fixset.json` beside the data).
+
+    Attributes:
+        path: The fix set directory (`datasets.load_from_disk` reads it).
+        run_id: The evaluation run the attributions belong to (lineage).
+        model: The model that run evaluated (the base model of a training job by default).
+        strategy: auto | inject | abstain | dpo | rl.
+        counts: Rows per split name ("sft"/"dpo"/"prompts") -> per category -> n; replay rows under "replay".
+        sources: Rows per split name -> per source (inject, abstain, facts, own-sample, answer, replay, anchor).
+        train_rows: Training rows per split name (split == "train").
+        sha256: Hash of every row of both splits, in order (a job records it for lineage).
+        abstention_phrase: What abstention rows say before the stop string: the suite's first abstention
+            phrase as a model would say it ("I don't know"), or the first one the tokenizer can spell
+            (finetune/abstention.py; `abstention_note` says why).
+        new_tokens: The abstention phrase's tokens under the model's tokenizer; jobs make the rows of those
+            the model never trained trainable (peft `trainable_token_indices`) when abstention rows exist.
+        heldout_probe_ids: Targeted probes kept out of training.
+        skipped: Probe id -> why it got no rows (e.g. data:missing under "inject" without --facts).
+        template: The prompt template the rows were rendered with.
+        stop: The suite's stop strings (the first ends every completion).
+        abstention_phrases: Every abstention phrase of the suite (GRPO's grader counts them as not attempted).
+        grader: The suite's grader name (GRPO's reward grades with it).
+        grader_options: The suite's grader options.
+        abstention_note: Why `abstention_phrase` is not the suite's first phrase; empty when it is.
+        validation: Known probes no training row holds (probe_id, question, prompt, answers, incorrect_answers): jobs
+            score them before and after training and record the broken ones.
+        reserved_probe_ids: Known probes kept out of replay, rehearsal and the validation slice (`reserve_fraction`):
+            no job sees them, so breakage measured on them is not the slice rollback chose a checkpoint by.
+        rehearsal: What corpus rehearsal added to the SFT rows (finetune/rehearsal.py `RehearsalInfo`), or None.
+        bare_anchors: Chat form only: DPO anchor rows whose model sentence held no accepted answer span to swap, so
+            chosen / rejected are the bare accepted and other answers (plain fix sets: always 0, every anchor is bare).
+        targets: The targeted training probes (probe_id, category, question, prompt, answers, incorrect_answers), the
+            prompt the question rendered as the evaluation renders it: what a job scores as its targets fixed
+            (finetune/job/known.py `Targets`), one verdict per probe as the gate sees it, not per paraphrase row.
+        replayed_probe_ids: Known facts (run probes and guard facts) with replay rows or anchor pairs: the gate
+            counts them apart from the known facts the job never saw (workbench/guard/lineage.py).
+        guard: The guard set the rows drew on (workbench/guard): its key, facts known, how many were replayed
+            and how many went to the validation slice; None when no guard set was given.
+        replay_capped: Replay asked for more rows than MAX_REPLAY_REPEATS x the known facts hold: fewer were written.
+        unguarded: No known fact at all protected this set (built with `allow_unguarded`).
+    """
+
+    path: str
+    run_id: str
+    model: str
+    strategy: str
+    counts: dict[str, dict[str, int]]
+    sources: dict[str, dict[str, int]]
+    train_rows: dict[str, int]
+    sha256: str
+    abstention_phrase: str
+    new_tokens: list[str]
+    heldout_probe_ids: list[str]
+    skipped: dict[str, str] = field(default_factory=dict)
+    template: str = ""
+    stop: list[str] = field(default_factory=list)
+    abstention_phrases: list[str] = field(default_factory=list)
+    grader: str = "match"
+    grader_options: dict[str, Any] = field(default_factory=dict)
+    abstention_note: str = ""
+    validation: list[dict[str, Any]] = field(default_factory=list)
+    reserved_probe_ids: list[str] = field(default_factory=list)
+    rehearsal: dict[str, Any] | None = None
+    targets: list[dict[str, Any]] = field(default_factory=list)
+    bare_anchors: int = 0
+    replayed_probe_ids: list[str] = field(default_factory=list)
+    guard: dict[str, Any] | None = None
+    replay_capped: bool = False
+    unguarded: bool = False
+
+    @property
+    def has_abstention(self) -> bool:
+        """Abstention rows exist, or the rl strategy's reward pays for abstaining (its tokens must be learnable)."""
+        return any(self.teaches_abstention(m) for m in ("sft", "dpo", "grpo"))
+
+    def teaches_abstention(self, method: str) -> bool:
+        """Whether a job of `method` on this set must learn to produce the abstention phrase. Only then
+        do its tokens become trainable rows: an adapter with trainable-token deltas is not one vLLM's
+        LoRARequest can load, so jobs that do not need them stay plain LoRA."""
+        source = "targeted" if method == "grpo" else "abstain"  # rl: every targeted prompt may pay for silence
+        return self.sources.get(METHOD_SPLIT[method], {}).get(source, 0) > 0
+
+    def require_rows(self, method: str) -> str:
+        """The split `method` trains on; a clear error when this set has no training rows there."""
+        split = METHOD_SPLIT[method]
+        if not self.train_rows.get(split):
+            have = [m for m, sp in METHOD_SPLIT.items() if self.train_rows.get(sp)]
+            hint = "rebuild it with `--strategy rl`" if method == "grpo" else "rebuild it with another --strategy"
+            raise WorkbenchError(f"fix set `{self.path}` has no `{split}` training rows for method {method}; "
+                                 f"{hint}" + (f", or use method {' / '.join(have)} on it" if have else ""))
+        return split
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def load_manifest(path: str | Path) -> FixSetManifest:
+    """The manifest of a fix set directory, with a clear error when it is not one."""
+    p = Path(path) / MANIFEST
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise WorkbenchError(f"`{path}` is not a fix set (no {MANIFEST}); build one with `workbench fix`") from None
+    except ValueError as e:
+        raise WorkbenchError(f"{p}: not valid JSON ({e})") from None
+    data["path"] = str(Path(path))
+    return FixSetManifest(**data)
+
+
+@dataclass
+class FixRows:
+    """A fix set's rows per split, before `write_fixset` (also used by finetune/inject.py's tag breaker)."""
+
+    sft: list[dict[str, Any]] = field(default_factory=list)
+    dpo: list[dict[str, Any]] = field(default_factory=list)
+    prompts: list[dict[str, Any]] = field(default_factory=list)
