@@ -277,3 +277,20 @@ def test_targets_score_each_probe_on_its_own_question_as_the_gate_does(w: FtWorl
             assert verdicts[pid] == expected, pid
             seen_paraphrase_right += any(a.verdict == Verdict.CORRECT for a in b.greedy[1:])
     assert seen_paraphrase_right  # the world has targets its base model answers right when paraphrased
+
+
+def test_a_jobs_checks_answer_with_the_runs_budget(w: FtWorld) -> None:
+    """The fix set records the run's answer budget and a job's checks generate with it (a chat run's 48 or 128
+    tokens, not 16), so the job reads its validation slice and targets as the gate will; a fix set from before the
+    budget was recorded falls back to 16."""
+    from dataclasses import replace
+
+    from finetune.job.known import MAX_NEW_TOKENS, Targets, answer_budget
+    from workbench.results import effective_suite
+
+    manifest = load_manifest(w.fixset)
+    assert manifest.max_tokens == effective_suite(w.store.get_run(w.run_id)).max_tokens
+    assert json.loads((w.fixset / "fixset.json").read_text())["max_tokens"] == manifest.max_tokens
+    chat = replace(manifest, max_tokens=48)
+    assert answer_budget(chat) == 48 and Targets.of([], chat, tokenizer=None).max_tokens == 48
+    assert answer_budget(replace(manifest, max_tokens=None)) == MAX_NEW_TOKENS

@@ -62,6 +62,8 @@ class FixSetManifest:
             and how many went to the validation slice; None when no guard set was given.
         replay_capped: Replay asked for more rows than MAX_REPLAY_REPEATS x the known facts hold: fewer were written.
         unguarded: No known fact at all protected this set (built with `allow_unguarded`).
+        max_tokens: The run's answer budget (new tokens): a job answers its validation slice and its targets with it,
+            as the gate will; None in a fix set written before it was recorded (the job then uses 16).
     """
 
     path: str
@@ -91,6 +93,7 @@ class FixSetManifest:
     guard: dict[str, Any] | None = None
     replay_capped: bool = False
     unguarded: bool = False
+    max_tokens: int | None = None
 
     @property
     def has_abstention(self) -> bool:

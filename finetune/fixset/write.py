@@ -97,7 +97,7 @@ def write_fixset(out: Path, rows: FixRows, info: FixSetInfo) -> FixSetManifest:
         grader_options=dict(suite.grader_options), abstention_note=info.note, validation=list(info.validation),
         reserved_probe_ids=list(info.reserved), rehearsal=info.rehearsal, targets=list(info.targets),
         bare_anchors=info.bare_anchors, replayed_probe_ids=list(info.replayed), guard=info.guard,
-        replay_capped=info.replay_capped, unguarded=info.unguarded)
+        replay_capped=info.replay_capped, unguarded=info.unguarded, max_tokens=suite.max_tokens)
     data = manifest.to_dict()
     data.pop("path")
     (out / MANIFEST).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

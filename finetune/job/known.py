@@ -15,8 +15,15 @@ from workbench.grading.match import MatchGrader
 from workbench.textgen import cut_at_stop, greedy_generate
 from workbench.types import Probe, Verdict
 
-#: New tokens per answer: the suite default's max_tokens (16); answers end at the suite's stop string.
+#: New tokens per answer when the fix set does not record the run's budget (`FixSetManifest.max_tokens`, written
+#: since it exists): the plain suite default. A chat run's answers are sentences; cut at 16 tokens the check read 1-2
+#: of 22 unseen facts broken where the gate read 0-5 (docs/benchmarks/guard_flow.md).
 MAX_NEW_TOKENS = 16
+
+
+def answer_budget(manifest: FixSetManifest) -> int:
+    """New tokens per answer in a job's checks: the run's own budget, so the job reads what the gate will."""
+    return manifest.max_tokens or MAX_NEW_TOKENS
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,7 @@ class KnownFacts:
             return set()
         grader = MatchGrader(abstention_phrases=tuple(self.manifest.abstention_phrases
                                                       or [self.manifest.abstention_phrase]))
-        texts = greedy_generate(model, self.tokenizer, [r["prompt"] for r in rows], MAX_NEW_TOKENS)
+        texts = greedy_generate(model, self.tokenizer, [r["prompt"] for r in rows], answer_budget(self.manifest))
         out = set()
         for r, text in zip(rows, texts, strict=True):
             probe = Probe(id=r["probe_id"], question=r.get("question") or r["prompt"], answers=tuple(r["answers"]),
@@ -64,6 +71,7 @@ class Targets:
     tokenizer: Any
     stop: tuple[str, ...]
     abstention_phrases: tuple[str, ...]
+    max_tokens: int = MAX_NEW_TOKENS
 
     @classmethod
     def of(cls, split_rows: Any, manifest: FixSetManifest, tokenizer: Any) -> Targets:
@@ -83,7 +91,7 @@ class Targets:
             out[pid] = {"probe_id": pid, "category": r["category"], "prompt": r["prompt"], "answers": list(answers),
                         "incorrect_answers": list(r.get("incorrect_answers") or ())}
         phrases = tuple(manifest.abstention_phrases or [manifest.abstention_phrase])
-        return cls(list(out.values()), tokenizer, tuple(manifest.stop), phrases)
+        return cls(list(out.values()), tokenizer, tuple(manifest.stop), phrases, answer_budget(manifest))
 
     def verdicts(self, model: Any) -> dict[str, bool]:
         """Probe id -> fixed, for every targeted probe."""
@@ -91,7 +99,7 @@ class Targets:
 
         if not self.rows:
             return {}
-        texts = greedy_generate(model, self.tokenizer, [r["prompt"] for r in self.rows], MAX_NEW_TOKENS)
+        texts = greedy_generate(model, self.tokenizer, [r["prompt"] for r in self.rows], self.max_tokens)
         grader = MatchGrader(abstention_phrases=self.abstention_phrases)
         out = {}
         for r, text in zip(self.rows, texts, strict=True):
