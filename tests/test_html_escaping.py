@@ -20,7 +20,7 @@ from jinja2 import UndefinedError
 from sqlalchemy import update
 
 from workbench import evidence_html, plots, reviews, signoff_views, verdict_html, views
-from workbench.html import environment, render
+from workbench.html import environment, macro, render
 from workbench.regression import ProbeOutcome, RunOutcomes, compare, parse_policy, render_html
 from workbench.store import Store
 from workbench.store import schema as t
@@ -160,3 +160,23 @@ def test_an_unknown_template_is_an_error() -> None:
 
     with pytest.raises(TemplateNotFound):
         render("no-such-panel.html")
+
+
+def test_the_reports_tab_and_a_recorded_decision_keep_a_users_words_as_text() -> None:
+    """Markdown panels: a script stays text and Markdown's marks are defused (no link, no emphasis)."""
+    hostile = f"{EVIL} **bold** [a](javascript:b)"
+    decision = SimpleNamespace(decision="hallucinated", abstain=False, answers=[hostile], reviewer=hostile,
+                               at="2026-01-01 00:00:00", report_id=hostile)
+    report = SimpleNamespace(id="rep-1", status="new", line=3, group_size=2,
+                             source="/data/<img src=x onerror=alert(1)>.jsonl",
+                             messages=[{"role": "user", "content": hostile}], answer=hostile, comment=hostile,
+                             feedback={EVIL: hostile}, decision=decision)
+    text = macro("reports.md", "report", report, "2026-01-01 00:00:00", hostile, "2026-01-01 00:00:00")
+    assert_escaped(text, at_least=7)  # message, answer, complaint, feedback key and value, decision, reviewer
+    assert "`&lt;img src=x onerror=alert(1)&gt;.jsonl`" in text  # the file's name
+    assert "**bold**" not in text and "[a](javascript" not in text and "\\*\\*bold\\*\\* \\[a\\]" in text
+    assert_escaped(macro("reports.md", "decided", decision, "", hostile), at_least=3)
+    line = signoff_views.recorded_line(SimpleNamespace(id=1, run_id="run-1", new_value="signoff", reviewer=hostile,
+                                                       gate_id="gate-1", override_reason=hostile))
+    assert_escaped(line, at_least=2)
+    assert line.startswith("recorded #1: `run-1` signoff by ") and "; **override**: " in line

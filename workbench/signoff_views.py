@@ -67,5 +67,4 @@ def signoff_note(store: Store, run_id: str, gate_id: str = "") -> str:
 
 def recorded_line(r: Review) -> str:
     """Markdown for a release decision just recorded: its id, run, decision, gate and any override."""
-    over = f"; **override**: {r.override_reason}" if r.override_reason else ""
-    return f"recorded #{r.id}: `{r.run_id}` {r.new_value} by {r.reviewer} on gate `{r.gate_id or '-'}`{over}"
+    return macro("signoff.html", "recorded", r)

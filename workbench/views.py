@@ -394,7 +394,8 @@ def probe_detail(store: Store, probe_id: str, run_ids: Sequence[str]) -> str:
     probe_id = probe_id.strip()
     if not probe_id:
         return "<p><i>pick a probe</i></p>"
-    probe, sections = None, []
+    probe: Any = None
+    sections: list[dict[str, Any]] = []  # per run: its answers and attribution, or answers None (not answered)
     for rid in dict.fromkeys(r for r in run_ids if r):
         res = load_results(store, rid)
         pr = res.by_id().get(probe_id)

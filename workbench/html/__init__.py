@@ -13,11 +13,11 @@ The modules that own a panel (`workbench.views`, `evidence_html`, `verdict_html`
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
-
 
 __all__ = ["Markup", "macro", "render"]
 
@@ -25,6 +25,15 @@ __all__ = ["Markup", "macro", "render"]
 def _fmt(value: Any, spec: str) -> str:
     # Python's format spec in a template ("{{ x|fmt('+.1f') }}"): the numbers keep the exact digits they had.
     return format(value, spec)
+
+
+_MD_MARKS = re.compile(r"([\\`*_\[\]#|])")
+
+
+def _md(text: str) -> str:
+    # A user's words in Markdown, on one line, with Markdown's marks backslashed; `<` and `&` are left to
+    # autoescape, which runs after this filter (a backslash before an entity would show the entity as text).
+    return _MD_MARKS.sub(r"\\\1", str(text).replace("\n", " "))
 
 
 def _term(term: str) -> Markup:
@@ -42,6 +51,7 @@ def environment() -> Environment:
     env = Environment(loader=PackageLoader("workbench.html", "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["fmt"] = _fmt
+    env.filters["md"] = _md
     env.globals["term"] = _term
     return env
 
