@@ -22,6 +22,7 @@ from sqlalchemy import update
 from workbench import evidence_html, plots, reviews, signoff_views, verdict_html, views
 from workbench.html import environment, macro, render
 from workbench.regression import ProbeOutcome, RunOutcomes, compare, parse_policy, render_html
+from workbench.reviews import Review
 from workbench.store import Store
 from workbench.store import schema as t
 from workbench.types import Verdict
@@ -106,15 +107,17 @@ def test_plots_escape_run_ids_groups_series_and_titles() -> None:
 
 def test_evidence_escapes_every_field() -> None:
     rows = [{"doc_id": EVIL, "snippet": EVIL}]
-    evidence = {"why": EVIL, "correct_sample": EVIL, "greedy": [{"variant": 1, "verdict": "correct", "text": EVIL}],
+    spans = [{"text": EVIL, "words": 3, "count": 1, "rows": rows}]
+    evidence: dict[str, Any] = {
+                "why": EVIL, "correct_sample": EVIL, "greedy": [{"variant": 1, "verdict": "correct", "text": EVIL}],
                 "data": {"support": 1, "support_rows": rows, "conflict": 1,
                          "conflict_value": EVIL, "conflict_rows": rows,
-                         "spans": [{"text": EVIL, "words": 3, "count": 1, "rows": rows}]},
+                         "spans": spans},
                 "missing_signals": {EVIL: EVIL}}
     att = SimpleNamespace(category=EVIL, confidence=0.5, knowledge=EVIL, fix=EVIL, evidence=evidence)
     assert_escaped(evidence_html.attribution_html(att), at_least=17)
-    assert_escaped(evidence_html.spans_html(evidence["data"]["spans"]), at_least=3)
-    assert_escaped(evidence_html.rows_html(EVIL, evidence["data"]["support_rows"], "wb-support"), at_least=3)
+    assert_escaped(evidence_html.spans_html(spans), at_least=3)
+    assert_escaped(evidence_html.rows_html(EVIL, rows, "wb-support"), at_least=3)
 
 
 def _poison_probe(store: Store, run_id: str, probe_id: str) -> None:
@@ -176,7 +179,8 @@ def test_the_reports_tab_and_a_recorded_decision_keep_a_users_words_as_text() ->
     assert "`&lt;img src=x onerror=alert(1)&gt;.jsonl`" in text  # the file's name
     assert "**bold**" not in text and "[a](javascript" not in text and "\\*\\*bold\\*\\* \\[a\\]" in text
     assert_escaped(macro("reports.md", "decided", decision, "", hostile), at_least=3)
-    line = signoff_views.recorded_line(SimpleNamespace(id=1, run_id="run-1", new_value="signoff", reviewer=hostile,
-                                                       gate_id="gate-1", override_reason=hostile))
+    line = signoff_views.recorded_line(Review(id=1, at="2026-01-01T00:00:00Z", reviewer=hostile, target="release",
+                                              run_id="run-1", probe_id=None, old_value=None, new_value="signoff",
+                                              reason=hostile, gate_id="gate-1", override_reason=hostile))
     assert_escaped(line, at_least=2)
     assert line.startswith("recorded #1: `run-1` signoff by ") and "; **override**: " in line
