@@ -139,15 +139,16 @@ def shares_plot_html(df: pd.DataFrame, *, width: int = 900, height: int = 260) -
         return top + (height - top - bottom) * (1 - v / 100)
 
     lines = []
+    # each point's hover title starts with its run (id, status, created): columns read once, not a row per point
+    runs = [f"{r} ({s}, {t})" for r, s, t in zip(df["run"], df["status"], df["created"], strict=True)]
     for _, label, c in SHARES:
         vals = [(i, float(v)) for i, v in enumerate(df[f"{label} %"]) if pd.notna(v)]
-        dots = [(x(i), y(v), f"{df.iloc[i]['run']} ({df.iloc[i]['status']}, {df.iloc[i]['created']}): {label} {v:.1f}%")
-                for i, v in vals]
+        dots = [(x(i), y(v), f"{runs[i]}: {label} {v:.1f}%") for i, v in vals]
         lines.append({"colour": c, "points": [(x(i), y(v)) for i, v in vals], "dots": dots})
     step = max(1, n // 8)  # at most ~8 run labels under the axis; every point still has its hover title
     plot = {"width": width, "height": height, "left": left, "right": right, "bottom": bottom,
             "ticks": [(t, y(t)) for t in (0, 25, 50, 75, 100)], "lines": lines,
-            "labels": [(x(i), _short(str(df.iloc[i]["run"]), 22)) for i in range(0, n, step)]}
+            "labels": [(x(i), _short(str(df["run"].iloc[i]), 22)) for i in range(0, n, step)]}
     return macro("plots.html", "shares_plot", plot, SHARES)
 
 
