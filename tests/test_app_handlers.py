@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from html import escape
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _appdata import AppData, app_data, private_store
+from markupsafe import escape  # the escaping the templates apply (autoescape)
 
 from workbench import evidence_html, glossary, plots, reviews, signoff_views, views
 from workbench.errors import WorkbenchError
@@ -181,7 +181,7 @@ def test_probe_detail_shows_both_models_samples_and_evidence(data: AppData, stor
     assert "attribution:" in html and f"The model gave the right answer in {k} of {n} samples" in html
     assert "<details class='wb-raw-evidence'>" in html and "p_value" in html.split("wb-raw-evidence")[1]
     assert "p_value" not in html.split("wb-raw-evidence")[0]  # no raw field names in the prose
-    assert f"title='{escape(glossary.CATEGORY_HELP[att.category], quote=True)}'" in html  # the category explained
+    assert f"title='{escape(glossary.CATEGORY_HELP[att.category])}'" in html  # the category explained
     assert "pick a probe" in views.probe_detail(store, "", [data.baseline])
     assert "no run answered" in views.probe_detail(store, "no-such-probe", [data.baseline])
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from _appdata import AppData, app_data, private_store
+from markupsafe import escape  # the escaping the templates apply (autoescape)
 
 from workbench import evidence_html, glossary, plots, reviews, views
 from workbench.attribution.types import CATEGORIES, Attribution
@@ -126,7 +127,7 @@ def test_evidence_reads_as_sentences_with_spans_and_their_documents(data: AppDat
     html = views.probe_detail(store, att.probe_id, [data.baseline, data.candidate])
     span = att.evidence["data"]["spans"][0]
     assert "spans of the answer found word for word in the corpus" in html
-    assert f"<mark>{evidence_html.escape(span['text'])}</mark>" in html
+    assert f"<mark>{escape(span['text'])}</mark>" in html
     assert all(f"<code>{r['doc_id']}</code>" in html for r in span["rows"])
     hostile = Attribution("p", "data:missing", 0.5, "Unknown", "abstain", {
         "why": "<b>x</b>", "samples": {"correct": 2, "n": 10, "question_correct": 1, "question_n": 5},

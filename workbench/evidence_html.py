@@ -1,7 +1,8 @@
 """An attribution's evidence as a reviewer reads it: sentences first ("The model gave the right answer in 2 of
 10 samples; ..."), the corpus documents that support or contradict, the answer's spans found verbatim in the
 corpus (span tracing, `attribution.spans`) with their documents, and the raw fields one click away in a
-<details>. Plain HTML strings; every piece of model, probe or corpus text is escaped.
+<details>. The markup is `templates/evidence.html` (workbench.html: autoescaped, so every piece of model,
+probe or corpus text is escaped).
 
 Measures keep one name each (`glossary.MEASURES`): the attribution's `agreement` is the *meaning agreement*
 (semantic clusters), not the exact-match agreement shown beside the samples.
@@ -11,10 +12,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from html import escape
 from typing import Any
 
-from workbench.glossary import term_html
+from workbench.html import macro
 
 _GRADE_WORDS = {"correct": "was answered correctly", "incorrect": "was answered wrongly",
                 "not_attempted": "got an abstention"}
@@ -23,24 +23,19 @@ _GRADE_WORDS = {"correct": "was answered correctly", "incorrect": "was answered 
 def attribution_html(att: Any) -> str:
     """The attribution block of the probe detail: category (with its explanation as a tooltip), confidence,
     the evidence in words, spans, documents, and the raw evidence on demand; a hint when there is none."""
+    return macro("evidence.html", "attribution", attribution_context(att))
+
+
+def attribution_context(att: Any) -> dict[str, Any] | None:
+    """What `evidence.html`'s attribution macro shows of `att` (None: no attribution stored)."""
     if att is None:
-        return "<p><i>no attribution stored for this run (run <code>workbench attribute RUN</code>)</i></p>"
+        return None
     ev: Mapping[str, Any] = att.evidence or {}
-    out = [f"<p class='wb-attribution'>attribution: <b>{term_html(att.category)}</b> · "
-           f"{term_html('confidence')} {att.confidence:.2f} · {term_html('knowledge')} {escape(att.knowledge or '-')}"
-           f" · fix {escape(att.fix or '-')}</p>"]
-    prose = evidence_sentences(ev)
-    if prose:
-        out.append("<ul class='wb-evidence-prose'>" + "".join(f"<li>{escape(s)}</li>" for s in prose) + "</ul>")
     data = _map(ev.get("data"))
-    out.append(spans_html(data.get("spans") or []))
-    out.append(rows_html("documents that state an accepted answer with the subject (support)",
-                         data.get("support_rows") or [], "wb-support"))
-    out.append(rows_html("documents that pair the subject with the wrong answer (conflict)",
-                         data.get("conflict_rows") or [], "wb-conflict"))
-    out.append("<details class='wb-raw-evidence'><summary>raw evidence (every field)</summary>"
-               f"<pre style='white-space:pre-wrap'>{escape(raw_json(ev))}</pre></details>")
-    return "\n".join(x for x in out if x)
+    return {"category": att.category, "confidence": att.confidence, "knowledge": att.knowledge or "-",
+            "fix": att.fix or "-", "prose": evidence_sentences(ev), "spans": _unique_spans(data.get("spans") or []),
+            "support": _docs(data.get("support_rows") or []), "conflict": _docs(data.get("conflict_rows") or []),
+            "raw": raw_json(ev)}
 
 
 def _map(v: Any) -> Mapping[str, Any]:
@@ -106,6 +101,10 @@ def evidence_sentences(ev: Mapping[str, Any]) -> list[str]:
 def spans_html(spans: Sequence[Any]) -> str:
     """Span tracing: each span found verbatim in the corpus, its word count, how many documents hold it and the
     first of them (id + snippet); "" when the attribution traced none."""
+    return macro("evidence.html", "spans", _unique_spans(spans))
+
+
+def _unique_spans(spans: Sequence[Any]) -> list[dict[str, Any]]:
     items, seen = [], set()
     for s in spans:
         # The tracer keeps each maximal span by position: a word the answer repeats ("which which") comes back
@@ -113,24 +112,18 @@ def spans_html(spans: Sequence[Any]) -> str:
         if not isinstance(s, Mapping) or str(s.get("text", "")).lower() in seen:
             continue
         seen.add(str(s.get("text", "")).lower())
-        docs = "".join(f"<li><code>{escape(str(r.get('doc_id', '')))}</code>: {escape(str(r.get('snippet', '')))}"
-                       "</li>" for r in s.get("rows") or [] if isinstance(r, Mapping))
-        w = _n(s.get("words")) or 0
-        items.append(f"<li><mark>{escape(str(s.get('text', '')))}</mark> · {w} word{'s' if w != 1 else ''} · in "
-                     f"{_n(s.get('count')) or 0} documents<ul>{docs}</ul></li>")
-    if not items:
-        return ""
-    return ("<details open class='wb-spans'><summary>spans of the answer found word for word in the corpus "
-            f"(longest first)</summary><ol>{''.join(items)}</ol></details>")
+        items.append({"text": str(s.get("text", "")), "words": _n(s.get("words")) or 0,
+                      "count": _n(s.get("count")) or 0, "rows": _docs(s.get("rows") or [])})
+    return items
+
+
+def _docs(rows: Sequence[Any]) -> list[tuple[str, str]]:
+    return [(str(r.get("doc_id", "")), str(r.get("snippet", ""))) for r in rows if isinstance(r, Mapping)]
 
 
 def rows_html(title: str, rows: Sequence[Any], css: str) -> str:
     """Corpus documents (doc id + snippet) as a list under `title`; "" when there are none."""
-    items = "".join(f"<li><code>{escape(str(r.get('doc_id', '')))}</code>: {escape(str(r.get('snippet', '')))}</li>"
-                    for r in rows if isinstance(r, Mapping))
-    if not items:
-        return ""
-    return f"<details open class='{css}'><summary>{escape(title)}: {len(rows)}</summary><ul>{items}</ul></details>"
+    return macro("evidence.html", "rows", title, _docs(rows), css)
 
 
 def format_value(value: Any, limit: int = 400) -> str:

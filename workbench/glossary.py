@@ -8,7 +8,7 @@ this module re-exports it so a reader finds every explanation in one place.
 
 from __future__ import annotations
 
-from html import escape
+from markupsafe import Markup
 
 from workbench.regression.transitions import TRANSITION_HELP
 
@@ -83,9 +83,10 @@ def term_html(term: str) -> str:
     """`term` with its explanation as a tooltip (title attribute, dotted underline); plain when unknown."""
     text = explain(term)
     if not text:
-        return escape(term)
-    return (f"<abbr class='wb-term' title='{escape(text, quote=True)}' style='text-decoration:underline dotted'>"
-            f"{escape(term)}</abbr>")
+        return str(Markup("{}").format(term))
+    # Markup.format escapes both values (quotes too, so the title cannot close its attribute).
+    return str(Markup("<abbr class='wb-term' title='{}' style='text-decoration:underline dotted'>{}</abbr>")
+               .format(text, term))
 
 
 def glossary_markdown() -> str:

@@ -1,4 +1,5 @@
-"""The app's plots as dependency-free HTML/SVG strings (gr.HTML shows them; tests read them as text).
+"""The app's plots as dependency-free HTML/SVG strings (gr.HTML shows them; tests read them as text). This
+module computes the coordinates; the SVG markup is `templates/plots.html` (workbench.html, autoescaped).
 
 - `delta_plot_html`: per tag (or, without tags, per attribution category) the candidate-minus-baseline change
   of correct / hallucinated / abstained, each with its paired-bootstrap 95% interval as an error bar. A zero
@@ -6,18 +7,18 @@
 - `shares_plot_html`: the correct / hallucinated / abstained shares of every run, runs in creation order,
   each point with a hover title naming the run.
 - `bar_chart_html`: plain horizontal bars (the pre-flight's memory breakdown, per-tag metrics).
-Every label is escaped: tags, categories and run ids come from user files.
+Every label is escaped by the template: tags, categories and run ids come from user files.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from html import escape
 from typing import Any
 
 import pandas as pd
 
+from workbench.html import macro
 from workbench.regression.stats import METRICS
 from workbench.store import Store
 
@@ -87,36 +88,20 @@ def delta_plot_html(d: GroupDeltas, *, width: int = 620) -> str:
 
     colour = {label: c for _, label, c in SHARES}
     height = 30 + row_h * len(df) + 8 * df["group"].nunique()
-    parts = [f"<svg class='wb-delta-plot' xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
-             f"font-size='11' font-family='sans-serif'>",
-             f"<line x1='{x(0):.1f}' y1='14' x2='{x(0):.1f}' y2='{height - 4}' stroke='#57606a' "
-             "stroke-dasharray='3,3'/>",
-             f"<text x='{x(0):.1f}' y='10' text-anchor='middle' fill='#57606a'>0</text>",
-             f"<text x='{x(lo):.1f}' y='10' fill='#57606a'>{lo:+.0f} pt</text>",
-             f"<text x='{x(hi):.1f}' y='10' text-anchor='end' fill='#57606a'>{hi:+.0f} pt</text>"]
-    y, last = 22.0, None
+    groups: list[dict[str, Any]] = []
+    y = 22.0
     for group, n, measure, delta, ci_lo, ci_hi in df.itertuples(index=False):
-        if group != last:
+        if not groups or groups[-1]["name"] != group:
             y += 8
-            parts.append(f"<text x='4' y='{y + 4:.0f}' font-weight='bold'>{escape(_short(str(group)))} "
-                         f"<tspan font-weight='normal' fill='#57606a'>(n={int(n)})</tspan></text>")
-            last = group
-        c = colour[str(measure)]
-        tip = escape(f"{group}: {measure} {delta:+.1f} pt [{ci_lo:+.1f}, {ci_hi:+.1f}] (n={n})", quote=True)
-        parts.append(f"<g class='wb-delta'><title>{tip}</title>"
-                     f"<text x='{left - 6}' y='{y + 4:.0f}' text-anchor='end' fill='{c}'>{escape(str(measure))}</text>"
-                     f"<line x1='{x(ci_lo):.1f}' y1='{y:.0f}' x2='{x(ci_hi):.1f}' y2='{y:.0f}' stroke='{c}' "
-                     "stroke-width='2'/>"
-                     f"<line x1='{x(ci_lo):.1f}' y1='{y - 4:.0f}' x2='{x(ci_lo):.1f}' y2='{y + 4:.0f}' stroke='{c}'/>"
-                     f"<line x1='{x(ci_hi):.1f}' y1='{y - 4:.0f}' x2='{x(ci_hi):.1f}' y2='{y + 4:.0f}' stroke='{c}'/>"
-                     f"<circle cx='{x(delta):.1f}' cy='{y:.0f}' r='4' fill='{'white' if delta == 0 else c}' "
-                     f"stroke='{c}' stroke-width='2'/>"
-                     f"<text x='{width - right + 6}' y='{y + 4:.0f}' fill='{c}'>{delta:+.1f}</text></g>")
+            groups.append({"name": group, "label": _short(str(group)), "n": int(n), "y": y, "rows": []})
+        groups[-1]["rows"].append({
+            "measure": str(measure), "colour": colour[str(measure)], "delta": delta, "y": y,
+            "x_lo": x(ci_lo), "x_hi": x(ci_hi), "x_d": x(delta),
+            "tip": f"{group}: {measure} {delta:+.1f} pt [{ci_lo:+.1f}, {ci_hi:+.1f}] (n={n})"})
         y += row_h
-    parts.append("</svg>")
-    title = (f"<b>change per {escape(d.by)}, candidate − baseline (points; whiskers: 95% paired-bootstrap "
-             "interval)</b>")
-    return f"<div class='wb-chart wb-deltas'>{title}<br>{''.join(parts)}</div>"
+    plot = {"width": width, "height": height, "left": left, "right": right, "lo": lo, "hi": hi,
+            "x0": x(0), "x_lo": x(lo), "x_hi": x(hi), "groups": groups}
+    return macro("plots.html", "delta_plot", d.by, plot)
 
 
 def _short(text: str, limit: int = 30) -> str:
@@ -153,28 +138,18 @@ def shares_plot_html(df: pd.DataFrame, *, width: int = 900, height: int = 260) -
     def y(v: float) -> float:
         return top + (height - top - bottom) * (1 - v / 100)
 
-    parts = [f"<svg class='wb-shares-plot' xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
-             "font-size='11' font-family='sans-serif'>"]
-    for tick in (0, 25, 50, 75, 100):
-        parts.append(f"<line x1='{left}' y1='{y(tick):.1f}' x2='{width - right}' y2='{y(tick):.1f}' stroke='#d0d7de'/>"
-                     f"<text x='{left - 4}' y='{y(tick) + 4:.1f}' text-anchor='end' fill='#57606a'>{tick}%</text>")
+    lines = []
+    # each point's hover title starts with its run (id, status, created): columns read once, not a row per point
+    runs = [f"{r} ({s}, {t})" for r, s, t in zip(df["run"], df["status"], df["created"], strict=True)]
     for _, label, c in SHARES:
         vals = [(i, float(v)) for i, v in enumerate(df[f"{label} %"]) if pd.notna(v)]
-        pts = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in vals)
-        parts.append(f"<polyline points='{pts}' fill='none' stroke='{c}' stroke-width='2'/>")
-        for i, v in vals:
-            row = df.iloc[i]
-            tip = escape(f"{row['run']} ({row['status']}, {row['created']}): {label} {v:.1f}%", quote=True)
-            parts.append(f"<circle class='wb-share' cx='{x(i):.1f}' cy='{y(v):.1f}' r='4' fill='{c}'>"
-                         f"<title>{tip}</title></circle>")
+        dots = [(x(i), y(v), f"{runs[i]}: {label} {v:.1f}%") for i, v in vals]
+        lines.append({"colour": c, "points": [(x(i), y(v)) for i, v in vals], "dots": dots})
     step = max(1, n // 8)  # at most ~8 run labels under the axis; every point still has its hover title
-    for i in range(0, n, step):
-        parts.append(f"<text x='{x(i):.1f}' y='{height - bottom + 16}' text-anchor='middle' fill='#57606a'>"
-                     f"{escape(_short(str(df.iloc[i]['run']), 22))}</text>")
-    legend = " ".join(f"<span style='color:{c}'>●</span> {label}" for _, label, c in SHARES)
-    parts.append("</svg>")
-    return (f"<div class='wb-chart wb-shares'><b>shares of every run, oldest first (hover a point for its run)"
-            f"</b> {legend}<br>{''.join(parts)}</div>")
+    plot = {"width": width, "height": height, "left": left, "right": right, "bottom": bottom,
+            "ticks": [(t, y(t)) for t in (0, 25, 50, 75, 100)], "lines": lines,
+            "labels": [(x(i), _short(str(df["run"].iloc[i]), 22)) for i in range(0, n, step)]}
+    return macro("plots.html", "shares_plot", plot, SHARES)
 
 
 # -- plain bars --------------------------------------------------------------------------------------
@@ -204,21 +179,10 @@ def bar_chart_html(rows: Sequence[tuple[str, str, float]], *, unit: str = "%", t
     series = list(dict.fromkeys(s for _, s, _ in rows))
     color = {s: palette[i % len(palette)] for i, s in enumerate(series)}
     top = scale or max((abs(v) for _, _, v in rows), default=1.0) or 1.0
-    out = [f"<div class='wb-chart'><b>{escape(title)}</b>" if title else "<div class='wb-chart'>"]
-    out.append("<div>" + " ".join(
-        f"<span style='color:{color[s]}'>■</span> {escape(s)}" for s in series) + "</div>")
-    groups: dict[str, list[tuple[str, float]]] = {}
-    for g, s, v in rows:
-        groups.setdefault(g, []).append((s, v))
-    for g, items in groups.items():
-        out.append(f"<div style='margin-top:4px'><span style='display:inline-block;width:9em'>{escape(g)}</span>")
-        for s, v in items:
-            width = max(0.0, min(100.0, 100 * abs(v) / top))
-            out.append(f"<div style='margin-left:9em'><span style='display:inline-block;height:0.9em;"
-                       f"width:{width:.1f}%;min-width:3px;max-width:75%;background:{color[s]}'></span> "
-                       f"{v:,.1f}{escape(unit)}</div>")
-        out.append("</div>")
-    return "\n".join(out) + "</div>"
+    groups: dict[str, list[tuple[str, float, float]]] = {}
+    for g, s, v in rows:  # bars (colour, width %, value) grouped by group, in first-seen order
+        groups.setdefault(g, []).append((color[s], max(0.0, min(100.0, 100 * abs(v) / top)), v))
+    return macro("plots.html", "bar_chart", title, [(s, color[s]) for s in series], list(groups.items()), unit)
 
 
 def tag_metrics_chart(store: Store, run_ids: Sequence[str], metric: str = "incorrect") -> str:

@@ -6,9 +6,9 @@ with a reason; grades changed since the gate need confirming) live in `workbench
 
 from __future__ import annotations
 
-from html import escape
 from typing import TYPE_CHECKING
 
+from workbench.html import macro
 from workbench.store import Store, shown_time
 
 if TYPE_CHECKING:
@@ -22,21 +22,15 @@ def signoff_line(store: Store, baseline: str, candidate: str) -> str:
 
     gates = recorded_gates(store, candidate=candidate, baseline=baseline)
     if not gates:
-        return ("<p id='wb-release'>release: <b>no recorded gate for this pair</b>: record one (below) before a "
-                "sign-off</p>")
+        return macro("signoff.html", "line", None, None, [])
     gate = gates[-1]
     decision = gate_decisions(store).get(gate.id)
     check = signoff_check(store, candidate, gate.id)
-    out = f"<p id='wb-release'>release on gate <code>{escape(gate.id)}</code> ({escape(gate.verdict.upper())}): "
-    if decision is None:
-        out += "no sign-off yet"
-    else:
-        out += (f"<b>{escape(decision.new_value)}</b> by {escape(decision.reviewer)} at "
-                f"{escape(shown_time(decision.at))}: {escape(decision.reason)}")
-        if decision.override_reason:
-            out += f"; <b>override</b>: {escape(decision.override_reason)}"
+    shown = None if decision is None else {
+        "new_value": decision.new_value, "reviewer": decision.reviewer, "at": shown_time(decision.at),
+        "reason": decision.reason, "override_reason": decision.override_reason}
     notes = [check.warning(), check.later_note() if decision and decision.new_value == "signoff" else ""]
-    return out + "".join(f"<br><b style='color:#9a6700'>{escape(n)}</b>" for n in notes if n) + "</p>"
+    return macro("signoff.html", "line", gate, shown, [n for n in notes if n])
 
 
 def gate_choices(store: Store, run_id: str) -> list[tuple[str, str]]:
@@ -73,5 +67,4 @@ def signoff_note(store: Store, run_id: str, gate_id: str = "") -> str:
 
 def recorded_line(r: Review) -> str:
     """Markdown for a release decision just recorded: its id, run, decision, gate and any override."""
-    over = f"; **override**: {r.override_reason}" if r.override_reason else ""
-    return f"recorded #{r.id}: `{r.run_id}` {r.new_value} by {r.reviewer} on gate `{r.gate_id or '-'}`{over}"
+    return macro("signoff.html", "recorded", r)

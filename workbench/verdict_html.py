@@ -1,5 +1,6 @@
 """The Compare tab's verdict block as HTML: the gate verdict, the headline over all probes, each gate with
-what it could detect, and the named verdict changes. Plain strings (no gradio), every text escaped.
+what it could detect, and the named verdict changes. Plain strings (no gradio) rendered from
+`templates/verdict.html` (workbench.html: autoescaped).
 
 What a reviewer reads first answers "may the candidate ship?": the verdict badge (an `inconclusive` one is
 never green and says why it is not a pass), then the trade the candidate makes over *all* probes
@@ -8,8 +9,9 @@ never green and says why it is not a pass), then the trade the candidate makes o
 
 from __future__ import annotations
 
-from html import escape
+from typing import Any
 
+from workbench.html import Markup, macro
 from workbench.regression.headline import Headline
 from workbench.regression.results import ComparisonResult, GateResult
 from workbench.regression.transitions import TRANSITION_HELP
@@ -28,57 +30,42 @@ HEADLINE_COLOUR = {"correct": "#1a7f37", "hallucinated": "#cf222e", "abstained":
 
 
 def verdict_badge(verdict: str) -> str:
-    colour = VERDICT_COLOUR.get(verdict, "#57606a")
-    return (f"<span class='wb-badge wb-{escape(verdict)}' style='background:{colour};color:white;padding:2px 8px;"
-            f"border-radius:4px'>gate: {escape(verdict.upper())}</span>")
+    return macro("verdict.html", "badge", verdict, VERDICT_COLOUR.get(verdict, "#57606a"))
 
 
 def headline_html(h: Headline) -> str:
     """A table: correct / hallucinated / abstained, baseline -> candidate (% and count), delta with its CI."""
-    rows = []
-    for r in h.rows:
-        d = r.delta
-        colour = HEADLINE_COLOUR.get(r.label, "#333")
-        rows.append(f"<tr><td style='color:{colour};font-weight:600'>{escape(r.label)}</td>"
-                    f"<td>{100 * d.baseline:.1f}% ({r.baseline_count})</td><td>→</td>"
-                    f"<td>{100 * d.candidate:.1f}% ({r.candidate_count})</td>"
-                    f"<td><b>{100 * d.delta:+.1f} pt</b> [{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}]</td></tr>")
-    return ("<table id='wb-headline'><tr><th>over all " f"{h.n} probes</th><th>baseline</th><th></th>"
-            "<th>candidate</th><th>change (95% CI)</th></tr>" + "".join(rows) + "</table>")
+    return macro("verdict.html", "headline", h, HEADLINE_COLOUR)
 
 
 def changes_html(result: ComparisonResult) -> str:
     """'N of M verdicts changed: now_abstains 95 (answered wrongly before, now abstains ...), ...'."""
+    return macro("verdict.html", "changes", result.headline.changed, result.overall.n, _named_changes(result))
+
+
+def _named_changes(result: ComparisonResult) -> list[tuple[str, int, str]]:
     counts = result.overall.transitions.transitions()
-    named = [f"<li><b>{escape(str(t))}</b> {k}: {escape(TRANSITION_HELP[t])}</li>"
-             for t, k in counts.items() if k and t.changed]
-    head = f"<p id='wb-changed'>{result.headline.changed} of {result.overall.n} verdicts changed</p>"
-    return head + (f"<ul>{''.join(named)}</ul>" if named else "")
+    return [(str(t), k, TRANSITION_HELP[t]) for t, k in counts.items() if k and t.changed]
 
 
 def gate_html(g: GateResult) -> str:
     """One gate: status, name, message, what the gate checks (its policy description), and what it could detect
     on this probe set."""
-    colour = VERDICT_COLOUR.get(g.status, "#57606a")
-    det = f"<br><small class='wb-detect'>{escape(g.detectable.text)}</small>" if g.detectable else ""
-    what = f"<br><small class='wb-gate-help'>{escape(g.description)}</small>" if g.description else ""
-    return (f"<li><span style='color:{colour};font-weight:600'>{escape(g.status)}</span>: <b>{escape(g.name)}</b>: "
-            f"{escape(g.message)}{what}{det}</li>")
+    return macro("verdict.html", "gate", g, VERDICT_COLOUR.get(g.status, "#57606a"))
 
 
 def verdict_summary_html(result: ComparisonResult, *, signoff_html: str = "") -> str:
     """The verdict block: badge and its meaning, the pair, the headline, verdict changes, the sign-off line
-    (`signoff_html`, already HTML), then every gate with its detectability."""
-    inconclusive = ", ".join(g.name for g in result.inconclusive_gates)
-    meaning = VERDICT_MEANING[result.verdict] + (f" ({escape(inconclusive)})" if inconclusive else "")
-    return "\n".join([
-        f"<div id='wb-verdict'>{verdict_badge(result.verdict)} <span id='wb-meaning'>{meaning}</span><br>"
-        f"candidate <b>{escape(result.candidate_label)}</b> vs baseline <b>{escape(result.baseline_label)}</b>"
-        f" · {result.overall.n} probes · broken {len(result.broken)} · fixed {len(result.fixed)}"
-        f" · McNemar p = {result.overall.mcnemar.p_value:.3g}</div>",
-        headline_html(result.headline),
-        changes_html(result),
-        signoff_html,
-        "<details open><summary>gates (each with what it could detect on this probe set)</summary><ul>"
-        + "".join(gate_html(g) for g in result.gates) + "</ul></details>",
-    ])
+    (`signoff_html`, already HTML: `signoff_views.signoff_line`'s output), then every gate with its
+    detectability."""
+    return macro("verdict.html", "summary", verdict_context(result, signoff_html))
+
+
+def verdict_context(result: ComparisonResult, signoff_html: str = "") -> dict[str, Any]:
+    """What `verdict.html`'s summary macro shows of `result`."""
+    return {"result": result, "colour": VERDICT_COLOUR.get(result.verdict, "#57606a"),
+            "meaning": VERDICT_MEANING[result.verdict],
+            "inconclusive": ", ".join(g.name for g in result.inconclusive_gates),
+            "headline_colours": HEADLINE_COLOUR, "named": _named_changes(result),
+            "signoff": Markup(signoff_html),  # trusted: a rendered template, never user text
+            "gates": [(g, VERDICT_COLOUR.get(g.status, "#57606a")) for g in result.gates]}

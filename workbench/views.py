@@ -1,8 +1,8 @@
 """What the app's tabs show, as plain data: DataFrames, HTML strings and CLI command lines.
 
 Every function takes a Store (or plain values) and returns plain data, so the app (`app.py`) is only
-widgets and wiring, and all of this is tested without gradio. HTML is built here with every piece of
-user or model text escaped: probe files and model answers are untrusted.
+widgets and wiring, and all of this is tested without gradio. The HTML comes from `templates/views.html`
+(workbench.html, autoescaped): probe files and model answers are untrusted, and every piece of them is escaped.
 
 Each action has its equivalent CLI command (`cli_*`): the app shows it beside the result.
 """
@@ -13,18 +13,17 @@ import math
 import re
 import shlex
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from html import escape
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from workbench.errors import WorkbenchError
-from workbench.evidence_html import attribution_html
-from workbench.glossary import term_html
+from workbench.evidence_html import attribution_context
 from workbench.grading.normalize import normalize
+from workbench.html import macro
 from workbench.plots import delta_plot_html, group_deltas
 from workbench.regression.results import ComparisonResult
 from workbench.regression.stats import VERDICT_ORDER
@@ -33,7 +32,7 @@ from workbench.results import ProbeResult
 from workbench.signoff_views import signoff_line
 from workbench.store import RunRecord, Store, shown_time
 from workbench.types import Verdict
-from workbench.verdict_html import verdict_summary_html
+from workbench.verdict_html import verdict_context
 
 RUN_COLUMNS = ("run", "created", "status", "model", "adapter", "suite", "n", "correct %", "hallucinated %",
                "abstained %", "F", "release")
@@ -170,8 +169,7 @@ def _decision_text(r: Any) -> str:
 
 def interrupted_note(store: Store) -> str:
     """Markdown naming each run whose process is gone (status `interrupted`) and how to resume it."""
-    notes = [f"- `{r.id}` {escape(r.note)}" for r in reversed(store.list_runs()) if r.note]
-    return "\n".join(["**Interrupted runs**", *notes]) if notes else ""
+    return macro("views.html", "interrupted", [(r.id, r.note) for r in reversed(store.list_runs()) if r.note])
 
 
 def run_filters(store: Store) -> dict[str, list[str]]:
@@ -233,9 +231,9 @@ def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", 
                      str(b.verdict), answer_cell(b_res[pid]), str(c.verdict), answer_cell(c_res[pid]),
                      ", ".join(b.tags), category_cell(b.category, c.category)])
     probes = pd.DataFrame(rows, columns=list(PROBE_COLUMNS))
-    summary = verdict_summary_html(result, signoff_html=signoff_line(store, b_out.run_id, c_out.run_id))
-    summary += known_facts_html(store, result)
-    summary += f"\n<p>showing group <b>{escape(group.name)}</b> ({group.n} probes); {len(rows)} probes listed below</p>"
+    summary = macro("views.html", "compare_summary",
+                    verdict_context(result, signoff_line(store, b_out.run_id, c_out.run_id)),
+                    known_facts_lines(store, result), group.name, group.n, len(rows))
     return CompareView(summary, metrics, transitions, probes, [r[0] for r in rows],
                        cli_regress(store.workspace, b_out.run_id, c_out.run_id), result.verdict,
                        delta_plot_html(group_deltas(result, b_out, c_out)))
@@ -261,8 +259,7 @@ def compare_or_refusal(store: Store, baseline: str, candidate: str, *, tag: str 
             raise WorkbenchError("pick a baseline and a candidate run")
         return compare_runs(store, baseline, candidate, tag=tag, transition=transition, category=category)
     except (WorkbenchError, ValueError, KeyError) as e:
-        why = escape(str(e).strip(chr(39) + chr(34))).replace("\n", "<br>")
-        return CompareView(f"<div id='wb-refused' style='color:#cf222e'><b>cannot compare</b>: {why}</div>",
+        return CompareView(macro("views.html", "refused", str(e).strip(chr(39) + chr(34))),
                            empty(METRIC_COLUMNS), empty(TRANSITION_COLUMNS), empty(PROBE_COLUMNS), [],
                            cli_regress(store.workspace, baseline, candidate) if baseline and candidate else "", "")
 
@@ -397,23 +394,19 @@ def probe_detail(store: Store, probe_id: str, run_ids: Sequence[str]) -> str:
     probe_id = probe_id.strip()
     if not probe_id:
         return "<p><i>pick a probe</i></p>"
-    parts: list[str] = []
-    shown_probe = False
+    probe: Any = None
+    sections: list[dict[str, Any]] = []  # per run: its answers and attribution, or answers None (not answered)
     for rid in dict.fromkeys(r for r in run_ids if r):
         res = load_results(store, rid)
         pr = res.by_id().get(probe_id)
         if pr is None:
-            parts.append(f"<p>run {escape(res.run.id)} has no answer for probe {escape(probe_id)}</p>")
+            sections.append({"run_id": res.run.id, "answers": None})
             continue
-        if not shown_probe:
-            parts.insert(0, _probe_header(pr.probe))
-            shown_probe = True
-        parts.append(_run_answers(res.run, pr, list_reviews(store, res.run.id, probe_id=probe_id)))
-        att = effective_attributions(store, res.run.id).get(probe_id)
-        parts.append(attribution_html(att))
-    if not shown_probe:
-        return f"<p>no run answered probe <b>{escape(probe_id)}</b></p>"
-    return "<div id='wb-probe-detail'>" + "\n".join(parts) + "</div>"
+        probe = probe or pr.probe
+        sections.append({"run_id": res.run.id,
+                         "answers": _run_answers(res.run, pr, list_reviews(store, res.run.id, probe_id=probe_id)),
+                         "attribution": attribution_context(effective_attributions(store, res.run.id).get(probe_id))})
+    return macro("views.html", "probe_detail", probe_id, probe, sections, _VERDICT_CSS)
 
 
 def step_probe(probe_ids: Sequence[str], current: str, step: int) -> str:
@@ -426,52 +419,26 @@ def step_probe(probe_ids: Sequence[str], current: str, step: int) -> str:
     return probe_ids[max(0, min(len(probe_ids) - 1, list(probe_ids).index(current) + step))]
 
 
-def _probe_header(probe: Any) -> str:
-    def items(xs: Iterable[str]) -> str:
-        return "".join(f"<li>{escape(x)}</li>" for x in xs) or "<li><i>none</i></li>"
-
-    return (f"<h3>{escape(probe.id)}: {escape(probe.question)}</h3>"
-            f"<p>tags: {escape(', '.join(probe.tags)) or '-'} · subject: {escape(probe.subject or '-')} · "
-            f"relation: {escape(probe.relation or '-')}</p>"
-            f"<b>paraphrases</b><ul>{items(probe.paraphrases)}</ul>"
-            f"<b>accepted answers</b><ul>{items(probe.answers)}</ul>"
-            + (f"<b>known wrong answers</b><ul>{items(probe.incorrect_answers)}</ul>" if probe.incorrect_answers
-               else ""))
-
-
-def _verdict(v: str) -> str:
-    return f"<span style='color:{_VERDICT_CSS.get(v, '#333')};font-weight:600'>{escape(v)}</span>"
-
-
-def _run_answers(run: RunRecord, pr: Any, reviews: Sequence[Any]) -> str:
-    model = Path(run.model).name + (f" + {Path(run.adapter).name}" if run.adapter else "")
-    out = [f"<h4>{escape(model)} <small>({escape(run.id)})</small></h4>"]
+def _run_answers(run: RunRecord, pr: Any, reviews: Sequence[Any]) -> dict[str, Any]:
+    """What `views.html`'s run_answers macro shows of one run's answers to the probe."""
     verdict_reviews = [r for r in reviews if r.target == "verdict"]
-    if verdict_reviews:
-        r = verdict_reviews[-1]
-        out.append(f"<p class='wb-override'>grade overridden: {_verdict(r.old_value or '')} → {_verdict(r.new_value)}"
-                   f" by {escape(r.reviewer)} at {escape(shown_time(r.at))}: {escape(r.reason)}</p>")
-    samples0 = [a.text for a in pr.samples if a.variant == 0]
-    agreement = f"{pr.agreement:.2f}" if pr.agreement is not None else "-"
-    ent = entropy(samples0)
-    out.append(f"<p class='wb-measures'>{term_html('exact-match agreement')} {agreement} · "
-               f"{term_html('exact-match entropy')} {'-' if ent is None else f'{ent:.2f}'} nats · "
-               f"{term_html('sample accuracy')} {pr.sample_accuracy:.2f} · mean log-prob "
-               f"{'-' if pr.mean_logprob is None else f'{pr.mean_logprob:.2f}'}</p>")
-    out.append("<table><tr><th>variant</th><th>greedy answer</th><th>grade</th><th>samples (grade)</th></tr>")
-    for g in pr.greedy:
-        samples = [a for a in pr.samples if a.variant == g.variant]
-        sample_txt = ("<ol class='wb-samples'>" + "".join(
-            f"<li>{escape(a.text)} ({_verdict(str(a.verdict))})</li>" for a in samples) + "</ol>") if samples else "-"
-        name = "question" if g.variant == 0 else f"paraphrase {g.variant}"
-        cut = f"<b class='wb-truncated'>{escape(TRUNCATED)}</b>" if g.finish_reason == "length" else ""
-        out.append(f"<tr><td>{name}</td><td>{escape(g.text)}{cut}</td><td>{_verdict(str(g.verdict))}</td>"
-                   f"<td>{sample_txt}</td></tr>")
-    out.append("</table>")
-    if pr.greedy:  # the exact text the model got (template applied), on demand
-        out.append(f"<details class='wb-prompt'><summary>prompt sent (question)</summary>"
-                   f"<pre style='white-space:pre-wrap'>{escape(pr.greedy[0].prompt)}</pre></details>")
-    return "\n".join(out)
+    last = verdict_reviews[-1] if verdict_reviews else None
+    ent = entropy([a.text for a in pr.samples if a.variant == 0])
+    return {
+        "model": Path(run.model).name + (f" + {Path(run.adapter).name}" if run.adapter else ""), "run_id": run.id,
+        "override": None if last is None else {"old_value": last.old_value, "new_value": last.new_value,
+                                               "reviewer": last.reviewer, "at": shown_time(last.at),
+                                               "reason": last.reason},
+        "agreement": f"{pr.agreement:.2f}" if pr.agreement is not None else "-",
+        "entropy": "-" if ent is None else f"{ent:.2f}", "sample_accuracy": pr.sample_accuracy,
+        "mean_logprob": "-" if pr.mean_logprob is None else f"{pr.mean_logprob:.2f}",
+        "variants": [{"name": "question" if g.variant == 0 else f"paraphrase {g.variant}", "text": g.text,
+                      "cut": TRUNCATED if g.finish_reason == "length" else "", "verdict": str(g.verdict),
+                      "samples": [(a.text, str(a.verdict)) for a in pr.samples if a.variant == g.variant]}
+                     for g in pr.greedy],
+        # the exact text the model got (template applied), on demand
+        "prompt": pr.greedy[0].prompt if pr.greedy else None,
+    }
 
 
 # -- Review tab --------------------------------------------------------------------------------------
@@ -504,6 +471,11 @@ def gate_history_table(store: Store) -> pd.DataFrame:
 
 
 def known_facts_html(store: Store, result: ComparisonResult) -> str:
+    """`known_facts_lines` as a list (`ul.known-facts`)."""
+    return macro("views.html", "known_facts", known_facts_lines(store, result))
+
+
+def known_facts_lines(store: Store, result: ComparisonResult) -> list[str]:
     """The known-facts lines of a comparison (probes, replayed and unreplayed apart) and the guard set's line from
     the latest recorded gate of the same pair: the app compares without evaluating anything, and the guard's runs
     are `workbench regress`'s to make."""
@@ -520,4 +492,4 @@ def known_facts_html(store: Store, result: ComparisonResult) -> str:
         lines.append(f"guard set: not checked by gate {gate_id} ({recorded['guard_note']})")
     else:
         lines.append("guard set: not evaluated for this pair yet (`workbench regress` evaluates it)")
-    return '\n<ul class="known-facts">' + "".join(f"<li>{escape(line)}</li>" for line in lines) + "</ul>"
+    return lines

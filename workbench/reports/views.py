@@ -4,12 +4,12 @@ calls and a reviewer can copy the command."""
 
 from __future__ import annotations
 
-import html
 import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.html import macro
 from workbench.reports.queue import (
     DECISIONS,
     STATUSES,
@@ -54,23 +54,13 @@ def queue_view(store: Store, status: str = "", source: str = "", since: str = ""
 
 
 def report_view(store: Store, report_id: str) -> tuple[str, str]:
-    """One report as markdown (every user text escaped), and its `reports show` command."""
+    """One report as markdown (`templates/reports.md`: every user text escaped, its Markdown marks defused), and
+    its `reports show` command."""
     r = get_report(store, report_id.strip())
-    lines = [f"**{r.id}** · {r.status} · `{html.escape(r.source.rsplit('/', 1)[-1])}` line {r.line} · reported "
-             f"{shown_time(r.reported_at)}" + (f" · {r.group_size - 1} other report(s) ask the same"
-                                              if r.group_size > 1 else ""), ""]
-    for m in r.messages:
-        lines.append(f"- **{m['role']}**: {_text(m['content'])}")
-    lines += ["", f"**model answered**: {_text(r.answer) if r.answer is not None else '(not in the export)'}", "",
-              f"**user's complaint**: {_text(r.comment) if r.comment else '(none)'}", ""]
-    if r.feedback:
-        lines += ["**feedback**: " + ", ".join(f"{html.escape(str(k))} = {_text(str(v))}"
-                                               for k, v in r.feedback.items()), ""]
-    if r.decision:
-        d = r.decision
-        what = "abstain" if d.abstain else "; ".join(d.answers) or "no probe"
-        lines.append(f"**decision**: {d.decision} ({_text(what)}) by {_text(d.reviewer)} at {shown_time(d.at)}")
-    return "\n".join(lines).rstrip(), _cli(store, "show", r.id)
+    d = r.decision
+    what = ("abstain" if d.abstain else "; ".join(d.answers) or "no probe") if d else ""
+    text = macro("reports.md", "report", r, shown_time(r.reported_at), what, shown_time(d.at) if d else "")
+    return text, _cli(store, "show", r.id)
 
 
 def decide_view(store: Store, report_id: str, decision: str, answers: str, abstain: bool, reviewer: str,
@@ -86,8 +76,7 @@ def decide_view(store: Store, report_id: str, decision: str, answers: str, absta
     others = f" and {len(made) - 1} other report(s) asking the same" if len(made) > 1 else ""
     args = ["decide", d.report_id, "--decision", decision, *[x for a in refs for x in ("--answer", a)]]
     args += (["--abstain"] if abstain else []) + (["--note", note] if note else []) + ["--reviewer", d.reviewer]
-    return f"decided **{d.report_id}**{others}: {d.decision} ({_text(what)}) by {_text(d.reviewer)}", \
-        _cli(store, *args)
+    return macro("reports.md", "decided", d, others, what), _cli(store, *args)
 
 
 def export_view(store: Store, folder: str = "") -> tuple[str, str]:
@@ -96,12 +85,6 @@ def export_view(store: Store, folder: str = "") -> tuple[str, str]:
     e = export_suite(store, resolve_inside(store.workspace, rel))
     return (f"**{rel}/suite.yaml**: {e.probes} probe(s) from {e.reports} report(s); {e.not_factual} not factual, "
             f"{e.undecided} undecided left out"), _cli(store, "export", "--suite", str(store.workspace / rel))
-
-
-def _text(s: str) -> str:
-    # A user's words in Markdown: escaped as HTML, and Markdown's own marks defused, so a report cannot restyle
-    # or script the reviewer's page.
-    return re.sub(r"([\\`*_\[\]<>#|])", r"\\\1", html.escape(s, quote=False).replace("\n", " "))
 
 
 def _cli(store: Store, *args: str) -> str:
