@@ -28,8 +28,8 @@ from workbench import procstat
 #: wide margin; a run that is really gone is shown as interrupted half an hour later on other hosts only
 #: (on its own host it is immediate).
 STALE_AFTER_S = 30 * 60
-#: How far the start time read from /proc may lie after the run's creation for the same process: /proc's
-#: boot time is whole seconds and the clock ticks are 1/100 s.
+#: How far the start time psutil reads may lie after the run's creation for the same process: on Linux the boot
+#: time it adds is whole seconds and the clock ticks are 1/100 s.
 _CLOCK_SLACK_S = 2.0
 
 
@@ -41,7 +41,8 @@ class Liveness:
 
 @cache
 def host_id() -> str:
-    """This host's name plus its pid namespace (two containers may share a hostname, never a namespace)."""
+    """This host's name plus its pid namespace (two containers may share a hostname, never a namespace). The
+    namespace is a Linux notion no library reports; elsewhere the hostname alone names the host."""
     try:
         ns = os.readlink("/proc/self/ns/pid")
     except OSError:
@@ -72,7 +73,7 @@ def judge(status: str, *, pid: int | None, host: str | None, heartbeat_at: str |
 def process_alive(pid: int, *, started_by: dt.datetime | None = None) -> bool:
     """Whether `pid` is a live process (not a zombie) that started no later than `started_by`."""
     stat = procstat.read(pid)
-    if stat is None:  # no such process, or no /proc (macOS), or /proc hides other users' processes
+    if stat is None:  # no such process, or the system hides another user's process
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -80,7 +81,7 @@ def process_alive(pid: int, *, started_by: dt.datetime | None = None) -> bool:
         except PermissionError:
             return True  # another user's live process
         return True
-    if stat.state in ("Z", "X"):
+    if stat.ended:
         return False
     # A process that started after `started_by` holds a reused pid.
     return started_by is None or stat.started_at <= started_by.timestamp() + _CLOCK_SLACK_S
