@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import queue
 import random
@@ -36,6 +37,8 @@ from workbench.backends.base import Backend
 from workbench.errors import MissingDependencyError, PartialGenerationError, WorkbenchError, did_you_mean
 from workbench.textgen import cut_at_stop
 from workbench.types import Completion, GenerationRequest, ModelSpec, SamplingParams
+
+log = logging.getLogger(__name__)
 
 OPTIONS = frozenset({"base_url", "api_key_env", "endpoint", "max_concurrency", "timeout", "max_retries",
                      "retry_base_delay", "batch_size"})  # batch_size: read by Backend.batch_size
@@ -192,7 +195,9 @@ class OpenAIBackend(Backend):
                 if attempt == self.max_retries or self._closed:
                     raise WorkbenchError(f"{e} (after {attempt + 1} attempts)") from e
                 backoff = random.uniform(0, min(_MAX_DELAY, self.retry_base_delay * 2**attempt))  # full jitter
-                time.sleep(max(backoff, e.retry_after or 0.0))
+                wait = max(backoff, e.retry_after or 0.0)
+                log.debug("%s: %s; retry %d of %d in %.1f s", url, e, attempt + 1, self.max_retries, wait)
+                time.sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _attempt(self, url: str, body: dict[str, Any], s: SamplingParams) -> list[Completion]:

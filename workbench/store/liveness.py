@@ -14,12 +14,15 @@ Nothing is written: a reader on another host that guesses wrong corrects itself 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import socket
 from dataclasses import dataclass
 from functools import cache
 
 from workbench import procstat
+
+log = logging.getLogger(__name__)
 
 #: A `running` run on another host reads as interrupted after this long without a heartbeat. The first
 #: heartbeat after `create_run` comes after the engine has started and the first batch is committed: on this
@@ -61,6 +64,7 @@ def judge(status: str, *, pid: int | None, host: str | None, heartbeat_at: str |
         alive = process_alive(pid, started_by=_parse(heartbeat_at or created_at))
         if alive:
             return Liveness(status, None)
+        log.debug("run of process %d reads as interrupted: that process is gone", pid)
         return Liveness("interrupted", f"its process {pid} on this host is gone")
     last = _parse(heartbeat_at or created_at)
     age = (now - last).total_seconds()
