@@ -96,3 +96,18 @@ def test_plain_lines_read_as_the_project_s_messages(restored: None, capsys: pyte
     setup_logging(logging.WARNING)
     mod.info("progress detail")
     assert capsys.readouterr().err == ""
+
+
+def test_a_terminal_gets_rich_lines(restored: None, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.logging import RichHandler
+
+    from workbench import logconfig
+
+    monkeypatch.setattr(logconfig, "_is_terminal", lambda stream: True)
+    setup_logging(logging.INFO)
+    ours = [h for h in logging.getLogger().handlers if getattr(h, "_workbench_handler", False)]
+    assert len(ours) == 1 and isinstance(ours[0], RichHandler)
+    logging.getLogger("workbench.runner").warning("a warning for a person")
+    err = capsys.readouterr().err
+    assert "WARNING" in err and "a warning for a person" in err

@@ -60,7 +60,7 @@ def setup_logging(level: int = DEFAULT_LEVEL, *, export: bool = False) -> None:
     root = logging.getLogger()
     for old in [h for h in root.handlers if getattr(h, _OURS, False)]:
         root.removeHandler(old)
-    handler = _rich_handler() if _is_terminal(sys.stderr) else None
+    handler = _rich_handler(show_path=level <= logging.DEBUG) if _is_terminal(sys.stderr) else None
     handler = handler or _PlainStderr()
     setattr(handler, _OURS, True)
     root.addHandler(handler)
@@ -82,14 +82,15 @@ def _is_terminal(stream: TextIO) -> bool:
         return False
 
 
-def _rich_handler() -> logging.Handler | None:
+def _rich_handler(*, show_path: bool) -> logging.Handler | None:
     try:
         from rich.console import Console
         from rich.logging import RichHandler
     except ImportError:  # rich is a dependency; a trimmed install still logs, plainly
         return None
-    # Console(stderr=True) looks sys.stderr up at each write, as _PlainStderr does.
-    return RichHandler(console=Console(stderr=True), show_time=False, show_path=False, markup=False,
+    # Console(stderr=True) looks sys.stderr up at each write, as _PlainStderr does. The source file and line
+    # only under --verbose, where the question is which module said it.
+    return RichHandler(console=Console(stderr=True), show_time=False, show_path=show_path, markup=False,
                        rich_tracebacks=False)
 
 
@@ -101,7 +102,7 @@ class _PlainStderr(logging.StreamHandler):  # type: ignore[type-arg]
         super().__init__()
         self.setFormatter(_PlainFormatter())
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> TextIO:
         return sys.stderr
 
