@@ -34,6 +34,7 @@ from workbench.cli import (
     silence_stdout,
 )
 from workbench.errors import WorkbenchError
+from workbench.logconfig import LEVEL_ENV, resolve_level, setup_logging
 from workbench.quiet import quiet_known_noise
 
 #: command -> module, in the loop's order: world, evaluate, attribute, fix, train, gate, review, app.
@@ -72,6 +73,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Evaluate, attribute, fix and gate hallucinations of language models.",
     )
     parser.add_argument("--version", action="version", version=f"workbench {__version__}")
+    detail = parser.add_mutually_exclusive_group()  # before the command: `workbench --verbose eval ...`
+    detail.add_argument("-v", "--verbose", action="store_true",
+                        help=f"log the project's debug detail on stderr (overrides {LEVEL_ENV})")
+    detail.add_argument("-q", "--quiet", action="store_true",
+                        help=f"log warnings and errors only: no progress detail (overrides {LEVEL_ENV})")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_path in COMMANDS.items():
         if only is not None and name != only:
@@ -104,11 +110,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "_run", None):
             parser.print_help()
             return 2
+        setup_logging(resolve_level(verbose=args.verbose, quiet=args.quiet), export=argv_given is None)
     except StdoutClosed:
         silence_stdout()
         return CLOSED_PIPE_EXIT
     except StdoutFailed as e:
         silence_stdout()
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except WorkbenchError as e:  # WORKBENCH_LOG_LEVEL names no level
         print(f"error: {e}", file=sys.stderr)
         return 2
     code = _run(args)

@@ -71,8 +71,8 @@ class Finished:
 
 
 def session_processes(sid: int) -> list[str]:
-    """`pid name` of every live process in session `sid` (Linux /proc)."""
-    return [f"{p.pid} {p.name}" for p in procstat.every() if p.session == sid and p.state != "Z"]
+    """`pid name` of every live process in session `sid`."""
+    return [f"{p.pid} {p.name}" for p in procstat.every() if p.session == sid and not p.ended]
 
 
 def start(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:

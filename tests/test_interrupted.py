@@ -17,6 +17,7 @@ import pytest
 from clirun import ENV, assert_refused, workbench
 from sqlalchemy import func, select
 
+from workbench import procstat
 from workbench.store import Store
 from workbench.store import liveness as lv
 from workbench.store.schema import gen_cache, runs
@@ -50,7 +51,7 @@ def test_a_zombie_is_gone() -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
         deadline = time.time() + 60
-        while time.time() < deadline and Path(f"/proc/{child.pid}/stat").read_text().split(")")[1].split()[0] != "Z":
+        while time.time() < deadline and (p := procstat.read(child.pid)) is not None and not p.ended:
             time.sleep(0.05)
         assert not lv.process_alive(child.pid)
     finally:

@@ -1,52 +1,70 @@
-"""Processes as Linux's /proc shows them: one reader for liveness (is a run's writer still there?), the
-dispatcher's SIGTERM clean-up (which processes are below me?) and the tests (is everything a command
-started gone?). Elsewhere (macOS, a /proc that hides other users) nothing is found and callers say so.
+"""Process and memory facts through psutil (Linux, macOS, the BSDs): one reader for liveness (is a run's writer
+still there?), the dispatcher's SIGTERM clean-up (which processes are below me?), the owner watch of a job process,
+and the tests (is everything a command started gone?). A process that cannot be read (gone, or another user's
+where the system hides it) reads as None and callers say so.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
+
+import psutil
+
+log = logging.getLogger(__name__)
+
+#: Two start times of one process agree within this: on Linux psutil adds the boot time, which the kernel derives
+#: from the wall clock, to the start ticks, so an NTP step between two reads moves it. Taking a reused pid for
+#: the owner would need the owner to end and its pid to come round again within this second.
+SAME_START_S = 1.0
+
+_ENDED = frozenset({psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD})
 
 
 @dataclass(frozen=True)
 class ProcStat:
-    """One process, from /proc/PID/stat (fields as proc(5) numbers them)."""
+    """One process, as psutil reads it."""
 
     pid: int
-    name: str  # field 2, the command name without its parentheses (may hold spaces and parentheses)
-    state: str  # field 3: R, S, D, Z (zombie), ...
-    ppid: int  # field 4
-    session: int  # field 6
-    start_ticks: int  # field 22: start time in clock ticks after boot
+    name: str  # may hold spaces and parentheses; Linux keeps the first 15 bytes unless the command line says more
+    state: str  # psutil's status: "running", "sleeping", "zombie", ...
+    ppid: int
+    session: int  # the session id (os.getsid); -1 where it cannot be read
+    started_at: float  # start time as a Unix timestamp
 
     @property
-    def started_at(self) -> float:
-        """Start time as a Unix timestamp."""
-        return boot_time() + self.start_ticks / os.sysconf("SC_CLK_TCK")
+    def ended(self) -> bool:
+        """A zombie or a dead process: it holds its pid but runs no more."""
+        return self.state in _ENDED
 
 
 def read(pid: int) -> ProcStat | None:
-    """The process `pid`; None when it does not exist or /proc cannot be read."""
+    """The process `pid`; None when it does not exist or cannot be read."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode("utf-8", "replace")
-    except OSError:
+        p = psutil.Process(pid)
+        with p.oneshot():  # one read of the process's files for all the fields below
+            return ProcStat(pid=pid, name=p.name(), state=p.status(), ppid=p.ppid(), session=_session(pid),
+                            started_at=p.create_time())
+    except psutil.ZombieProcess:  # macOS refuses most reads of a zombie; it holds its pid and runs no more
+        return ProcStat(pid=pid, name="", state=psutil.STATUS_ZOMBIE, ppid=-1, session=-1, started_at=0.0)
+    except (psutil.Error, OSError, ValueError):  # NoSuchProcess, AccessDenied, a pid < 0
         return None
-    # The name may hold spaces and ')': the fixed fields resume after the last ')'.
-    rest = raw[raw.rfind(")") + 2 :].split()
-    return ProcStat(pid=pid, name=raw[raw.find("(") + 1 : raw.rfind(")")], state=rest[0], ppid=int(rest[1]),
-                    session=int(rest[3]), start_ticks=int(rest[19]))
+
+
+def _session(pid: int) -> int:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return -1
 
 
 def every() -> Iterator[ProcStat]:
-    """Every process /proc lists (those that exit while being read are skipped)."""
-    for entry in Path("/proc").glob("[0-9]*"):
-        stat = read(int(entry.name))
+    """Every process the system lists (those that exit while being read are skipped)."""
+    for pid in psutil.pids():
+        stat = read(pid)
         if stat is not None:
             yield stat
 
@@ -54,61 +72,74 @@ def every() -> Iterator[ProcStat]:
 def descendants(root: int) -> list[int]:
     """Every live process below `root`, children before grandchildren."""
     children: dict[int, list[int]] = {}
-    for stat in every():
-        children.setdefault(stat.ppid, []).append(stat.pid)
+    for p in psutil.process_iter(["ppid"]):  # the ppid only: cheaper than `every` on a busy host
+        ppid = p.info.get("ppid")
+        if isinstance(ppid, int):
+            children.setdefault(ppid, []).append(p.pid)
     found, todo = [], [root]
     while todo:
         for child in children.get(todo.pop(0), []):
-            found.append(child)
-            todo.append(child)
+            if child != root:  # on macOS the kernel's pid 0 is its own parent
+                found.append(child)
+                todo.append(child)
     return found
 
 
-@cache
-def boot_time() -> float:
-    """Boot time as a Unix timestamp (0.0 where /proc/stat cannot be read)."""
+def rss(pid: int) -> int | None:
+    """The resident memory of `pid` in bytes; None when it cannot be read."""
     try:
-        with open("/proc/stat") as f:
-            for line in f:
-                if line.startswith("btime "):
-                    return float(line.split()[1])
-    except OSError:
-        pass
-    return 0.0
+        return int(psutil.Process(pid).memory_info().rss)
+    except (psutil.Error, OSError, ValueError):
+        return None
 
 
-#: Set by a process for a child that must not outlive it: "PID:START_TICKS" (the start time tells a reused pid).
+def total_memory() -> int:
+    """The machine's physical memory in bytes."""
+    return int(psutil.virtual_memory().total)
+
+
+def alive(pid: int, started_at: float) -> bool:
+    """Whether `pid` is still the process that started at `started_at`, and still running (not a zombie)."""
+    p = read(pid)
+    return p is not None and abs(p.started_at - started_at) < SAME_START_S and not p.ended
+
+
+#: Set by a process for a child that must not outlive it: "PID:STARTED_AT" (the start time tells a reused pid).
 OWNER_ENV = "WORKBENCH_OWNER"
 OWNER_POLL_S = 1.0
 
 
 def owner_env() -> dict[str, str]:
-    """The environment entry that names this process as the owner of a child it starts ({} without /proc)."""
+    """The environment entry that names this process as the owner of a child it starts ({} where unreadable)."""
     me = read(os.getpid())
-    return {OWNER_ENV: f"{me.pid}:{me.start_ticks}"} if me is not None else {}
+    return {OWNER_ENV: f"{me.pid}:{me.started_at!r}"} if me is not None else {}
+
+
+def _parse_owner(raw: str) -> tuple[int, float] | None:
+    pid, _, started = raw.partition(":")
+    try:
+        return int(pid), float(started)
+    except ValueError:
+        return None
 
 
 def end_with_owner(poll_s: float = OWNER_POLL_S) -> bool:
     """In a child started with `owner_env`: a daemon thread that SIGTERMs this process once the owner is gone
     (killed, even with SIGKILL, which leaves no chance to clean up; or a zombie). Why not PR_SET_PDEATHSIG: it
-    fires when the forking *thread* ends, and the app starts jobs from worker threads that come and go. Returns
-    whether a watch was started (an owner named, /proc readable)."""
+    fires when the forking *thread* ends, and the app starts jobs from worker threads that come and go; and it
+    is Linux only. Returns whether a watch was started (an owner named, this process readable)."""
     import signal
     import threading
     import time
 
-    raw = os.environ.get(OWNER_ENV, "")
-    pid, _, ticks = raw.partition(":")
-    if not pid.isdigit() or not ticks.isdigit() or read(os.getpid()) is None:
+    owner = _parse_owner(os.environ.get(OWNER_ENV, ""))
+    if owner is None or read(os.getpid()) is None:
         return False
 
-    def gone() -> bool:
-        p = read(int(pid))
-        return p is None or p.start_ticks != int(ticks) or p.state in ("Z", "X")
-
     def watch() -> None:
-        while not gone():
+        while alive(*owner):
             time.sleep(poll_s)
+        log.info("owner process %d is gone: ending this process", owner[0])
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="owner-watch", daemon=True).start()
@@ -133,26 +164,25 @@ def reap_with_owner() -> None:
         return
     code = "import sys; from workbench.procstat import reap; reap(sys.argv[1])"
     # its own session: a signal to the owner's process group spares it
-    _REAPERS.append(subprocess.Popen([sys.executable, "-c", code, f"{me.pid}:{me.start_ticks}"],
+    _REAPERS.append(subprocess.Popen([sys.executable, "-c", code, f"{me.pid}:{me.started_at!r}"],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      start_new_session=True))
 
 
 def reap(owner: str, poll_s: float = 0.5, grace_s: float = 5.0) -> None:
-    """The watcher `reap_with_owner` starts; `owner` is "PID:START_TICKS"."""
+    """The watcher `reap_with_owner` starts; `owner` is "PID:STARTED_AT"."""
     import signal
     import time
 
-    def alive(pid: int, ticks: int) -> bool:
-        p = read(pid)
-        return p is not None and p.start_ticks == ticks and p.state not in ("Z", "X")
-
-    pid, _, ticks = owner.partition(":")
-    known: dict[int, int] = {}  # the owner's descendants seen so far: pid -> start ticks
-    while alive(int(pid), int(ticks)):
-        for d in descendants(int(pid)):
+    parsed = _parse_owner(owner)
+    if parsed is None:
+        return
+    pid, started = parsed
+    known: dict[int, float] = {}  # the owner's descendants seen so far: pid -> start time
+    while alive(pid, started):
+        for d in descendants(pid):
             if d != os.getpid() and (p := read(d)) is not None:
-                known.setdefault(d, p.start_ticks)
+                known.setdefault(d, p.started_at)
         time.sleep(poll_s)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         live = [d for d, t in known.items() if alive(d, t)]

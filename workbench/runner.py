@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ from workbench.store.cache import cache_key, reuse_engines
 from workbench.store.db import utcnow
 from workbench.store.schema import runs
 from workbench.types import Completion, GenerationRequest, ModelSpec, Probe, SamplingParams, Verdict
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,8 @@ def _run(store: Store, spec: ModelSpec, suite: Suite, loaded: LoadResult, option
     if progress:
         progress(done, total)
     missing = [s for s in slots if s.key not in cached]
+    log.debug("run %s: %d answers planned, %d kept from before, %d from the cache, %d to generate in batches of %d",
+              run_id, total, kept, len(cached), len(missing), backend.batch_size)
     generated = 0
 
     def finish(status: str, metrics: dict[str, Any] | None) -> None:
@@ -206,6 +211,7 @@ def _run(store: Store, spec: ModelSpec, suite: Suite, loaded: LoadResult, option
             store.touch_run(run_id)
             generated += len(results)
             done += len(results)
+            log.debug("run %s: %d answers committed (%d of %d)", run_id, len(results), done, total)
             partial += [failed] if failed else []
             lost += len(batch) - len(results)
             if progress:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import logging
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     from finetune.job import JobResult
     from workbench.guard import GuardSet
     from workbench.store import Store
+
+log = logging.getLogger(__name__)
 
 HELP = "build a fix set (SFT rows, DPO pairs, replay) from a run's attributions; --train runs a job on it"
 
@@ -93,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         method = args.method or _default_method(manifest.counts)
         note = _method_note(method, manifest.counts, args.strategy)
         if note:
-            print(f"warning: {note}", file=sys.stderr)
+            log.warning(note)
         spec = from_dict({"fixset": str(Path(args.out).resolve()), "method": method,
                           "output_dir": str((Path(args.out) / "job").resolve()),
                           "trainer": {"max_steps": args.steps} if args.steps else {},
@@ -137,8 +140,8 @@ def _guard(store: Store, args: argparse.Namespace) -> GuardSet | None:
         return None
     run = store.get_run(args.run)
     if not args.json:
-        print(f"guard: the known facts of {run.model} under run {run.id}'s prompt settings "
-              "(built once per model and settings, then read from the workspace)", file=sys.stderr)
+        log.info("guard: the known facts of %s under run %s's prompt settings (built once per model and settings, "
+                 "then read from the workspace)", run.model, run.id)
     with progress_bar("known-facts guard", not args.json) as update:
         return guard_for_run(store, run, pool=args.guard_pool, progress=update).guard
 

@@ -14,6 +14,7 @@ Every kind returns the JobResult: the child processes write it as `OUT/result.js
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -30,6 +31,8 @@ from finetune.job.spec import JobSpec, save_spec
 from workbench import procstat
 from workbench.errors import WorkbenchError
 from workbench.store import Store
+
+log = logging.getLogger(__name__)
 
 DEEPSPEED_JSON = "deepspeed.json"
 ACCELERATE_YAML = "accelerate.yaml"
@@ -146,9 +149,10 @@ def launch(job: ResolvedJob, store: Store | None = None, *, resume: bool = False
     workspace = str(store.workspace) if store is not None else job.spec.workspace
     cmd = (job_command(job_yaml, resume=resume, workspace=workspace) if kind == "subprocess"
            else accelerate_command(job.spec, job_yaml, resume=resume, workspace=workspace))
-    with (out / LOG_FILE).open("ab") as log:
+    log.debug("job process: %s (its output goes to %s)", " ".join(cmd), out / LOG_FILE)
+    with (out / LOG_FILE).open("ab") as job_log:
         # owner_env: the job process ends when this one dies, however it dies (workbench.procstat.end_with_owner)
-        proc = subprocess.run(cmd, env={**os.environ, **procstat.owner_env(), **(env or {})}, stdout=log,
+        proc = subprocess.run(cmd, env={**os.environ, **procstat.owner_env(), **(env or {})}, stdout=job_log,
                               stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL, check=False)
     result = read_result(out)

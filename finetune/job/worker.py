@@ -18,7 +18,7 @@ from typing import Any
 
 from workbench import procstat
 from workbench.errors import WorkbenchError
-from workbench.quiet import quiet_known_noise
+from workbench.logconfig import resolve_level, setup_logging
 
 
 def main(argv: Sequence[str] | None = None, *, callbacks: Sequence[Any] = (),
@@ -31,8 +31,12 @@ def main(argv: Sequence[str] | None = None, *, callbacks: Sequence[Any] = (),
     p.add_argument("--workspace", help="workspace whose store records the job (default: the spec's)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     a = p.parse_args(argv)
+    try:  # the job process is an entry point of its own: the level `workbench` passed on, the known noise dropped
+        setup_logging(resolve_level())  # before trl is imported
+    except WorkbenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     procstat.end_with_owner()  # started by `workbench train`: a killed command must not leave the job training
-    quiet_known_noise()  # the job process is an entry point of its own (before trl is imported)
     from finetune.job.run import run_job
     from finetune.job.spec import load_spec
     from workbench.store import Store

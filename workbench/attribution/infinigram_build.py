@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from workbench import procstat
 from workbench.attribution.build import Batch, BuildReport, batches
 from workbench.attribution.corpus import Position, open_corpus
 from workbench.attribution.infinigram import SCHEMA_VERSION, TokenSpace, import_engine, longest_doc, read_meta
@@ -269,7 +270,4 @@ def _check(proc: subprocess.Popen[bytes], step: str) -> None:
 
 
 def _half_memory_gib() -> float:
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2 / (1 << 30)
-    except (ValueError, OSError):
-        return 4.0
+    return procstat.total_memory() / 2 / (1 << 30)

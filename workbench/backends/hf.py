@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from workbench.backends.hf_decode import STOP_WINDOW, LoopUnsupported, decode
 from workbench.errors import MissingDependencyError, WorkbenchError, did_you_mean, unknown_name
 from workbench.textgen import cut_at_stop
 from workbench.types import Completion, GenerationRequest, ModelSpec, SamplingParams
+
+log = logging.getLogger(__name__)
 
 _BASE = "__base__"
 DECODERS = ("loop", "generate")
@@ -67,6 +70,7 @@ class HFBackend(Backend):
         except OSError as e:
             hint = "" if local else " (a hub id needs network; HF_HUB_OFFLINE is set)" if _offline() else ""
             raise WorkbenchError(f"could not load model `{spec.model}`{hint}: {e}") from e
+        log.debug("hf: loaded %s (dtype %s, %d parameters)", spec.model, model.dtype, model.num_parameters())
         tok.padding_side = "left"  # decoder-only: pad on the left so every prompt ends at the same column
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token

@@ -18,6 +18,7 @@ ray is an optional extra, imported only when a pool is built.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -31,6 +32,8 @@ from typing import Any
 from workbench.backends.base import Backend
 from workbench.errors import MissingDependencyError, PartialGenerationError, WorkbenchError
 from workbench.types import Completion, GenerationRequest, ModelSpec
+
+log = logging.getLogger(__name__)
 
 PIP_LINE = "pip install 'hallucination-workbench[ray]'   # or: pip install 'ray==2.60.*'"
 #: Inner backends a pool can hold: engines that run in the actor's process. An OpenAI-compatible server
@@ -112,25 +115,25 @@ class RayCluster:
     """A driver's connection to a Ray cluster, started here for `local`. Pools borrow it; `close()`
     disconnects (and stops a cluster started here). Use it as a context manager.
 
-    `log(line)`, when given, hears what the user should see: each pool's actors started (how many, where,
-    how long) and, when a pool closes, how many chunks each actor returned (the run spread, or did not)."""
+    It logs (INFO) what the user should see: each pool's actors started (how many, where, how long) and, when a
+    pool closes, how many chunks each actor returned (the run spread, or did not)."""
 
-    def __init__(self, config: RayConfig, *, started_here: bool, log: Callable[[str], None] | None = None) -> None:
-        self.config, self.started_here, self.log = config, started_here, log
+    def __init__(self, config: RayConfig, *, started_here: bool) -> None:
+        self.config, self.started_here = config, started_here
         self._pools: list[RayPoolBackend] = []
 
     @classmethod
-    def connect(cls, config: RayConfig = RayConfig(), *, log: Callable[[str], None] | None = None) -> RayCluster:
+    def connect(cls, config: RayConfig = RayConfig()) -> RayCluster:
         ray = import_ray()
         if ray.is_initialized():  # e.g. a test or notebook already called ray.init: use that one
-            return cls(config, started_here=False, log=log)
+            return cls(config, started_here=False)
         env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
         kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                               "runtime_env": {"env_vars": env} if env else None}
         if config.address == "local":
             want = (config.actors or 0) * config.cpus_per_actor
             ray.init(num_cpus=max(want, os.cpu_count() or 1), **kw)
-            return cls(config, started_here=True, log=log)
+            return cls(config, started_here=True)
         where = _host_port(config.address)
         if where is not None:  # ray.init retries an unreachable GCS for minutes: fail fast instead
             try:
@@ -142,7 +145,7 @@ class RayCluster:
             ray.init(address=config.address, **kw)
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise WorkbenchError(f"cannot connect to the Ray cluster at `{config.address}`: {e}") from e
-        return cls(config, started_here=False, log=log)
+        return cls(config, started_here=False)
 
     def pool(self, spec: ModelSpec, *, on_dispatch: Callable[[int, int], None] | None = None) -> RayPoolBackend:
         """A pool of actors serving `spec`; closed with the cluster if not before."""
@@ -303,9 +306,8 @@ class RayPoolBackend(Backend):
                 raise WorkbenchError(errors[0])
             self._actors, self._alive, self._n_actors = actors, [True] * n, n
             self.chunks_done = [0] * n
-            if self._cluster.log is not None:
-                self._cluster.log(f"ray: {n} actors for {self._label()} started in {time.monotonic() - t0:.0f}s "
-                                  f"({cpus} CPU, {gpus:g} GPU each; pids {', '.join(str(p) for p, _ in ready)})")
+            log.info("ray: %d actors for %s started in %.0fs (%s CPU, %g GPU each; pids %s)", n, self._label(),
+                     time.monotonic() - t0, cpus, gpus, ", ".join(str(p) for p, _ in ready))
             return actors
 
     def actor_pids(self) -> list[int | None]:
@@ -403,9 +405,7 @@ class RayPoolBackend(Backend):
             actors, self._actors = self._actors, []
         if not actors:
             return
-        if self._cluster.log is not None:
-            self._cluster.log(f"ray: {self._label()}: chunks done per actor "
-                              f"{', '.join(map(str, self.chunks_done))}")
+        log.info("ray: %s: chunks done per actor %s", self._label(), ", ".join(map(str, self.chunks_done)))
         ray = import_ray()
         if not ray.is_initialized():
             return

@@ -13,6 +13,7 @@ Its settings (`RemoteOptions`) are backend options: `--backend-option max_retrie
 from __future__ import annotations
 
 import abc
+import logging
 import queue
 import random
 import threading
@@ -26,6 +27,8 @@ from pydantic import BaseModel, Field, ValidationError
 from workbench.backends.base import Backend
 from workbench.errors import PartialGenerationError, WorkbenchError, did_you_mean
 from workbench.types import Completion, GenerationRequest, ModelSpec
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -97,7 +100,9 @@ def call_with_retries(attempt: Callable[[], T], options: RemoteOptions, *,
         except Retryable as e:
             if k == options.max_retries or stopped():
                 raise WorkbenchError(f"{e} (after {k + 1} attempts)") from e
-            time.sleep(options.backoff(k, e.retry_after))
+            wait = options.backoff(k, e.retry_after)
+            log.debug("%s; retry %d of %d in %.1f s", e, k + 1, options.max_retries, wait)
+            time.sleep(wait)
     raise AssertionError("unreachable")  # pragma: no cover
 
 

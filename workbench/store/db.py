@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,6 +29,8 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, Operationa
 from workbench.errors import MissingDependencyError, WorkbenchError, did_you_mean
 from workbench.store import liveness
 from workbench.store import schema as t
+
+log = logging.getLogger(__name__)
 
 STORE_FILE = "store.sqlite"
 #: How to pick an interrupted run up again (shown by `runs`, `show` and the app).
@@ -120,11 +123,13 @@ class Store:
                 if readonly:
                     raise WorkbenchError(f"store {shown} has schema version {version} and the workspace is "
                                          "read-only, so it cannot be upgraded; open it once with write access")
+                log.info("store %s: upgrading its schema from version %d to %d", shown, version, t.SCHEMA_VERSION)
                 _migrate(engine, version)
         except DBAPIError as e:  # unreachable server, missing rights, a damaged file: the driver's own words
             raise WorkbenchError(f"cannot open store {shown}: {e.orig}{_advice(str(e.orig))}") from e
         if engine.dialect.name == "sqlite":
             event.listen(engine, "handle_error", _store_errors(shown, readonly))
+        log.debug("store %s opened%s (schema version %d)", shown, " read-only" if readonly else "", version)
         return cls(engine, ws, readonly=readonly)
 
     # -- runs -------------------------------------------------------------------------------------

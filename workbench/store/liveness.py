@@ -14,12 +14,15 @@ Nothing is written: a reader on another host that guesses wrong corrects itself 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import socket
 from dataclasses import dataclass
 from functools import cache
 
 from workbench import procstat
+
+log = logging.getLogger(__name__)
 
 #: A `running` run on another host reads as interrupted after this long without a heartbeat. The first
 #: heartbeat after `create_run` comes after the engine has started and the first batch is committed: on this
@@ -28,8 +31,8 @@ from workbench import procstat
 #: wide margin; a run that is really gone is shown as interrupted half an hour later on other hosts only
 #: (on its own host it is immediate).
 STALE_AFTER_S = 30 * 60
-#: How far the start time read from /proc may lie after the run's creation for the same process: /proc's
-#: boot time is whole seconds and the clock ticks are 1/100 s.
+#: How far the start time psutil reads may lie after the run's creation for the same process: on Linux the boot
+#: time it adds is whole seconds and the clock ticks are 1/100 s.
 _CLOCK_SLACK_S = 2.0
 
 
@@ -41,7 +44,8 @@ class Liveness:
 
 @cache
 def host_id() -> str:
-    """This host's name plus its pid namespace (two containers may share a hostname, never a namespace)."""
+    """This host's name plus its pid namespace (two containers may share a hostname, never a namespace). The
+    namespace is a Linux notion no library reports; elsewhere the hostname alone names the host."""
     try:
         ns = os.readlink("/proc/self/ns/pid")
     except OSError:
@@ -60,6 +64,7 @@ def judge(status: str, *, pid: int | None, host: str | None, heartbeat_at: str |
         alive = process_alive(pid, started_by=_parse(heartbeat_at or created_at))
         if alive:
             return Liveness(status, None)
+        log.debug("run of process %d reads as interrupted: that process is gone", pid)
         return Liveness("interrupted", f"its process {pid} on this host is gone")
     last = _parse(heartbeat_at or created_at)
     age = (now - last).total_seconds()
@@ -72,7 +77,7 @@ def judge(status: str, *, pid: int | None, host: str | None, heartbeat_at: str |
 def process_alive(pid: int, *, started_by: dt.datetime | None = None) -> bool:
     """Whether `pid` is a live process (not a zombie) that started no later than `started_by`."""
     stat = procstat.read(pid)
-    if stat is None:  # no such process, or no /proc (macOS), or /proc hides other users' processes
+    if stat is None:  # no such process, or the system hides another user's process
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -80,7 +85,7 @@ def process_alive(pid: int, *, started_by: dt.datetime | None = None) -> bool:
         except PermissionError:
             return True  # another user's live process
         return True
-    if stat.state in ("Z", "X"):
+    if stat.ended:
         return False
     # A process that started after `started_by` holds a reused pid.
     return started_by is None or stat.started_at <= started_by.timestamp() + _CLOCK_SLACK_S
