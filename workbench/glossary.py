@@ -2,15 +2,13 @@
 gate types and the measures shown beside answers. The app shows these as tooltips and a glossary; every
 other place that explains a term reads it from here.
 
-Transitions keep their wording in `regression.transitions.TRANSITION_HELP` (the gate reports read it there);
-this module re-exports it so a reader finds every explanation in one place.
+It imports nothing of the workbench: every layer (the gate's reports, the HTML templates, the app) reads its wording
+from here, and `regression.transitions.TRANSITION_HELP` keys this module's transition wording by its enum.
 """
 
 from __future__ import annotations
 
 from markupsafe import Markup
-
-from workbench.regression.transitions import TRANSITION_HELP
 
 CATEGORY_HELP: dict[str, str] = {
     "behavior:unstable": "the model can produce the right answer (some samples get it, or the corpus states it "
@@ -28,7 +26,19 @@ CATEGORY_HELP: dict[str, str] = {
 }
 """What each attribution category means and what fix it calls for (keys: attribution.types.CATEGORIES)."""
 
-TRANSITIONS: dict[str, str] = {str(t): text for t, text in TRANSITION_HELP.items()}
+TRANSITION_WORDING: dict[str, str] = {
+    "still_correct": "correct before and after",
+    "broken_hallucinates": "correct before, now answers wrongly (hallucinates a fact it knew)",
+    "broken_abstains": "correct before, now abstains (a known fact lost to abstention)",
+    "fixed": "wrong or abstained before, now correct",
+    "still_hallucinates": "answered wrongly before and after (the wrong answer may differ)",
+    "now_abstains": "answered wrongly before, now abstains (a hallucination traded for abstention)",
+    "now_hallucinates": "abstained before, now answers wrongly (a new hallucination)",
+    "still_abstains": "abstained before and after",
+}
+"""One line per verdict transition (baseline -> candidate; keys: regression.transitions.Transition's values)."""
+
+TRANSITIONS: dict[str, str] = dict(TRANSITION_WORDING)
 """Each named verdict transition (baseline -> candidate); also the Compare filter's `broken` and `fixed`."""
 TRANSITIONS["broken"] = "correct before, wrong or abstained now (McNemar's 'broken' count)"
 TRANSITIONS.setdefault("fixed", "wrong or abstained before, now correct")

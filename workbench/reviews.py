@@ -18,20 +18,18 @@ Targets:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import insert, select
 
 from workbench.attribution.types import CATEGORIES, Attribution, load_attributions
 from workbench.errors import WorkbenchError, unknown_name
 from workbench.grading.normalize import normalize
+from workbench.regression.records import GateRow, recorded_gates
 from workbench.results import load_results
 from workbench.store import Store, utcnow
 from workbench.store.schema import reviews as reviews_table
 from workbench.types import Verdict
-
-if TYPE_CHECKING:
-    from workbench.regression.records import GateRow
 
 TARGETS = ("verdict", "attribution", "release")
 DECISIONS = ("signoff", "block")
@@ -241,8 +239,6 @@ def signoff_check(store: Store, run_id: str, gate_id: str = "") -> SignoffCheck:
     """The gate a release decision on `run_id` is about (`gate_id`, else the run's latest gate as a candidate),
     the grades reviewers changed since it was recorded, and the later gates of the same candidate that did not
     clear. Raises WorkbenchError for a gate of another run."""
-    from workbench.regression.records import recorded_gates
-
     run = store.get_run(run_id)
     gates = recorded_gates(store, candidate=run.id)
     if gate_id:
@@ -427,8 +423,6 @@ class Standing:
 def standings(store: Store) -> list[Standing]:
     """The latest release decision on each recorded gate and, per run, the latest one outside any gate, in the
     order they were recorded; each sign-off with the later gates of its candidate that did not clear."""
-    from workbench.regression.records import recorded_gates
-
     gates = recorded_gates(store)
     by_id = {g.id: g for g in gates}
     candidates = _candidates(store)

@@ -21,6 +21,8 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from workbench.glossary import term_html
+
 __all__ = ["Markup", "macro", "render"]
 
 
@@ -39,11 +41,6 @@ def _md(text: str) -> str:
 
 
 def _term(term: str) -> Markup:
-    # Imported on first use, not at the top: `workbench.glossary` imports `workbench.regression.transitions`,
-    # whose package init loads the HTML report, which renders through this package (the graph has no cycle;
-    # the import order at start-up would).
-    from workbench.glossary import term_html
-
     return Markup(term_html(term))  # term_html escapes its values itself (Markup.format)
 
 

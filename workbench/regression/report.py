@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from workbench.glossary import GATE_HELP
 from workbench.printable import printable
 from workbench.regression._format import (
     INCONCLUSIVE_NOTE,
@@ -250,8 +251,6 @@ def render_markdown(result: ComparisonResult) -> str:
 def gate_help(result: ComparisonResult) -> list[tuple[str, str]]:
     """Each gate type the result holds (once, in gate order) with what it checks, in the glossary's words: the
     terminal and Markdown reports and the app's tooltips share one wording (`workbench.glossary.GATE_HELP`)."""
-    from workbench.glossary import GATE_HELP  # here: the glossary imports regression.transitions (package init)
-
     return [(t, GATE_HELP[t]) for t in dict.fromkeys(g.type for g in result.gates if g.type in GATE_HELP)]
 
 

@@ -17,6 +17,7 @@ import enum
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 
+from workbench.glossary import TRANSITION_WORDING
 from workbench.regression.stats import VERDICT_ORDER
 from workbench.types import Verdict
 
@@ -71,17 +72,8 @@ TRANSITION_OF: dict[tuple[Verdict, Verdict], Transition] = {
 }
 """(baseline verdict, candidate verdict) -> its Transition; every pair has exactly one."""
 
-TRANSITION_HELP: dict[Transition, str] = {
-    Transition.STILL_CORRECT: "correct before and after",
-    Transition.BROKEN_HALLUCINATES: "correct before, now answers wrongly (hallucinates a fact it knew)",
-    Transition.BROKEN_ABSTAINS: "correct before, now abstains (a known fact lost to abstention)",
-    Transition.FIXED: "wrong or abstained before, now correct",
-    Transition.STILL_HALLUCINATES: "answered wrongly before and after (the wrong answer may differ)",
-    Transition.NOW_ABSTAINS: "answered wrongly before, now abstains (a hallucination traded for abstention)",
-    Transition.NOW_HALLUCINATES: "abstained before, now answers wrongly (a new hallucination)",
-    Transition.STILL_ABSTAINS: "abstained before and after",
-}
-"""One line per transition, for reports and the app."""
+TRANSITION_HELP: dict[Transition, str] = {t: TRANSITION_WORDING[t.value] for t in Transition}
+"""One line per transition, for reports and the app (the wording lives in workbench/glossary.py)."""
 
 _FLIP_OF: dict[Transition, Flip] = {
     Transition.STILL_CORRECT: Flip.STILL_CORRECT,
