@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 STRING = "<named by a string>"
 #: Top-level packages from the bottom up: a module may import only its own layer and the ones below.
-LAYERS = ("evals", "workbench", "finetune", "app", "hallucination_workbench")
+LAYERS = ("evals", "workbench", "finetune", "apptabs", "app", "hallucination_workbench")
 #: Inside a layer, packages nothing else in the layer may import (commands sit on top of their half).
 TOPS = ("workbench.cli", "finetune.commands")
 
