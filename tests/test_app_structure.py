@@ -18,7 +18,7 @@ LISTENERS = {"click", "change", "input", "submit", "select", "load", "then", "ti
 
 def long_functions(path: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
     tree = ast.parse(path.read_text(), str(path))
-    return [f"{path.name}:{n.lineno} {n.name} ({n.end_lineno - n.lineno + 1} lines)" for n in ast.walk(tree)
+    return [f"{path.name}:{n.lineno} {n.name} ({(n.end_lineno or 0) - n.lineno + 1} lines)" for n in ast.walk(tree)
             if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and (n.end_lineno or 0) - n.lineno + 1 > limit]
 
 
