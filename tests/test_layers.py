@@ -153,6 +153,8 @@ def test_the_checks_catch_what_they_look_for() -> None:
     assert upward(edges) == ["workbench.b -> finetune.x", "workbench.runner -> workbench.cli.eval"]
     assert private(edges) == ["finetune.x imports private module workbench.cli._common",
                               "workbench.b imports finetune.x._y"]
+    # the app's tabs sit between finetune and app.py: finetune may not import them, app.py may
+    assert upward({"finetune.ui": {"apptabs.fix": []}, "app": {"apptabs.fix": []}}) == ["finetune.ui -> apptabs.fix"]
 
 
 if __name__ == "__main__":
