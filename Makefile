@@ -107,8 +107,8 @@ docs-serve: setup-docs
 	$(BIN)/mkdocs serve --no-strict --dev-addr 127.0.0.1:8000
 
 lint: setup
-	$(BIN)/ruff check hallucination_workbench workbench finetune evals tests bench app.py app_reports.py
-	$(BIN)/mypy hallucination_workbench workbench finetune evals bench
+	$(BIN)/ruff check hallucination_workbench workbench finetune evals tests bench app.py apptabs
+	$(BIN)/mypy hallucination_workbench workbench finetune evals bench apptabs app.py
 
 bench: setup
 	$(BIN)/python bench/eval_throughput.py

@@ -31,7 +31,7 @@ import gen_reference as gen  # noqa: E402
 #: Hand-written pages (the generated parts are checked against the code, not for wording).
 PAGES = sorted(DOCS.rglob("*.md"))
 #: The packages whose every module docs/architecture.md must place, and the app.
-PACKAGES = ("hallucination_workbench", "finetune", "workbench", "evals")
+PACKAGES = ("hallucination_workbench", "apptabs", "finetune", "workbench", "evals")
 BUILD_TIMEOUT_S = 600
 
 

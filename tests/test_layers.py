@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 STRING = "<named by a string>"
 #: Top-level packages from the bottom up: a module may import only its own layer and the ones below.
-LAYERS = ("evals", "workbench", "finetune", "app", "hallucination_workbench")
+LAYERS = ("evals", "workbench", "finetune", "apptabs", "app", "hallucination_workbench")
 #: Inside a layer, packages nothing else in the layer may import (commands sit on top of their half).
 TOPS = ("workbench.cli", "finetune.commands")
 
@@ -153,6 +153,8 @@ def test_the_checks_catch_what_they_look_for() -> None:
     assert upward(edges) == ["workbench.b -> finetune.x", "workbench.runner -> workbench.cli.eval"]
     assert private(edges) == ["finetune.x imports private module workbench.cli._common",
                               "workbench.b imports finetune.x._y"]
+    # the app's tabs sit between finetune and app.py: finetune may not import them, app.py may
+    assert upward({"finetune.ui": {"apptabs.fix": []}, "app": {"apptabs.fix": []}}) == ["finetune.ui -> apptabs.fix"]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,135 @@
+"""The Reports tab: users' flagged conversations, reviewed and promoted into the field suite.
+
+Every handler calls one plain function of `workbench.reports.views`, which returns what the tab shows and the
+equivalent `workbench reports` command.
+"""
+
+# No `from __future__ import annotations`: gradio reads the handlers' annotations (gr.Request, gr.SelectData).
+
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+
+from apptabs.common import Context, Shared, Updates, ui_errors
+from workbench.reports import DECISIONS, STATUSES
+from workbench.reports import views as rv
+
+
+def _table(rows: list[list[Any]]) -> Any:
+    return pd.DataFrame(rows, columns=rv.QUEUE_COLUMNS)
+
+
+@dataclass(frozen=True)
+class ReportsTab:
+    ctx: Context
+    status: gr.Dropdown
+    source: gr.Textbox
+    since: gr.Textbox
+    until: gr.Textbox
+    refresh_btn: gr.Button
+    counts: gr.Markdown
+    queue: gr.Dataframe
+    picked: gr.Dropdown
+    reviewer: gr.Textbox
+    detail: gr.Markdown
+    decision: gr.Radio
+    answers: gr.Textbox
+    abstain: gr.Checkbox
+    note: gr.Textbox
+    decide_btn: gr.Button
+    decided: gr.Markdown
+    folder: gr.Textbox
+    export_btn: gr.Button
+    exported: gr.Markdown
+    cli: gr.Textbox
+
+    @ui_errors
+    def refresh(self, status: str, source: str, since: str, until: str) -> Updates:
+        v = rv.queue_view(self.ctx.store, status, source, since, until)
+        return {self.queue: _table(v.rows), self.counts: v.counts, self.picked: gr.Dropdown(choices=v.ids),
+                self.cli: v.cli}
+
+    @ui_errors
+    def show(self, report_id: str) -> Updates:
+        detail, cli = rv.report_view(self.ctx.store, report_id) if report_id else ("", "")
+        return {self.detail: detail, self.cli: cli}
+
+    def pick(self, evt: gr.SelectData) -> Updates:
+        row = evt.row_value or []
+        report_id = str(row[0]) if row else ""
+        return {self.picked: report_id, **self.show(report_id)}
+
+    @ui_errors
+    def record(self, report_id: str, decision: str, answers: str, abstain: bool, reviewer: str, note: str,
+               status: str, source: str, since: str, until: str, request: gr.Request) -> Updates:
+        store = self.ctx.store
+        message, cli = rv.decide_view(store, report_id, decision, answers, abstain, self.ctx.who(reviewer, request),
+                                      note)
+        listed = self.refresh(status, source, since, until)
+        return {self.decided: message, self.cli: cli, self.queue: listed[self.queue], self.counts: listed[self.counts],
+                self.detail: rv.report_view(store, report_id)[0]}
+
+    @ui_errors
+    def export(self, folder: str, status: str, source: str, since: str, until: str) -> Updates:
+        message, cli = rv.export_view(self.ctx.store, folder)
+        listed = self.refresh(status, source, since, until)
+        return {self.exported: message, self.cli: cli, self.queue: listed[self.queue],
+                self.counts: listed[self.counts]}
+
+
+def _layout(ctx: Context) -> ReportsTab:
+    c: dict[str, object] = {}  # the tab's components by field name, in the page's order
+    with gr.Row():
+        c["status"] = gr.Dropdown(label="status", choices=["", *STATUSES], value="", elem_id="reports-status")
+        c["source"] = gr.Textbox(label="source file contains", elem_id="reports-source")
+        c["since"] = gr.Textbox(label="since (ISO date, UTC)", elem_id="reports-since")
+        c["until"] = gr.Textbox(label="until (ISO date, UTC)", elem_id="reports-until")
+        c["refresh_btn"] = gr.Button("Refresh", variant="primary", elem_id="reports-refresh")
+    c["counts"] = gr.Markdown(elem_id="reports-counts")
+    c["queue"] = gr.Dataframe(_table([]), label="reports (click one)", interactive=False, wrap=True, max_height=360,
+                              elem_id="reports-table", column_widths=["14%", "8%", "13%", "13%", "38%", "5%", "9%"])
+    with gr.Row():
+        c["picked"] = gr.Dropdown(label="report", choices=[], allow_custom_value=True, elem_id="reports-pick",
+                                  scale=2)
+        c["reviewer"] = gr.Textbox(label="reviewer", elem_id="reports-reviewer")
+    c["detail"] = gr.Markdown(elem_id="reports-detail")
+    with gr.Row():
+        c["decision"] = gr.Radio(label="decision", choices=list(DECISIONS), value="hallucinated",
+                                 elem_id="reports-decision")
+        c["answers"] = gr.Textbox(label="reference answer (aliases separated by ;)", elem_id="reports-answers",
+                                  scale=2)
+        c["abstain"] = gr.Checkbox(label="should abstain", elem_id="reports-abstain")
+    with gr.Row():
+        c["note"] = gr.Textbox(label="note", elem_id="reports-note", scale=2)
+        c["decide_btn"] = gr.Button("Record decision", variant="primary", elem_id="reports-decide")
+    c["decided"] = gr.Markdown(elem_id="reports-msg")
+    with gr.Row():
+        c["folder"] = gr.Textbox(label="field suite folder (in the workspace)", value=rv.DEFAULT_SUITE_DIR,
+                                 elem_id="reports-suite", scale=2)
+        c["export_btn"] = gr.Button("Export field suite", elem_id="reports-export")
+    c["exported"] = gr.Markdown(elem_id="reports-exported")
+    c["cli"] = gr.Textbox(label="equivalent CLI", interactive=False, buttons=["copy"], elem_id="reports-cli")
+    return ReportsTab(ctx, **c)  # type: ignore[arg-type]
+
+
+def reports_tab(ctx: Context, shared: Shared) -> ReportsTab:
+    """The tab, laid out and wired inside the caller's `gr.Tabs`. The queue arrives when the tab is opened (after
+    login), never in the page's layout."""
+    with gr.Tab("Reports", id="reports") as tab:
+        t = _layout(ctx)
+    filters = [t.status, t.source, t.since, t.until]
+    listed = [t.queue, t.counts, t.picked, t.cli]
+    tab.select(t.refresh, filters, listed, api_name="reports_on_open", api_visibility="private")
+    t.refresh_btn.click(t.refresh, filters, listed, api_name="reports")
+    t.status.change(t.refresh, filters, listed, api_name="reports_by_status", api_visibility="private")
+    gr.on([t.source.submit, t.since.submit, t.until.submit], t.refresh, filters, listed, api_name="reports_filter",
+          api_visibility="private")
+    t.queue.select(t.pick, None, [t.picked, t.detail, t.cli], api_name="reports_pick", api_visibility="private")
+    t.picked.input(t.show, t.picked, [t.detail, t.cli], api_name="reports_show", api_visibility="private")
+    t.decide_btn.click(t.record, [t.picked, t.decision, t.answers, t.abstain, t.reviewer, t.note, *filters],
+                       [t.decided, t.cli, t.queue, t.counts, t.detail], api_name="decide_report")
+    t.export_btn.click(t.export, [t.folder, *filters], [t.exported, t.cli, t.queue, t.counts],
+                       api_name="export_reports")
+    return t
