@@ -106,7 +106,9 @@ def add_arguments(p: argparse.ArgumentParser, *, workspace: bool = True) -> None
 def run(args: argparse.Namespace) -> int:
     """Shared by `python app.py` and `workbench app`. 0 ok, 2 refused or bad input."""
     from workbench.errors import WorkbenchError
+    from workbench.logconfig import resolve_level, setup_logging
     try:
+        setup_logging(resolve_level())  # again under `workbench app`; `python app.py` is an entry point of its own
         if args.add_user is not None:
             if not args.auth_file:
                 raise WorkbenchError("--add-user needs --auth-file FILE")
@@ -137,8 +139,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from workbench.quiet import quiet_known_noise
-    quiet_known_noise()  # `python app.py` is an entry point of its own (before gradio is imported)
     p = argparse.ArgumentParser(prog="python app.py", description="The Hallucination Workbench web app.")
     add_arguments(p)
     return run(p.parse_args(argv))

@@ -24,7 +24,7 @@ LEVELS: dict[str, int] = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARNING
                           "ERROR": logging.ERROR}
 DEFAULT_LEVEL = logging.INFO
 #: The top-level packages whose loggers the level applies to (every `__name__` of the project starts with one).
-PROJECT_LOGGERS = ("workbench", "finetune", "hallucination_workbench", "evals", "app", "app_reports")
+PROJECT_LOGGERS = ("workbench", "finetune", "hallucination_workbench", "evals", "app", "apptabs")
 
 
 def level_from_env(environ: dict[str, str] | None = None) -> int | None:
