@@ -34,8 +34,8 @@ import torch
 from fix_efficacy import OWNS, fixed  # the bench's categories per adapter and its "fixed"
 
 from finetune.fixset import load_manifest
-from finetune.job.known import Targets
 from finetune.job.scale import AUTO_SCALES, choose_scale, fixed_at, write_scale
+from finetune.job.scoring import Targets
 from finetune.job.spec import EarlyStopSpec
 from workbench.attribution.types import CATEGORIES, load_attributions
 from workbench.probes import resolve_probes

@@ -46,7 +46,7 @@ from finetune.inject import build_tag_breaker  # noqa: E402
 from finetune.job import JobSpec, TrainerSpec, run_job  # noqa: E402
 from workbench.probes import LoadResult, resolve_probes  # noqa: E402
 from workbench.regression import load_policy  # noqa: E402
-from workbench.regression.gate import GateRecord, gate_runs, rerun_like  # noqa: E402
+from workbench.regression.gate_runs import GateRecord, gate_runs, rerun_like  # noqa: E402
 from workbench.regression.policy import MaxTagCorrectDrop, Policy, default_policy  # noqa: E402
 from workbench.results import load_results  # noqa: E402
 from workbench.runner import EvalOptions, run_eval  # noqa: E402

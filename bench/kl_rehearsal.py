@@ -37,7 +37,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from finetune.fixset import load_manifest
-    from finetune.job.known import KnownFacts, Targets
+    from finetune.job.scoring import KnownFacts, Targets
     from finetune.rehearsal import rehearsal_texts
     from workbench import prompting
     from workbench.results import load_results

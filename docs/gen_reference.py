@@ -8,7 +8,7 @@ with the part's Markdown. Parts:
     job-spec     every field of a job spec (finetune.job.spec.JobSpec and its sections)
     policy       every field of a gate policy and gate type, and the built-in policy (workbench.regression.policy)
     backends     the built-in backends and the options every remote backend shares (workbench.backends)
-    exit-codes   the exit codes (the dispatcher's, and the gate verdicts' from workbench.regression.results)
+    exit-codes   the exit codes (the dispatcher's, and the gate verdicts' from workbench.regression.comparison)
     store        the store's tables and columns (workbench.store.schema, with the comments beside each column)
     glossary     categories, transitions, gate types and measures (workbench.glossary: the app's wording)
     limits       the limits every user file and flag is read under (workbench.safeload and the CLI's bounds)
@@ -347,14 +347,14 @@ PROCESS_CODES: list[tuple[int, str]] = [
 
 
 def exit_codes_markdown() -> str:
-    from workbench.regression.results import EXIT_CODES
+    from workbench.regression.comparison import EXIT_CODES
 
     verdicts = sorted(EXIT_CODES.items(), key=lambda kv: (kv[1], kv[0]))
     return "\n\n".join([
         table(["code", "meaning"], [[f"`{c}`", text] for c, text in PROCESS_CODES]),
         "### Gate verdicts",
         "`workbench regress` exits with its verdict's code; `workbench watch` with the worst of its scan "
-        "(fail over inconclusive over pass). From `EXIT_CODES` in `workbench/regression/results.py`:",
+        "(fail over inconclusive over pass). From `EXIT_CODES` in `workbench/regression/comparison.py`:",
         table(["verdict", "exit code"], [[f"`{v}`", f"`{c}`"] for v, c in verdicts]),
     ])
 

@@ -162,7 +162,7 @@ def _leave_past_busy_backend(code: int) -> None:
     during `workbench eval` on the test world, and on `demo --real`). So the finalization is skipped: the
     atexit handlers run (engines shut down, logs flushed), output is flushed, and os._exit leaves. Nothing
     finished is lost: each batch is committed before the next starts, and the run is already marked."""
-    from workbench.backends.watchdog import CALL_THREAD
+    from workbench.backends.timelimit import CALL_THREAD
 
     if not any(t.name == CALL_THREAD and t.is_alive() for t in threading.enumerate()):
         return

@@ -63,7 +63,7 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
     from workbench.guard import guard_for_run
     from workbench.models import resolve_model
     from workbench.probes import resolve_probes
-    from workbench.regression.gate import gate_runs, guard_outcomes, rerun_like
+    from workbench.regression.gate_runs import gate_runs, guard_outcomes, rerun_like
     from workbench.runner import EvalOptions, run_eval
     from workbench.store import Store
     from workbench.types import ModelSpec

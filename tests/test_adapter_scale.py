@@ -19,8 +19,8 @@ from ftworld import ALL_LINEAR, FtWorld
 from finetune import records
 from finetune.fixset import load_manifest
 from finetune.job import EarlyStopSpec, JobSpec, LoraSpec, TrainerSpec, from_dict, load_spec, run_job
-from finetune.job.known import KnownFacts, Targets
 from finetune.job.scale import AUTO_SCALES, choose_scale, decide, write_scale
+from finetune.job.scoring import KnownFacts, Targets
 from workbench.errors import WorkbenchError
 
 

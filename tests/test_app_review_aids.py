@@ -16,7 +16,7 @@ from markupsafe import escape  # the escaping the templates apply (autoescape)
 from workbench import evidence_html, glossary, plots, reviews, views
 from workbench.attribution.types import CATEGORIES, Attribution
 from workbench.regression.compare import RunOutcomes, compare
-from workbench.regression.gate import compare_stored
+from workbench.regression.gate_runs import compare_stored
 from workbench.regression.policy import GATE_TYPES
 from workbench.regression.transitions import Transition
 from workbench.safepath import UnsafePathError

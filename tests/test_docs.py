@@ -169,7 +169,7 @@ def test_glossary_page_has_every_term() -> None:
 def test_exit_codes_are_the_code_s() -> None:
     """The dispatcher's codes the generator lists are the ones `_run` returns, and every gate verdict is there."""
     import hallucination_workbench
-    from workbench.regression.results import EXIT_CODES
+    from workbench.regression.comparison import EXIT_CODES
 
     source = inspect.getsource(hallucination_workbench._run)
     for code in (2, 130, 143):

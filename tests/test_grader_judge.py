@@ -14,7 +14,7 @@ import pytest
 from clirun import workbench
 
 from workbench.backends import BACKENDS, Backend
-from workbench.backends.watchdog import BackendStalled
+from workbench.backends.timelimit import BackendStalled
 from workbench.errors import WorkbenchError
 from workbench.grading import MatchGrader, make_grader
 from workbench.grading.judge import MAX_EXAMPLES, JudgeGrader, judge_prompt, parse_grade

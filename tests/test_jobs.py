@@ -27,6 +27,7 @@ from finetune.job import (
     run_job,
     save_spec,
 )
+from finetune.job.callbacks import EarlyStopping, LossWatchdog
 from finetune.job.resolve import (
     DEFAULT_EPOCHS,
     DEFAULT_TARGETS,
@@ -37,7 +38,6 @@ from finetune.job.resolve import (
     default_steps,
     size_defaults,
 )
-from finetune.job.watchdog import EarlyStopping, LossWatchdog
 from workbench.errors import WorkbenchError
 
 # -- spec ---------------------------------------------------------------------------------------------

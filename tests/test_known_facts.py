@@ -120,7 +120,7 @@ def test_a_job_rolls_back_to_the_state_that_broke_fewest_known_facts(w: FtWorld,
     and a `rollback` event say which and why, and the saved adapter breaks what that step broke."""
     from finetune import records
     from finetune.job import EarlyStopSpec, JobSpec, TrainerSpec, run_job
-    from finetune.job.known import KnownFacts
+    from finetune.job.scoring import KnownFacts
 
     fix = _colour_breaker(w, tmp_path / "fix")
     result = run_job(JobSpec(fixset=fix, output_dir=str(tmp_path / "job"), device="cpu",
@@ -169,7 +169,7 @@ def test_targets_of_chat_form_rows_are_the_rendered_prompt_and_the_answer_text(w
     template renders and the assistant turn's text (cut at the stop), not as the repr of a message list."""
     from transformers import AutoTokenizer
 
-    from finetune.job.known import Targets
+    from finetune.job.scoring import Targets
 
     tok = AutoTokenizer.from_pretrained(str(w.paths.model))
     tok.chat_template = "{% for m in messages %}<{{ m.role }}> {{ m.content }} {% endfor %}<assistant>"
@@ -252,7 +252,7 @@ def test_targets_score_each_probe_on_its_own_question_as_the_gate_does(w: FtWorl
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from finetune.fixset import UNTARGETED
-    from finetune.job.known import Targets
+    from finetune.job.scoring import Targets
     from workbench.attribution.types import ABSTAIN_CATEGORIES
     from workbench.results import load_results
     from workbench.types import Verdict
@@ -285,7 +285,7 @@ def test_a_jobs_checks_answer_with_the_runs_budget(w: FtWorld) -> None:
     budget was recorded falls back to 16."""
     from dataclasses import replace
 
-    from finetune.job.known import MAX_NEW_TOKENS, Targets, answer_budget
+    from finetune.job.scoring import MAX_NEW_TOKENS, Targets, answer_budget
     from workbench.results import effective_suite
 
     manifest = load_manifest(w.fixset)

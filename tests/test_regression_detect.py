@@ -8,8 +8,8 @@ import pytest
 
 from workbench.regression import compare, default_policy, parse_policy
 from workbench.regression.compare import ProbeOutcome, RunOutcomes
+from workbench.regression.comparison import EXIT_CODES, ComparisonResult, worst_exit_code
 from workbench.regression.detect import smallest_mcnemar, smallest_shift
-from workbench.regression.results import EXIT_CODES, ComparisonResult, worst_exit_code
 from workbench.regression.transitions import Transition
 from workbench.types import Verdict
 

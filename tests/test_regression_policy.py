@@ -9,6 +9,7 @@ import pytest
 
 from workbench.errors import WorkbenchError
 from workbench.regression.compare import ProbeOutcome, RunOutcomes, compare
+from workbench.regression.comparison import ComparisonResult, GateResult
 from workbench.regression.policy import (
     DEFAULT_POLICY_YAML,
     GATE_TYPES,
@@ -16,7 +17,6 @@ from workbench.regression.policy import (
     load_policy,
     parse_policy,
 )
-from workbench.regression.results import ComparisonResult, GateResult
 from workbench.types import Verdict
 
 C, W, N = Verdict.CORRECT, Verdict.INCORRECT, Verdict.NOT_ATTEMPTED

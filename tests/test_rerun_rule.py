@@ -1,4 +1,4 @@
-"""A rerun like a baseline (workbench/regression/gate.py `rerun_like`, what the gate and the demos evaluate a
+"""A rerun like a baseline (workbench/regression/gate_runs.py `rerun_like`, what the gate and the demos evaluate a
 candidate with) records the baseline's token-budget rule, not "suite": the budget is the baseline's, and so is
 where it came from. Every suite rebuilt from a run (workbench/results.py `suite_of_run`) carries that rule."""
 
@@ -12,7 +12,7 @@ from worldkit import chat_world
 
 from workbench.probes import resolve_probes
 from workbench.probes.budget import CHAT_BUDGET
-from workbench.regression.gate import rerun_like
+from workbench.regression.gate_runs import rerun_like
 from workbench.results import effective_suite, suite_of_run
 from workbench.runner import EvalOptions, run_eval
 from workbench.store import Store

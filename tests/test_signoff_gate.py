@@ -21,7 +21,7 @@ from procs import free_port
 
 from workbench import reviews, signoff_views, views
 from workbench.errors import WorkbenchError
-from workbench.regression.gate import gate_runs
+from workbench.regression.gate_runs import gate_runs
 from workbench.releases import release_history
 from workbench.store import Store
 

@@ -3,7 +3,7 @@
 Nothing here overwrites: the grader's verdicts stay in `answers` and the attribution in
 `attributions`; each override is a new row carrying the value it replaced, and the latest row per
 (run, probe, target) is the effective one. This module is the one reader and writer of the reviews
-table: the gate (`regression.gate.outcomes`), the app (`views`) and the fix-set builder all read
+table: the gate (`regression.gate_runs.outcomes`), the app (`views`) and the fix-set builder all read
 reviewed verdicts and categories through `effective_verdicts` and `effective_attributions` (the fix-set
 builder also `corrected_grades`; `CorrectedGrade.dpo_pair` gives the DPO pair of one).
 
@@ -25,7 +25,7 @@ from sqlalchemy import insert, select
 from workbench.attribution.types import CATEGORIES, Attribution, load_attributions
 from workbench.errors import WorkbenchError, unknown_name
 from workbench.grading.normalize import normalize
-from workbench.regression.records import GateRow, recorded_gates
+from workbench.regression.recorded import GateRow, recorded_gates
 from workbench.results import load_results
 from workbench.store import Store, utcnow
 from workbench.store.schema import reviews as reviews_table

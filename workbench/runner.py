@@ -22,7 +22,7 @@ from sqlalchemy import update
 
 from workbench import prompting
 from workbench.backends import Backend, open_backend
-from workbench.backends.watchdog import STALL_TIMEOUT, START_TIMEOUT, BackendStalled, call_within, start_within
+from workbench.backends.timelimit import STALL_TIMEOUT, START_TIMEOUT, BackendStalled, call_within, start_within
 from workbench.errors import PartialGenerationError, WorkbenchError
 from workbench.grading import Grader, make_grader
 from workbench.grading.metrics import compute_metrics, metrics_by_tag, truncation

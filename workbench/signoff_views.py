@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def signoff_line(store: Store, baseline: str, candidate: str) -> str:
     """HTML: the release decision on the latest recorded gate of this pair, or why there is none to sign."""
-    from workbench.regression.records import recorded_gates
+    from workbench.regression.recorded import recorded_gates
     from workbench.reviews import gate_decisions, signoff_check
 
     gates = recorded_gates(store, candidate=candidate, baseline=baseline)
@@ -35,7 +35,7 @@ def signoff_line(store: Store, baseline: str, candidate: str) -> str:
 
 def gate_choices(store: Store, run_id: str) -> list[tuple[str, str]]:
     """(label, gate id) of every recorded gate with `run_id` as candidate, newest first; [] for no run."""
-    from workbench.regression.records import recorded_gates
+    from workbench.regression.recorded import recorded_gates
 
     if not run_id:
         return []

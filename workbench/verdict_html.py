@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.html import Markup, macro
+from workbench.regression.comparison import ComparisonResult, GateResult
 from workbench.regression.headline import Headline
-from workbench.regression.results import ComparisonResult, GateResult
 from workbench.regression.transitions import TRANSITION_HELP
 
 VERDICT_COLOUR = {"pass": "#1a7f37", "warn": "#9a6700", "fail": "#cf222e", "inconclusive": "#8250df"}

@@ -25,7 +25,7 @@ from workbench.evidence_html import attribution_context
 from workbench.grading.normalize import normalize
 from workbench.html import macro
 from workbench.plots import delta_plot_html, group_deltas
-from workbench.regression.results import ComparisonResult
+from workbench.regression.comparison import ComparisonResult
 from workbench.regression.stats import VERDICT_ORDER
 from workbench.regression.transitions import Flip, Transition, flip_of, transition_of, verdict_changed
 from workbench.results import ProbeResult
@@ -127,7 +127,7 @@ def finished_runs(store: Store) -> list[str]:
 def default_pair(store: Store) -> tuple[str, str]:
     """(baseline, candidate) the app preselects: the latest recorded gate whose runs are both finished, else
     the two newest finished runs (older as baseline); "" where there is none. Unfinished runs never."""
-    from workbench.regression.records import recorded_gates
+    from workbench.regression.recorded import recorded_gates
 
     done = finished_runs(store)
     for g in reversed(recorded_gates(store)):
@@ -198,11 +198,11 @@ class CompareView:
 def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", transition: str = ANY_CHANGE,
                  category: str = "") -> CompareView:
     """Paired comparison of two stored runs, as `workbench regress` computes it (reviewers' verdicts and
-    categories applied: `regression.gate.compare_stored`), without recording a gate. Filters apply to the
+    categories applied: `regression.gate_runs.compare_stored`), without recording a gate. Filters apply to the
     probe list (`category` keeps probes either run's attribution puts there), and `tag` also selects the group
     whose metrics and transitions are shown. The list shows
     broken probes first, then the rest in natural id order (nq2 before nq10)."""
-    from workbench.regression.gate import compare_stored
+    from workbench.regression.gate_runs import compare_stored
     from workbench.results import load_results
 
     if transition not in TRANSITION_FILTERS:
@@ -479,8 +479,8 @@ def known_facts_lines(store: Store, result: ComparisonResult) -> list[str]:
     """The known-facts lines of a comparison (probes, replayed and unreplayed apart) and the guard set's line from
     the latest recorded gate of the same pair: the app compares without evaluating anything, and the guard's runs
     are `workbench regress`'s to make."""
-    from workbench.regression.gate import latest_gate
-    from workbench.regression.results import KnownFacts
+    from workbench.regression.comparison import KnownFacts
+    from workbench.regression.gate_runs import latest_gate
 
     lines = [k.line() for k in result.known if k.scope == "probes"]
     gate_id, recorded = latest_gate(store, result.baseline_run_id, result.candidate_run_id) or ("", {})

@@ -55,7 +55,7 @@ class FixSetManifest:
             chosen / rejected are the bare accepted and other answers (plain fix sets: always 0, every anchor is bare).
         targets: The targeted training probes (probe_id, category, question, prompt, answers, incorrect_answers), the
             prompt the question rendered as the evaluation renders it: what a job scores as its targets fixed
-            (finetune/job/known.py `Targets`), one verdict per probe as the gate sees it, not per paraphrase row.
+            (finetune/job/scoring.py `Targets`), one verdict per probe as the gate sees it, not per paraphrase row.
         replayed_probe_ids: Known facts (run probes and guard facts) with replay rows or anchor pairs: the gate
             counts them apart from the known facts the job never saw (workbench/guard/lineage.py).
         guard: The guard set the rows drew on (workbench/guard): its key, facts known, how many were replayed

@@ -9,7 +9,7 @@
     run.py       the one run skeleton: model, adapter, store records, watchdogs, checkpoints, adapter,
                  result (result.py, also written as OUT/result.json)
     method.py    the contract each method fills: methods/sft.py, methods/dpo.py, methods/grpo.py
-    checkpoint.py, watchdog.py   atomic checkpoints; NaN/spike watchdogs and early stopping
+    checkpoint.py, callbacks.py atomic checkpoints; NaN/spike watchdogs and early stopping
     progress.py  the progress line (step, loss, ETA) a command prints while a job trains
 
 `workbench train JOB.yaml` (finetune/commands/train.py) is the way in; docs/architecture.md draws the path.

@@ -13,7 +13,7 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from finetune.job.watchdog import Report, StopReason
+from finetune.job.callbacks import Report, StopReason
 
 #: What a checkpoint holds of the guard: the slice's probes right before training, the evaluations (JSON) and the
 #: best state's trainable weights (safetensors).

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from finetune.chatform import flat_row
+from finetune.job.callbacks import EarlyStopping, heldout_accuracy, heldout_rows
 from finetune.job.checkpoint import atomic
 from finetune.job.resolve import ResolvedJob
-from finetune.job.watchdog import EarlyStopping, heldout_accuracy, heldout_rows
 from finetune.records import JobRecorder
 
 

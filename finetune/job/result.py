@@ -39,7 +39,7 @@ class JobResult:
         seconds: Wall time of this call.
         known_checked: Probes of the fix set's validation slice (known facts no training row holds) the
             model answered correctly before training (all of the slice for a resumed job); 0 without a slice.
-        known_broken: Those of them the trained model answers wrongly, by id (finetune/job/known.py).
+        known_broken: Those of them the trained model answers wrongly, by id (finetune/job/scoring.py).
         learning_rate: The learning rate the job trained with (decided by resolve when the spec left it out).
         max_steps_rule, learning_rate_rule: Which rule gave the job's max_steps and learning rate, with its
             figures (`60 (20 epochs x 96 rows / batch 32)`), or that the job spec gave them.

@@ -30,10 +30,10 @@ from typing import Any
 
 from finetune.job import trackers
 from finetune.job.checkpoint import COMPLETE, clean_incomplete, last_complete_checkpoint
-from finetune.job.known import KnownFacts, Targets
 from finetune.job.resolve import ResolvedJob, resolve
 from finetune.job.result import JobResult, Status, write_result
 from finetune.job.scale import ScaleChoice, decide, scaled, write_scale
+from finetune.job.scoring import KnownFacts, Targets
 from finetune.job.spec import JobSpec, save_spec
 from finetune.records import JobRecorder
 from workbench.errors import WorkbenchError
@@ -108,9 +108,9 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
            before_commit: Callable[[int, Path], None] | None, tags: dict[str, str]) -> JobResult:
     from datasets import load_from_disk
 
+    from finetune.job.callbacks import LossWatchdog, MetricsRecorder
     from finetune.job.known_guard import KnownFactsGuard
     from finetune.job.methods import method_class
-    from finetune.job.watchdog import LossWatchdog, MetricsRecorder
 
     # 3. Model, tokenizer, the method's split.
     tokenizer, model = load_base(job)

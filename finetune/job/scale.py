@@ -5,7 +5,7 @@ in the base model) keep their trained values, as peft's `rescale_adapter_scale` 
 
 `trainer.adapter_scale: auto` (DPO's default) picks the smallest of `AUTO_SCALES` at which the job still fixes
 `min_targets` of its targeted probes, each scored on its own question as the evaluation renders and grades it
-(finetune/job/known.py `Targets`; no known-fact slice is read), 1.0 when none does.
+(finetune/job/scoring.py `Targets`; no known-fact slice is read), 1.0 when none does.
 """
 
 from __future__ import annotations

@@ -211,7 +211,7 @@ def check_model(model: str, adapter: str | None, backend: str) -> None:
 
 def add_limit_arguments(p: argparse.ArgumentParser) -> None:
     """--start-timeout / --stall-timeout: how long a backend may take before the run stops (exit 2)."""
-    from workbench.backends.watchdog import STALL_TIMEOUT, START_TIMEOUT
+    from workbench.backends.timelimit import STALL_TIMEOUT, START_TIMEOUT
 
     p.add_argument("--start-timeout", type=float, default=START_TIMEOUT, metavar="SECONDS",
                    help="seconds a backend may take to start (load the weights, start an engine); "

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.backends import keep_engines
     from workbench.errors import WorkbenchError
     from workbench.regression import load_policy, worst_exit_code
-    from workbench.regression.gate import (
+    from workbench.regression.gate_runs import (
         complete_adapters,
         field_outcomes,
         gate_runs,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from workbench.backends import Backend, load_backend
-from workbench.backends.watchdog import STALL_TIMEOUT, BackendStalled, call_within
+from workbench.backends.timelimit import STALL_TIMEOUT, BackendStalled, call_within
 from workbench.errors import WorkbenchError, unknown_name
 from workbench.grading.match import DEFAULT_ABSTENTION_PHRASES, MatchGrader
 from workbench.store import Store

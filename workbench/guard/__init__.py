@@ -6,7 +6,7 @@ failures are mostly failures. So the workbench keeps, per base model and prompt 
 facts of a general pool (shipped in `evals/data/guard/`, plus the user's own files) that the model answers right
 greedily under the question and its paraphrase and in most of its samples. Fix sets replay part of it and hold
 out the rest as the job's validation slice (finetune/fixset.py); `workbench regress` evaluates it beside the
-user's probes and its `guard`-scoped gates fail a candidate that breaks it (workbench/regression/gates.py).
+user's probes and its `guard`-scoped gates fail a candidate that breaks it (workbench/regression/checks.py).
 
     pool.py      which files make the pool, read with the project's probe loader
     guardset.py  GuardSet / GuardFact, the cache key and the JSON file in the workspace

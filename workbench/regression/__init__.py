@@ -8,6 +8,16 @@ Usage::
 """
 
 from workbench.regression.compare import ProbeOutcome, RunOutcomes, compare
+from workbench.regression.comparison import (
+    EXIT_CODES,
+    FORMAT_VERSION,
+    ComparisonResult,
+    GateResult,
+    GroupComparison,
+    Outcome,
+    ProbeChange,
+    worst_exit_code,
+)
 from workbench.regression.detect import Detectability
 from workbench.regression.headline import Headline, HeadlineRow
 from workbench.regression.policy import DEFAULT_POLICY_YAML, Policy, default_policy, load_policy, parse_policy
@@ -20,16 +30,6 @@ from workbench.regression.report import (
 )
 from workbench.regression.report_html import render_html
 from workbench.regression.report_junit import render_junit
-from workbench.regression.results import (
-    EXIT_CODES,
-    FORMAT_VERSION,
-    ComparisonResult,
-    GateResult,
-    GroupComparison,
-    Outcome,
-    ProbeChange,
-    worst_exit_code,
-)
 from workbench.regression.stats import McNemarResult, MetricDelta, mcnemar_exact, paired_bootstrap
 from workbench.regression.transitions import (
     TRANSITION_HELP,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workbench.regression.results import ComparisonResult, ProbeChange
+from workbench.regression.comparison import ComparisonResult, ProbeChange
 from workbench.regression.stats import MetricDelta
 from workbench.regression.transitions import TransitionMatrix
 

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workbench.errors import WorkbenchError
-from workbench.regression.gates import evaluate_gates
+from workbench.regression.checks import evaluate_gates
+from workbench.regression.comparison import ComparisonResult, GroupComparison, KnownFacts, ProbeChange
 from workbench.regression.policy import Policy, default_policy
-from workbench.regression.results import ComparisonResult, GroupComparison, KnownFacts, ProbeChange
 from workbench.regression.stats import mcnemar_exact, paired_bootstrap
 from workbench.regression.transitions import TransitionMatrix, flip_of, grouped_transitions, transition_of
 from workbench.types import Verdict

@@ -89,7 +89,7 @@ def smallest_shift(n: int, movable: int, limit: float, reading: Reading, confide
         return None
     ks = np.arange(1, movable + 1)
     if reading == "delta":
-        hit = np.round(100 * ks / n, 9) > round(100 * limit, 9)  # as gates.py rounds points
+        hit = np.round(100 * ks / n, 9) > round(100 * limit, 9)  # as checks.py rounds points
     else:
         q = (1 - confidence) / 2 if reading == "low" else (1 + confidence) / 2
         # quantile_q(X) > limit * n  <=>  P(X <= floor(limit * n)) < q, for X ~ Binomial(n, k / n)

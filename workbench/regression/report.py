@@ -30,9 +30,9 @@ from workbench.regression._format import (
     transition_counts,
     verdict_line,
 )
+from workbench.regression.comparison import ComparisonResult, ProbeChange
 from workbench.regression.report_html import render_html
 from workbench.regression.report_junit import render_junit
-from workbench.regression.results import ComparisonResult, ProbeChange
 from workbench.regression.stats import METRICS
 from workbench.regression.transitions import Flip
 

@@ -27,7 +27,7 @@ from workbench.regression._format import (
     transition_counts,
     verdict_line,
 )
-from workbench.regression.results import ComparisonResult, GroupComparison, ProbeChange
+from workbench.regression.comparison import ComparisonResult, GroupComparison, ProbeChange
 from workbench.regression.stats import METRICS
 from workbench.regression.transitions import TRANSITION_HELP, Flip
 

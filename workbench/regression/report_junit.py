@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from workbench.regression._format import MAX_LISTED, answers, verdict_line
-from workbench.regression.results import FORMAT_VERSION, ComparisonResult
+from workbench.regression.comparison import FORMAT_VERSION, ComparisonResult
 
 
 def render_junit(result: ComparisonResult) -> str:

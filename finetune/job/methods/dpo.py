@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from finetune.job.callbacks import EarlyStopping
 from finetune.job.method import SupervisedMethod
-from finetune.job.watchdog import EarlyStopping
 
 
 class DPO(SupervisedMethod):

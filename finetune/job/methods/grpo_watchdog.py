@@ -9,8 +9,8 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
+from finetune.job.callbacks import Report, StopReason
 from finetune.job.methods.rewards import REPLAY_ABSTENTION, SAMPLED_LENGTH
-from finetune.job.watchdog import Report, StopReason
 
 #: Exact KL(policy || base) per answer token on replay prompts, measured by GRPOWatchdog.
 REPLAY_KL = "kl/replay"

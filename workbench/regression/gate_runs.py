@@ -17,9 +17,9 @@ from sqlalchemy import insert, select
 
 from workbench.errors import WorkbenchError
 from workbench.regression.compare import GuardOutcomes, ProbeOutcome, RunOutcomes, compare
+from workbench.regression.comparison import ComparisonResult
 from workbench.regression.policy import Policy, default_policy
 from workbench.regression.report import write_reports
-from workbench.regression.results import ComparisonResult
 from workbench.runner import Limits
 from workbench.store import RunRecord, Store, new_id, utcnow
 from workbench.store.schema import regressions

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from workbench.regression.comparison import GateResult, GroupComparison
 from workbench.regression.detect import Detectability, gate_detectability
 from workbench.regression.policy import (
     Gate,
@@ -19,7 +20,6 @@ from workbench.regression.policy import (
     McNemar,
     Policy,
 )
-from workbench.regression.results import GateResult, GroupComparison
 from workbench.types import Verdict
 
 
