@@ -9,9 +9,10 @@ from typing import Any
 import gradio as gr
 
 from apptabs.common import Context, Shared, Updates, ui_errors
-from workbench import reviews, signoff_views, views
+from workbench import reviews, views
 from workbench.attribution.types import CATEGORIES
 from workbench.errors import WorkbenchError
+from workbench.html import signoff
 from workbench.types import Verdict
 
 VERDICTS = [str(v) for v in Verdict]
@@ -79,7 +80,7 @@ class ReviewTab:
                                        override_reason=(override_reason or "") if override else None)
         except (WorkbenchError, ValueError, KeyError) as e:
             return {self.release_msg: views.refusal(e)}
-        return {self.release_msg: signoff_views.recorded_line(r), **self.review_log(),
+        return {self.release_msg: signoff.recorded_line(r), **self.review_log(),
                 self.cli: views.cli_review(self.ctx.ws, r.run_id, target="release", value=decision, reason=r.reason,
                                            reviewer=name, gate_id=r.gate_id, confirm=bool(confirm),
                                            override_reason=r.override_reason)}
@@ -87,16 +88,16 @@ class ReviewTab:
     def signoff_form(self, run_id: str) -> Updates:
         """The candidate's recorded gates (latest preselected) and what a sign-off on it would be about."""
         try:
-            choices = signoff_views.gate_choices(self.ctx.store, run_id or "")
+            choices = signoff.gate_choices(self.ctx.store, run_id or "")
             gate = choices[0][1] if choices else ""
             return {self.gate: gr.Dropdown(choices=choices, value=gate or None),
-                    self.note: signoff_views.signoff_note(self.ctx.store, run_id or "", gate)}
+                    self.note: signoff.signoff_note(self.ctx.store, run_id or "", gate)}
         except (WorkbenchError, ValueError, KeyError) as e:
             return {self.gate: gr.Dropdown(choices=[], value=None), self.note: views.refusal(e)}
 
     def signoff_note(self, run_id: str, gate_id: str) -> str:
         try:
-            return signoff_views.signoff_note(self.ctx.store, run_id or "", gate_id or "")
+            return signoff.signoff_note(self.ctx.store, run_id or "", gate_id or "")
         except (WorkbenchError, ValueError, KeyError) as e:
             return views.refusal(e)
 

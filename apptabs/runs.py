@@ -8,7 +8,8 @@ from typing import Any
 import gradio as gr
 
 from apptabs.common import Context, Shared, Updates, place, ui_errors
-from workbench import glossary, plots, views
+from workbench import glossary, views
+from workbench.html import plots
 from workbench.regression.stats import METRICS
 from workbench.safepath import read_text_inside
 

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from workbench.errors import WorkbenchError, unknown_name
-from workbench.plots import bar_chart_html
+from workbench.html.plots import bar_chart_html
 from workbench.safepath import resolve_inside
 from workbench.store import Store, new_id
 

@@ -11,9 +11,12 @@ import pytest
 from _appdata import AppData, app_data, private_store
 from markupsafe import escape  # the escaping the templates apply (autoescape)
 
-from workbench import evidence_html, glossary, plots, reviews, signoff_views, views
+from workbench import glossary, reviews, views
 from workbench.errors import WorkbenchError
 from workbench.grading.normalize import normalize
+from workbench.html import evidence as evidence_html
+from workbench.html import plots
+from workbench.html import signoff as signoff_views
 from workbench.regression.gate_runs import history
 from workbench.results import load_results
 from workbench.safepath import UnsafePathError
@@ -118,8 +121,8 @@ def test_compare_defaults_to_every_verdict_change_broken_first(data: AppData, st
 def test_an_inconclusive_verdict_is_never_shown_as_a_pass() -> None:
     """The trade: 4 known facts kept, 96 hallucinations traded for abstentions. The gates cannot judge
     4 known facts: the block says INCONCLUSIVE, not a green pass, and the headline shows the trade."""
+    from workbench.html.verdict import VERDICT_COLOUR, verdict_summary_html
     from workbench.regression import ProbeOutcome, RunOutcomes, compare
-    from workbench.verdict_html import VERDICT_COLOUR, verdict_summary_html
 
     def run(name: str, wrong: Verdict) -> RunOutcomes:
         return RunOutcomes(name, name, {f"nq{i}": ProbeOutcome(f"nq{i}", (), Verdict.CORRECT if i < 4 else wrong, "x")

@@ -13,8 +13,10 @@ import pytest
 from _appdata import AppData, app_data, private_store
 from markupsafe import escape  # the escaping the templates apply (autoescape)
 
-from workbench import evidence_html, glossary, plots, reviews, views
+from workbench import glossary, reviews, views
 from workbench.attribution.types import CATEGORIES, Attribution
+from workbench.html import evidence as evidence_html
+from workbench.html import plots
 from workbench.regression.compare import RunOutcomes, compare
 from workbench.regression.gate_runs import compare_stored
 from workbench.regression.policy import GATE_TYPES

@@ -19,8 +19,11 @@ from _appdata import AppData, app_data, private_store
 from jinja2 import UndefinedError
 from sqlalchemy import update
 
-from workbench import evidence_html, plots, reviews, signoff_views, verdict_html, views
-from workbench.html import environment, macro, render
+from workbench import reviews, views
+from workbench.html import environment, macro, plots, render
+from workbench.html import evidence as evidence_html
+from workbench.html import signoff as signoff_views
+from workbench.html import verdict as verdict_html
 from workbench.regression import ProbeOutcome, RunOutcomes, compare, parse_policy, render_html
 from workbench.reviews import Review
 from workbench.store import Store
@@ -30,9 +33,10 @@ from workbench.types import Verdict
 ROOT = Path(__file__).resolve().parents[1]
 EVIL = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
-RENDERING = ["workbench/html/__init__.py", "workbench/views.py", "workbench/evidence_html.py",
-             "workbench/verdict_html.py", "workbench/signoff_views.py", "workbench/plots.py", "workbench/glossary.py",
-             "workbench/regression/report_html.py", "workbench/reports/views.py", "finetune/ui.py"]
+RENDERING = ["workbench/html/__init__.py", "workbench/views.py", "workbench/html/evidence.py",
+             "workbench/html/verdict.py", "workbench/html/signoff.py", "workbench/html/plots.py",
+             "workbench/glossary.py", "workbench/regression/report_html.py", "workbench/reports/views.py",
+             "finetune/ui.py"]
 """The modules that make HTML: they hand values to templates and never escape by hand."""
 
 

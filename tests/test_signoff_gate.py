@@ -19,8 +19,9 @@ import pytest
 from clirun import ENV, assert_refused, workbench
 from procs import free_port
 
-from workbench import reviews, signoff_views, views
+from workbench import reviews, views
 from workbench.errors import WorkbenchError
+from workbench.html import signoff as signoff_views
 from workbench.regression.gate_runs import gate_runs
 from workbench.releases import release_history
 from workbench.store import Store

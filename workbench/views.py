@@ -21,18 +21,18 @@ from typing import Any
 import pandas as pd
 
 from workbench.errors import WorkbenchError
-from workbench.evidence_html import attribution_context
 from workbench.grading.normalize import normalize
 from workbench.html import macro
-from workbench.plots import delta_plot_html, group_deltas
+from workbench.html.evidence import attribution_context
+from workbench.html.plots import delta_plot_html, group_deltas
+from workbench.html.signoff import signoff_line
+from workbench.html.verdict import verdict_context
 from workbench.regression.comparison import ComparisonResult
 from workbench.regression.stats import VERDICT_ORDER
 from workbench.regression.transitions import Flip, Transition, flip_of, transition_of, verdict_changed
 from workbench.results import ProbeResult
-from workbench.signoff_views import signoff_line
 from workbench.store import RunRecord, Store, shown_time
 from workbench.types import Verdict
-from workbench.verdict_html import verdict_context
 
 RUN_COLUMNS = ("run", "created", "status", "model", "adapter", "suite", "n", "correct %", "hallucinated %",
                "abstained %", "F", "release")

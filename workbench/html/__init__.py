@@ -6,7 +6,7 @@ markup, and no rendering code calls `escape` by hand. `StrictUndefined` turns a 
 render time instead of an empty string on the page. Templates live in `templates/` (package data: an installed
 wheel carries them) and load no asset from the network, so the self-contained reports stay self-contained.
 
-The modules that own a panel (`workbench.views`, `evidence_html`, `verdict_html`, `signoff_views`, `plots`,
+The modules that own a panel (`workbench.views`, `evidence`, `verdict`, `signoff`, `plots`,
 `regression.report_html`, `reports.views`) keep their public functions; each gathers plain values and calls
 `render` or `macro`. Markdown panels (`*.md`) render here too: gradio's Markdown shows HTML, so the same escaping
 applies, and the `md` filter also defuses Markdown's own marks in a user's words.

@@ -56,7 +56,7 @@ def gate_html(g: GateResult) -> str:
 
 def verdict_summary_html(result: ComparisonResult, *, signoff_html: str = "") -> str:
     """The verdict block: badge and its meaning, the pair, the headline, verdict changes, the sign-off line
-    (`signoff_html`, already HTML: `signoff_views.signoff_line`'s output), then every gate with its
+    (`signoff_html`, already HTML: `signoff.signoff_line`'s output), then every gate with its
     detectability."""
     return macro("verdict.html", "summary", verdict_context(result, signoff_html))
 
