@@ -83,7 +83,7 @@ class CompareTab:
                 self.shared.listed: pg.matching_ids, self.shared.probe: gr.Dropdown(choices=pg.matching_ids)}
 
     def record_gate(self, baseline: str, candidate: str) -> Updates:
-        from workbench.regression.gate_runs import gate_runs, guard_outcomes
+        from workbench.gating import gate_runs, guard_outcomes
 
         store, ws = self.ctx.store, self.ctx.ws
         try:

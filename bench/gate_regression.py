@@ -44,9 +44,9 @@ for _k, _v in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_
 from evals.world import WorldConfig, build_world, is_built, read_meta  # noqa: E402
 from finetune.inject import build_tag_breaker  # noqa: E402
 from finetune.job import JobSpec, TrainerSpec, run_job  # noqa: E402
+from workbench.gating import GateRecord, gate_runs, rerun_like  # noqa: E402
 from workbench.probes import LoadResult, resolve_probes  # noqa: E402
 from workbench.regression import load_policy  # noqa: E402
-from workbench.regression.gate_runs import GateRecord, gate_runs, rerun_like  # noqa: E402
 from workbench.regression.policy import MaxTagCorrectDrop, Policy, default_policy  # noqa: E402
 from workbench.results import load_results  # noqa: E402
 from workbench.runner import EvalOptions, run_eval  # noqa: E402

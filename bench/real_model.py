@@ -197,7 +197,7 @@ def jobs(args: argparse.Namespace) -> list[dict[str, Any]]:
     from finetune.job import from_dict, run_job
     from finetune.job.resolve import resolve
     from hallucination_workbench.demo_real import outcome, taught_and_replayed
-    from workbench.regression.gate_runs import gate_runs, rerun_like
+    from workbench.gating import gate_runs, rerun_like
     from workbench.store import Store
 
     torch.set_num_threads(args.threads)

@@ -112,8 +112,8 @@ def _loop(args: argparse.Namespace, console: Any, clock: _Clock, ws: Path, world
     from workbench.attribution.index import CorpusIndex
     from workbench.backends.vllm import unservable_reason
     from workbench.cli.show import print_run
+    from workbench.gating import gate_runs, guard_outcomes, rerun_like
     from workbench.probes import resolve_probes
-    from workbench.regression.gate_runs import gate_runs, guard_outcomes, rerun_like
     from workbench.runner import EvalOptions, run_eval
     from workbench.store import Store
     from workbench.types import ModelSpec

@@ -60,10 +60,10 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
     from workbench.attribution.attribute import attribute_run
     from workbench.cli.show import print_run
     from workbench.errors import WorkbenchError
+    from workbench.gating import gate_runs, guard_outcomes, rerun_like
     from workbench.guard import guard_for_run
     from workbench.models import resolve_model
     from workbench.probes import resolve_probes
-    from workbench.regression.gate_runs import gate_runs, guard_outcomes, rerun_like
     from workbench.runner import EvalOptions, run_eval
     from workbench.store import Store
     from workbench.types import ModelSpec

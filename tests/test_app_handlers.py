@@ -13,11 +13,11 @@ from markupsafe import escape  # the escaping the templates apply (autoescape)
 
 from workbench import glossary, reviews, views
 from workbench.errors import WorkbenchError
+from workbench.gating import history
 from workbench.grading.normalize import normalize
 from workbench.html import evidence as evidence_html
 from workbench.html import plots
 from workbench.html import signoff as signoff_views
-from workbench.regression.gate_runs import history
 from workbench.results import load_results
 from workbench.safepath import UnsafePathError
 from workbench.store import Store, shown_time
@@ -91,7 +91,7 @@ def test_compare_lists_broken_probes_with_filters(data: AppData, store: Store) -
 def test_compare_defaults_to_every_verdict_change_broken_first(data: AppData, store: Store) -> None:
     """The default filter lists every probe whose verdict changed (an abstention change too, named as such),
     broken probes first, the rest in natural id order; the headline and each gate's detectability are shown."""
-    from workbench.regression.gate_runs import compare_stored
+    from workbench.gating import compare_stored
 
     result = compare_stored(store, data.baseline, data.candidate)[0]
     v = views.compare_runs(store, data.baseline, data.candidate)
@@ -264,7 +264,7 @@ def test_attribution_override_and_validation(data: AppData, store: Store) -> Non
 def test_the_gate_reads_reviewed_attributions_as_the_app_does(data: AppData, store: Store) -> None:
     """A reviewer's category override reaches the recorded gate (its per-category transitions and broken-probe
     list), as it reaches the Compare tab: both read the reviews table through workbench.reviews."""
-    from workbench.regression.gate_runs import gate_runs
+    from workbench.gating import gate_runs
 
     atts = reviews.effective_attributions(store, data.baseline)
     before = gate_runs(store, data.baseline, data.candidate).result
@@ -289,7 +289,7 @@ def test_a_signoff_is_tied_to_one_recorded_gate(data: AppData, store: Store) -> 
     """No gate: a sign-off is refused (a block is not). A sign-off records its gate and shows on that gate only;
     on this FAIL gate it needs an override with a reason; after a reviewer changes a grade the gate saw, it also
     needs an explicit confirmation; a later FAIL gate of the candidate shows beside it."""
-    from workbench.regression.gate_runs import gate_runs
+    from workbench.gating import gate_runs
     from workbench.regression.recorded import recorded_gates
     from workbench.store import shown_time
 
@@ -363,7 +363,7 @@ def test_a_run_in_progress_shows_up(data: AppData, store: Store) -> None:
 
 def test_defaults_pick_the_latest_gated_pair_of_finished_runs(data: AppData, store: Store) -> None:
     """Unfinished runs are marked in the dropdowns and never preselected; a recorded gate's pair wins."""
-    from workbench.regression.gate_runs import gate_runs
+    from workbench.gating import gate_runs
 
     assert views.default_pair(store) == (data.baseline, data.candidate)  # no gate yet: the two newest finished
     kw: dict[str, Any] = {"adapter": None, "backend": "hf", "fingerprint": "f", "suite": "world",

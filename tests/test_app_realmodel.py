@@ -60,7 +60,7 @@ def _cell(page: Any, text: str) -> Any:
 
 
 def test_long_real_answers_the_trade_and_the_prompt(served: tuple[str, RealAppData], page: Any) -> None:
-    from workbench.regression.gate_runs import compare_stored
+    from workbench.gating import compare_stored
     from workbench.results import load_results
     from workbench.store import Store
 

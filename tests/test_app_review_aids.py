@@ -15,10 +15,10 @@ from markupsafe import escape  # the escaping the templates apply (autoescape)
 
 from workbench import glossary, reviews, views
 from workbench.attribution.types import CATEGORIES, Attribution
+from workbench.gating import compare_stored
 from workbench.html import evidence as evidence_html
 from workbench.html import plots
 from workbench.regression.compare import RunOutcomes, compare
-from workbench.regression.gate_runs import compare_stored
 from workbench.regression.policy import GATE_TYPES
 from workbench.regression.transitions import Transition
 from workbench.safepath import UnsafePathError

@@ -17,7 +17,7 @@ from finetune.job import JobSpec, TrainerSpec, run_job
 from workbench.cards import push_to_hub, write_model_card
 from workbench.cards.dataset import licence_of
 from workbench.errors import WorkbenchError
-from workbench.regression.gate_runs import gate_runs, rerun_like
+from workbench.gating import gate_runs, rerun_like
 from workbench.reviews import record_release
 
 STEPS = 3

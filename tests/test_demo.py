@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.regression.gate_runs import history
+from workbench.gating import history
 from workbench.store import Store
 
 

@@ -14,7 +14,7 @@ from realmodel import real_model_dir, small_guard_pool
 from finetune.job.resolve import default_lr
 from hallucination_workbench.demo import add_arguments
 from hallucination_workbench.demo_real import job_spec
-from workbench.regression.gate_runs import history
+from workbench.gating import history
 from workbench.store import Store
 
 # The built-in model's package made unfindable, as on a machine without it (it cannot be uninstalled here).

@@ -12,7 +12,7 @@ import pytest
 from clirun import assert_refused, workbench
 
 from workbench.errors import WorkbenchError
-from workbench.regression.gate_runs import check_comparable, rerun_like
+from workbench.gating import check_comparable, rerun_like
 from workbench.results import load_results
 from workbench.store import Store
 

@@ -139,7 +139,7 @@ def _poison_probe(store: Store, run_id: str, probe_id: str) -> None:
 
 
 def test_probe_detail_and_signoff_escape_stored_text_and_reviewers(data: AppData, tmp_path: Path) -> None:
-    from workbench.regression.gate_runs import gate_runs
+    from workbench.gating import gate_runs
 
     store = private_store(data, tmp_path)
     pid = views.compare_runs(store, data.baseline, data.candidate, transition="broken").probe_ids[0]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from clirun import run_workbench
 
-from workbench.regression.gate_runs import history
+from workbench.gating import history
 from workbench.results import load_results
 from workbench.store import Store
 

@@ -1,4 +1,4 @@
-"""A rerun like a baseline (workbench/regression/gate_runs.py `rerun_like`, what the gate and the demos evaluate a
+"""A rerun like a baseline (workbench/gating.py `rerun_like`, what the gate and the demos evaluate a
 candidate with) records the baseline's token-budget rule, not "suite": the budget is the baseline's, and so is
 where it came from. Every suite rebuilt from a run (workbench/results.py `suite_of_run`) carries that rule."""
 
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from worldkit import chat_world
 
+from workbench.gating import rerun_like
 from workbench.probes import resolve_probes
 from workbench.probes.budget import CHAT_BUDGET
-from workbench.regression.gate_runs import rerun_like
 from workbench.results import effective_suite, suite_of_run
 from workbench.runner import EvalOptions, run_eval
 from workbench.store import Store

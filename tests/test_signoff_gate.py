@@ -21,8 +21,8 @@ from procs import free_port
 
 from workbench import reviews, views
 from workbench.errors import WorkbenchError
+from workbench.gating import gate_runs
 from workbench.html import signoff as signoff_views
-from workbench.regression.gate_runs import gate_runs
 from workbench.releases import release_history
 from workbench.store import Store
 

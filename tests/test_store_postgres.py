@@ -21,8 +21,8 @@ from procs import open_store_at_once
 from sqlalchemy import create_engine, select, text
 
 from workbench.errors import MissingDependencyError, WorkbenchError
+from workbench.gating import gate_runs, history
 from workbench.probes import resolve_probes
-from workbench.regression.gate_runs import gate_runs, history
 from workbench.results import load_results
 from workbench.runner import EvalOptions, run_eval
 from workbench.store import Store

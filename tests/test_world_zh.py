@@ -137,7 +137,7 @@ def test_world_cli_zh_as_a_subprocess(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_demo_zh_runs_the_loop_as_a_subprocess(tmp_path: Path) -> None:
-    from workbench.regression.gate_runs import history
+    from workbench.gating import history
     from workbench.store import Store
 
     ws = tmp_path / "ws"

@@ -3,7 +3,7 @@ and the decisions outside any gate. `workbench history` prints it and the app's 
 from `release_history`, so the two never disagree about a sign-off.
 
 Apart from `workbench.reviews` (which reads the decisions) because it joins them to the gate's own history
-(`regression.gate_runs.history`), and the gate reads reviews: here neither imports the other in a cycle.
+(`gating.history`), and the gate reads reviews: here neither imports the other in a cycle.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from workbench.store import Store
 
 
 def release_history(store: Store) -> list[dict[str, Any]]:
-    """`regression.gate_runs.history` (a row per gate, with the candidate's model and adapter) whose `signoff` says
+    """`gating.history` (a row per gate, with the candidate's model and adapter) whose `signoff` says
     what the decision stands on (`reviews.Standing.to_dict`: the gate's verdict, the override and its reason,
     the later gates of the same candidate that did not clear, and the line the CLI and the app show), plus a
     row per run whose latest decision is outside any gate (`gate_id`, `baseline_run`, `verdict`, `exit_code`
     and `report` None; `created_at` the decision's time); oldest first."""
-    from workbench.regression.gate_runs import history
+    from workbench.gating import history
     from workbench.reviews import standings
 
     rows = history(store)

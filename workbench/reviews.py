@@ -3,7 +3,7 @@
 Nothing here overwrites: the grader's verdicts stay in `answers` and the attribution in
 `attributions`; each override is a new row carrying the value it replaced, and the latest row per
 (run, probe, target) is the effective one. This module is the one reader and writer of the reviews
-table: the gate (`regression.gate_runs.outcomes`), the app (`views`) and the fix-set builder all read
+table: the gate (`gating.outcomes`), the app (`views`) and the fix-set builder all read
 reviewed verdicts and categories through `effective_verdicts` and `effective_attributions` (the fix-set
 builder also `corrected_grades`; `CorrectedGrade.dpo_pair` gives the DPO pair of one).
 

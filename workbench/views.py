@@ -198,11 +198,11 @@ class CompareView:
 def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", transition: str = ANY_CHANGE,
                  category: str = "") -> CompareView:
     """Paired comparison of two stored runs, as `workbench regress` computes it (reviewers' verdicts and
-    categories applied: `regression.gate_runs.compare_stored`), without recording a gate. Filters apply to the
+    categories applied: `gating.compare_stored`), without recording a gate. Filters apply to the
     probe list (`category` keeps probes either run's attribution puts there), and `tag` also selects the group
     whose metrics and transitions are shown. The list shows
     broken probes first, then the rest in natural id order (nq2 before nq10)."""
-    from workbench.regression.gate_runs import compare_stored
+    from workbench.gating import compare_stored
     from workbench.results import load_results
 
     if transition not in TRANSITION_FILTERS:
@@ -479,8 +479,8 @@ def known_facts_lines(store: Store, result: ComparisonResult) -> list[str]:
     """The known-facts lines of a comparison (probes, replayed and unreplayed apart) and the guard set's line from
     the latest recorded gate of the same pair: the app compares without evaluating anything, and the guard's runs
     are `workbench regress`'s to make."""
+    from workbench.gating import latest_gate
     from workbench.regression.comparison import KnownFacts
-    from workbench.regression.gate_runs import latest_gate
 
     lines = [k.line() for k in result.known if k.scope == "probes"]
     gate_id, recorded = latest_gate(store, result.baseline_run_id, result.candidate_run_id) or ("", {})

@@ -82,7 +82,7 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
     rerun_of = None if args.probes else like  # then evaluated like that run, on its backend unless told
     check_model(ref, adapter, backend or (store.get_run(rerun_of).backend if rerun_of else args.backend))
     if rerun_of is not None:
-        from workbench.regression.gate_runs import rerun_like
+        from workbench.gating import rerun_like
 
         given = [flag for flag, v in (("--max-tokens", args.max_tokens), ("--stop", args.stop),
                                       ("--system-prompt", args.system_prompt), ("--template", args.template))
@@ -109,8 +109,8 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.gating import field_outcomes, gate_runs, guard_outcomes
     from workbench.regression import load_policy, print_terminal
-    from workbench.regression.gate_runs import field_outcomes, gate_runs, guard_outcomes
     from workbench.store import Store
     from workbench.trackers import parse_report_to, report_gate
 

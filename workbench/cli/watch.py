@@ -35,8 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from workbench.backends import keep_engines
     from workbench.errors import WorkbenchError
-    from workbench.regression import load_policy, worst_exit_code
-    from workbench.regression.gate_runs import (
+    from workbench.gating import (
         complete_adapters,
         field_outcomes,
         gate_runs,
@@ -44,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
         guard_outcomes,
         rerun_like,
     )
+    from workbench.regression import load_policy, worst_exit_code
     from workbench.store import Store
 
     folder = Path(args.folder)

@@ -1,5 +1,5 @@
 """The recorded gates as rows (`regressions` table, without their results): what a release decision is tied
-to. Apart from `gate_runs.py` so that `workbench.reviews` can read them without importing the gate, which
+to. Apart from `gating.py` so that `workbench.reviews` can read them without importing the gate, which
 reads reviews."""
 
 from __future__ import annotations

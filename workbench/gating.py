@@ -15,14 +15,21 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import insert, select
 
+from workbench.cards import refresh_for_run
 from workbench.errors import WorkbenchError
+from workbench.guard import guard_for_run, guard_runs, replayed_probe_ids
+from workbench.guard.build import guard_store
+from workbench.probes import LoadResult, resolve_probes
 from workbench.regression.compare import GuardOutcomes, ProbeOutcome, RunOutcomes, compare
 from workbench.regression.comparison import ComparisonResult
 from workbench.regression.policy import Policy, default_policy
 from workbench.regression.report import write_reports
-from workbench.runner import Limits
+from workbench.reports.queue import field_suite_path
+from workbench.results import load_results, probe_from_dict, suite_of_run
+from workbench.reviews import effective_attributions, effective_verdicts, gate_decisions
+from workbench.runner import Limits, options_of_run, run_eval, spec_of_run
 from workbench.store import RunRecord, Store, new_id, utcnow
-from workbench.store.schema import regressions
+from workbench.store.schema import regressions, runs
 from workbench.types import ModelSpec
 
 if TYPE_CHECKING:
@@ -40,8 +47,6 @@ def outcomes(store: Store, run: RunRecord, label: str | None = None) -> RunOutco
     """A run's greedy verdicts per probe with its attribution categories, both as reviewers left them
     (`workbench.reviews`: the latest override of a grade or a category wins; the app and the fix-set builder
     read them through the same functions)."""
-    from workbench.results import load_results
-    from workbench.reviews import effective_attributions, effective_verdicts
 
     res = load_results(store, run.id)
     verdicts = effective_verdicts(store, run.id)
@@ -85,7 +90,6 @@ def compare_stored(store: Store, baseline_id: str, candidate_id: str, policy: Po
     check_comparable(base, cand)
     b_out, c_out = outcomes(store, base), outcomes(store, cand)
     if guard is None:
-        from workbench.guard import replayed_probe_ids
 
         guard = GuardOutcomes(replayed=replayed_probe_ids(cand.adapter),
                               note="no guard set was evaluated with this comparison")
@@ -99,8 +103,6 @@ def guard_outcomes(store: Store, baseline_id: str, candidate_id: str, *, pool: S
     and both models' answers to its facts: what `workbench regress` compares beside the probes. `enabled` False
     (`--no-guard`): nothing evaluated, the fix set's lineage still read and the gate told why. `progress`
     (done, total) follows the guard build and the answers generated: minutes on a CPU the first time."""
-    from workbench.guard import guard_for_run, guard_runs, replayed_probe_ids
-    from workbench.guard.build import guard_store
 
     base, cand = store.get_run(baseline_id), store.get_run(candidate_id)
     check_comparable(base, cand)  # refused before a guard is built for a pair the gate would refuse anyway
@@ -124,10 +126,6 @@ def field_outcomes(store: Store, baseline_id: str, candidate_id: str, *, suite: 
     run list; the cache makes a repeated gate free. No suite, or `enabled` False: a note the gate reports."""
     import dataclasses
 
-    from workbench.probes import resolve_probes
-    from workbench.reports.queue import field_suite_path
-    from workbench.results import suite_of_run
-    from workbench.runner import options_of_run, run_eval, spec_of_run
 
     if not enabled:
         return GuardOutcomes(note="left out with --no-field")
@@ -164,7 +162,6 @@ def gate_runs(store: Store, baseline_id: str, candidate_id: str, policy: Policy 
             verdict=result.verdict, exit_code=result.exit_code, policy_json=json.dumps(policy.model_dump(mode="json")),
             result_json=json.dumps(result.to_dict(), default=str), report_path=str(reports.get("html", "")),
         ))
-    from workbench.cards import refresh_for_run
 
     refresh_for_run(store, cand.run_id)  # a job's adapter card says its latest gate
     return GateRecord(gate_id, result, reports)
@@ -173,7 +170,6 @@ def gate_runs(store: Store, baseline_id: str, candidate_id: str, policy: Policy 
 def history(store: Store) -> list[dict[str, Any]]:
     """Every gate, oldest first, with the candidate's model/adapter and the latest release decision recorded on
     that gate (a decision is about one gate: `reviews.gate_decisions`)."""
-    from workbench.reviews import gate_decisions
 
     with store.engine.connect() as c:
         gates = c.execute(select(regressions).order_by(regressions.c.created_at)).mappings().all()
@@ -213,9 +209,6 @@ def rerun_like(store: Store, baseline_id: str, *, model: str | None = None, adap
     pool under --ray); None lets the runner build it."""
     import dataclasses
 
-    from workbench.probes import LoadResult
-    from workbench.results import probe_from_dict, suite_of_run
-    from workbench.runner import options_of_run, run_eval, spec_of_run
 
     base = store.get_run(baseline_id)
     probes = tuple(probe_from_dict(d) for d in store.probe_rows(base.id))
@@ -231,7 +224,6 @@ def rerun_like(store: Store, baseline_id: str, *, model: str | None = None, adap
 
 def gated_adapters(store: Store) -> set[str]:
     """Adapter paths that already have a gate verdict (watch skips them)."""
-    from workbench.store.schema import runs
 
     with store.engine.connect() as c:
         rows = c.execute(select(runs.c.adapter).join(regressions, regressions.c.candidate_run == runs.c.id)).all()
