@@ -83,14 +83,14 @@ class CompareTab:
                 self.shared.listed: pg.matching_ids, self.shared.probe: gr.Dropdown(choices=pg.matching_ids)}
 
     def record_gate(self, baseline: str, candidate: str) -> Updates:
-        from workbench.gating import gate_runs, guard_outcomes
+        from workbench.gating import gate_as_regress
 
         store, ws = self.ctx.store, self.ctx.ws
         try:
             if not baseline or not candidate:
                 raise WorkbenchError("pick a baseline and a candidate run")
-            # as `workbench regress` does (the CLI line shown beside it): the guard set evaluated beside the probes
-            rec = gate_runs(store, baseline, candidate, guard=guard_outcomes(store, baseline, candidate))
+            # as `workbench regress` does (the CLI line shown beside it): the guard set and the field suite beside
+            rec = gate_as_regress(store, baseline, candidate)
         except (WorkbenchError, ValueError, KeyError) as e:
             return {self.gate_msg: views.refusal(e), self.cli: "", self.gate_report: ""}
         report = Path(rec.reports["html"]).resolve().relative_to(ws.resolve())

@@ -77,3 +77,24 @@ def test_regress_includes_the_field_suite_by_default(world: Any, field_ws: tuple
     code, left_out = cli(capsys, "regress", "--baseline", base, "--candidate", base, *w, "--no-field")
     kept = next(g for g in left_out["gates"] if g["name"] == "field_fixes_kept")
     assert code == 0 and "not checked: left out with --no-field" in kept["message"]
+
+
+@pytest.mark.slow  # evaluates the world model on its guard screen and the field suite
+def test_the_apps_gate_is_regress_with_its_defaults(field_ws: tuple[Path, str],
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The app's "Record gate" (`gating.gate_as_regress`) gates what `workbench regress BASE CAND` gates: the field
+    suite and the guard set beside the probes, recorded like any gate."""
+    from workbench.gating import gate_as_regress
+    from workbench.store import Store
+
+    ws, base = field_ws
+    store = Store.open(ws)
+    rec = gate_as_regress(store, base, base)
+    app = {g.name: g for g in rec.result.gates}
+    code, cli_gate = cli(capsys, "regress", "--baseline", base, "--candidate", base, "--workspace", str(ws), "--json")
+    assert code == 0
+    for name in ("field_fixes_kept", "field_failures_fixed", "guard_facts_kept"):
+        expected = next(g for g in cli_gate["gates"] if g["name"] == name)
+        assert app[name].status == expected["status"] and app[name].message == expected["message"], name
+    assert app["field_fixes_kept"].message.startswith("field suite: ")
+    assert len(cli(capsys, "history", "--workspace", str(ws), "--json")[1]) == 2  # both recorded

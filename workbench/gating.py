@@ -103,7 +103,6 @@ def guard_outcomes(store: Store, baseline_id: str, candidate_id: str, *, pool: S
     and both models' answers to its facts: what `workbench regress` compares beside the probes. `enabled` False
     (`--no-guard`): nothing evaluated, the fix set's lineage still read and the gate told why. `progress`
     (done, total) follows the guard build and the answers generated: minutes on a CPU the first time."""
-
     base, cand = store.get_run(baseline_id), store.get_run(candidate_id)
     check_comparable(base, cand)  # refused before a guard is built for a pair the gate would refuse anyway
     replayed = replayed_probe_ids(cand.adapter)
@@ -125,7 +124,6 @@ def field_outcomes(store: Store, baseline_id: str, candidate_id: str, *, suite: 
     graded by the field suite's grader. The runs live in `WORKSPACE/field/`, out of the user's
     run list; the cache makes a repeated gate free. No suite, or `enabled` False: a note the gate reports."""
     import dataclasses
-
 
     if not enabled:
         return GuardOutcomes(note="left out with --no-field")
@@ -165,6 +163,14 @@ def gate_runs(store: Store, baseline_id: str, candidate_id: str, policy: Policy 
 
     refresh_for_run(store, cand.run_id)  # a job's adapter card says its latest gate
     return GateRecord(gate_id, result, reports)
+
+
+def gate_as_regress(store: Store, baseline_id: str, candidate_id: str, policy: Policy | None = None) -> GateRecord:
+    """`workbench regress BASE CAND` with its defaults, for a caller without its flags (the app's "Record gate"): the
+    guard set and the workspace's field suite evaluated beside the probes, then the gate recorded."""
+    guard = guard_outcomes(store, baseline_id, candidate_id)
+    field = field_outcomes(store, baseline_id, candidate_id)
+    return gate_runs(store, baseline_id, candidate_id, policy, guard=guard, field=field)
 
 
 def history(store: Store) -> list[dict[str, Any]]:
