@@ -21,11 +21,12 @@ ASKED = ["--template", "Q: {question} A:", "--stop", ".", "--max-tokens", "6"]
 TIMEOUT = 120
 
 
-def cli(*argv: str) -> Any:
+def cli(*argv: str, codes: tuple[int, ...] = (0,)) -> Any:
     """`workbench ARGV` in this process (the same `main`): a process start costs seconds on a busy machine."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main(list(argv)) == 0
+        code = main(list(argv))
+    assert code in codes, (argv, code, out.getvalue()[-2000:])
     return json.loads(out.getvalue())
 
 
@@ -64,7 +65,8 @@ def field(world: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
     run = cli("eval", "--model", str(world.model), "--probes", str(suite / "suite.yaml"), *ASKED, *w)
     attributed = cli("attribute", run["run_id"], *w)
     probes = {p["question"]: p for p in map(json.loads, (suite / "probes.jsonl").read_text().splitlines())}
-    return {"ws": ws, "run": run["run_id"], "root": root, "probes": probes, "decided": decided,
+    return {"ws": ws, "run": run["run_id"], "root": root, "world_model": world.model, "probes": probes,
+            "decided": decided,
             "refuse": questions[absent[4]["probe_id"]], "known": [questions[t["probe_id"]] for t in known],
             "attributed": {p["probe_id"]: p["category"] for p in attributed["probes"]}}
 
@@ -134,3 +136,31 @@ def test_dpo_prefers_the_reference_answer_to_the_models_wrong_one(field: dict[st
     phrase = out["fixset"]["abstention_phrase"]
     assert pairs[refuse]["chosen"].strip().rstrip(".") == phrase and said[refuse].strip() in pairs[refuse]["rejected"]
     assert out["field"]["counts"]["answer"] == len(answered) and out["field"]["counts"]["abstain"] == 1
+
+
+def test_rl_leaves_field_probes_to_the_reward_graded_against_the_reference(field: dict[str, Any]) -> None:
+    out = cli("fix", field["run"], "--out", str(field["root"] / "rl"), "--strategy", "rl", "--guard-pool", "none",
+              "--heldout-fraction", "0", "--workspace", str(field["ws"]), "--json")
+    failed = {t["probe_id"]: t for t in out["fixset"]["field_targets"] if t["target"] != "known"}
+    assert failed and all(t["fix"] == "rl" for t in failed.values()) and out["field"]["counts"]["rl"] == len(failed)
+    prompts = {r["probe_id"]: r for r in _rows(field["root"] / "rl")["prompts"] if r["source"] == "targeted"}
+    reference = {field["probes"][q]["id"]: a for q, a in field["decided"].items()}
+    assert set(prompts) == set(failed)
+    assert all(prompts[pid]["answers"][0] == reference[pid] for pid in prompts if pid in reference)
+
+
+def test_a_short_fix_train_then_regress_checks_the_field_suite(field: dict[str, Any]) -> None:
+    """`fix --train` on the field fix set (a few steps: the loop, not the fix's efficacy), then `regress` of the
+    adapter against the run: the gate evaluates the field suite, whose reported failures are still counted."""
+    ws, fx = field["ws"], field["root"] / "fx-train"
+    out = cli("fix", field["run"], "--out", str(fx), "--guard-pool", "none", "--train", "--steps", "2",
+              "--workspace", str(ws), "--json")
+    job = out["job"]
+    assert job["status"] in ("done", "stopped") and job["adapter"], job
+    assert out["field"]["counts"]["answer"] >= 1 and out["fixset"]["train_rows"]["sft"] > 0
+    gate = cli("regress", "--baseline", field["run"], "--candidate", str(field["world_model"]),
+               "--candidate-adapter", job["adapter"], "--no-guard", "--workspace", str(ws), "--json", codes=(0, 1))
+    gates = {g["name"]: g for g in gate["gates"]}
+    assert gates["field_fixes_kept"]["message"].startswith("field suite: ")
+    assert gates["field_fixes_kept"]["status"] == "pass"  # two steps on the fix set break no field probe it knew
+    assert gates["field_failures_fixed"]["message"].startswith("field suite: ")
