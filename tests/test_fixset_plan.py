@@ -143,3 +143,16 @@ def test_a_field_probe_gets_its_reviewers_decision_whatever_its_attribution() ->
     assert pairs["field-taught"] == (" Canberra.", " Sydney.") and pairs["field-silent"] == (
         " Ottawa.", " I don't know.")
     assert pairs["field-refuse"] == (" I don't know.", " Paris.") and plan.needs_abstention
+
+
+def test_a_field_report_decided_again_after_the_export_says_so() -> None:
+    from dataclasses import replace
+
+    from workbench.reports import FieldOrigin
+
+    inputs = _field_inputs()
+    again = FieldOrigin("field-taught", ("rep-1",), "should-refuse", "bo", "t")
+    inputs = replace(inputs, field={"field-taught": again})
+    taught = plan_fixset(inputs, FixOptions(heldout_fraction=0, validation_fraction=0)).targeted[0]
+    assert taught.fix == "inject" and taught.answer == "Canberra"  # what the run evaluated is what is taught
+    assert "decided should-refuse by bo since the run's export (export and eval again)" in taught.origin

@@ -218,8 +218,13 @@ def _targeted_fix(result: ProbeResult, att: Attribution, split: str, inputs: Fix
 
 
 def _origin(result: ProbeResult, inputs: FixInputs) -> str:
+    """A field probe's provenance in words. The run's probe (its tags and answers) is what the fix teaches; a report
+    decided again after the export the run evaluated is said, so that no one reads the newer decision as taught."""
     origin = inputs.field.get(result.probe.id)
-    return f"field: {origin.describe()}" if origin else "field: a reviewed report"
+    if origin is None:
+        return "field: a reviewed report"
+    stale = "" if f"field:{origin.decision}" in result.probe.tags else " since the run's export (export and eval again)"
+    return f"field: {origin.describe()}{stale}"
 
 
 def _known_field(result: ProbeResult, inputs: FixInputs, fix: ProbeFix) -> ProbeFix:

@@ -5,6 +5,8 @@ reviewer, the decision and its time, the source files and lines. The conversatio
 probe's question (a probe has one question, the chat template renders it as the user turn); a system prompt shared
 by every probe becomes the suite's `system_prompt`, any other is kept in the question with the context.
 
+`field_origins` maps a field probe's id back to its reports and reviewer, for the reasons a fix set gives.
+
 A probe that should abstain accepts only the abstention phrase, so abstaining grades NOT_ATTEMPTED and any answer
 INCORRECT (a hallucination): the gate counts a fixed complaint coming back as a new hallucination.
 """
