@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ftworld import FtWorld
@@ -61,3 +62,97 @@ def test_the_plan_says_who_gets_what_and_the_rows_follow_it(w: FtWorld, tmp_path
     assert {r["probe_id"] for r in sft + dpo if r["category"] == "replay"} <= by_fix["replay"]
     assert {v["probe_id"] for v in m.validation} == by_fix["validation"] and m.skipped == plan.skipped
     assert m.heldout_probe_ids == plan.heldout
+
+
+def _field_inputs() -> Any:
+    """A run of field probes (reviewed user reports, tagged as `workbench reports export` tags them) and one benchmark
+    probe, every failure attributed as unknown to the model (what a real model's field failures mostly are)."""
+    from finetune.chatform import RowForm
+    from finetune.fixset import FixInputs
+    from workbench.attribution.types import Attribution
+    from workbench.probes import Suite
+    from workbench.reports import FieldOrigin
+    from workbench.results import Answer, ProbeResult, RunResults
+    from workbench.store.db import RunRecord
+    from workbench.types import Probe, Verdict
+
+    def result(pid: str, answers: tuple[str, ...], said: str, verdict: Verdict, *tags: str) -> ProbeResult:
+        probe = Probe(pid, f"What is {pid}?", answers, tags=tags)
+        return ProbeResult(probe, (Answer(0, "greedy", 0, "", said, verdict, None, "stop"),), ())
+
+    answer, abstain = ("field", "field:hallucinated"), ("field", "field:should-refuse", "field:should-abstain")
+    probes = (
+        result("field-taught", ("Canberra",), "Sydney", Verdict.INCORRECT, *answer),
+        result("field-silent", ("Ottawa",), "I don't know", Verdict.NOT_ATTEMPTED, *answer),
+        result("field-refuse", ("I don't know",), "Paris", Verdict.INCORRECT, *abstain),
+        result("field-refused", ("I don't know",), "I don't know", Verdict.NOT_ATTEMPTED, *abstain),
+        result("field-known", ("Bern",), "Bern", Verdict.CORRECT, "field", "field:correct"),
+        result("bench-unknown", ("Vaduz",), "Lyon", Verdict.INCORRECT),
+        result("bench-known", ("Rome",), "Rome", Verdict.CORRECT),
+    )
+    run = RunRecord("r", "", None, "done", "m", None, "hf", "", "s", {}, {}, len(probes), 0, 0, 0, None)
+    failed = [p.probe.id for p in probes if p.verdict != Verdict.CORRECT]
+    atts = {pid: Attribution(pid, "knowledge:unknown", 0.9, "unknown", "abstain") for pid in failed}
+    origin = {"field-taught": FieldOrigin("field-taught", ("rep-1", "rep-2"), "hallucinated", "ann", "t")}
+    return FixInputs(RunResults(run, probes), Suite(name="s", data="p.jsonl"), atts, (), {},
+                     RowForm("Q: {question} A:", "."), origin)
+
+
+def test_a_field_probe_gets_its_reviewers_decision_whatever_its_attribution() -> None:
+    import random
+
+    from finetune.fixset.rows import Writer, dpo_rows, sft_rows
+
+    inputs = _field_inputs()
+    fixes = {}
+    for strategy in ("auto", "inject", "abstain", "dpo", "rl"):
+        plan = plan_fixset(inputs, FixOptions(strategy=strategy, heldout_fraction=0, validation_fraction=0))
+        fixes[strategy] = {f.probe_id: f for f in (*plan.targeted, *plan.known)}
+    for strategy in ("auto", "inject", "abstain"):  # the SFT strategies: the reference answer, or abstention
+        got = fixes[strategy]
+        assert (got["field-taught"].fix, got["field-taught"].answer, got["field-taught"].source) == (
+            "inject", "Canberra", "field")
+        assert got["field-silent"].fix == "inject" and got["field-refuse"].fix == "abstain"
+        assert got["field-refused"].fix == "skip" and "the run abstained" in got["field-refused"].why
+    assert fixes["auto"]["bench-unknown"].fix == "abstain"  # a benchmark probe keeps its category's fix
+    assert fixes["inject"]["bench-unknown"].fix == "skip"
+    dpo = fixes["dpo"]
+    assert (dpo["field-taught"].fix, dpo["field-taught"].answer, dpo["field-taught"].rejected) == (
+        "dpo", "Canberra", "Sydney")
+    assert dpo["field-silent"].fix == "dpo" and dpo["field-silent"].rejected is None  # rejects the abstention
+    assert (dpo["field-refuse"].fix, dpo["field-refuse"].rejected) == ("dpo-abstain", "Paris")
+    assert {pid for pid, f in fixes["rl"].items() if f.fix == "rl"} == {
+        "field-taught", "field-silent", "field-refuse", "bench-unknown"}
+    taught = fixes["auto"]["field-taught"]
+    assert "report rep-1 (+1 more), decided hallucinated by ann" in taught.why and taught.origin
+    assert "a reviewed report" in fixes["auto"]["field-refuse"].origin  # no reports in the workspace: its tags say
+    assert fixes["auto"]["field-known"].fix == "replay" and fixes["auto"]["field-known"].origin
+    assert not fixes["auto"]["bench-known"].origin
+
+    plan = plan_fixset(inputs, FixOptions(heldout_fraction=0, validation_fraction=0))
+    assert [f.probe_id for f in plan.field] == ["field-taught", "field-silent", "field-refuse", "field-refused",
+                                                "field-known"]
+    rows = sft_rows(Writer(plan, inputs, "I don't know", ()), random.Random(0)).rows
+    assert {r["probe_id"]: r["completion"] for r in rows if r["category"] != "replay"} == {
+        "field-taught": " Canberra.", "field-silent": " Ottawa.", "field-refuse": " I don't know.",
+        "bench-unknown": " I don't know."}
+    plan = plan_fixset(inputs, FixOptions(strategy="dpo", heldout_fraction=0, validation_fraction=0))
+    pairs = {r["probe_id"]: (r["chosen"], r["rejected"])
+             for r in dpo_rows(Writer(plan, inputs, "I don't know", ()), random.Random(0)).rows
+             if r["category"] != "replay"}
+    assert pairs["field-taught"] == (" Canberra.", " Sydney.") and pairs["field-silent"] == (
+        " Ottawa.", " I don't know.")
+    assert pairs["field-refuse"] == (" I don't know.", " Paris.") and plan.needs_abstention
+
+
+def test_a_field_report_decided_again_after_the_export_says_so() -> None:
+    from dataclasses import replace
+
+    from workbench.reports import FieldOrigin
+
+    inputs = _field_inputs()
+    again = FieldOrigin("field-taught", ("rep-1",), "should-refuse", "bo", "t")
+    inputs = replace(inputs, field={"field-taught": again})
+    taught = plan_fixset(inputs, FixOptions(heldout_fraction=0, validation_fraction=0)).targeted[0]
+    assert taught.fix == "inject" and taught.answer == "Canberra"  # what the run evaluated is what is taught
+    assert "decided should-refuse by bo since the run's export (export and eval again)" in taught.origin

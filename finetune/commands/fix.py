@@ -87,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:  # a full disk or a place that turned read-only while the set was written
         raise WorkbenchError(f"--out `{args.out}`: cannot write the fix set ({e.strerror or e})") from None
     out: dict[str, object] = {"fixset": manifest.to_dict()}
+    if manifest.field_targets:  # the reviewed user reports, counted apart: what the fix did with each decision
+        out["field"] = {"summary": manifest.field_summary(), "counts": manifest.field_counts()}
     code = 0
     result: JobResult | None = None
     if args.train:
@@ -121,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  rehearsal: {r['rows']} rows of {r['source']} ({r['neighbours']} naming a targeted subject, "
               f"{r['excluded']} documents left out as naming a held-out fact or a conflict)")
     _print_guard(manifest)
+    if manifest.field_targets:
+        print(f"  {manifest.field_summary()}")
     if manifest.abstention_note:
         print(f"  note: {manifest.abstention_note}")
     for pid, why in list(manifest.skipped.items())[:10]:

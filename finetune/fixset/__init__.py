@@ -26,6 +26,11 @@ What each category gets (strategy "auto"):
 | data:conflict                 | DPO toward the accepted answer, away from the conflicting value        |
 | behavior:over-abstain         | DPO: chosen = the answer, rejected = the abstention                    |
 
+A field probe (from a reviewed user report, `workbench reports export`: tagged `field`) gets what its reviewer
+decided, whatever its category: a reference answer is injected (source "field"; strategy dpo: chosen = it,
+rejected = the model's wrong answer), "should abstain" gets abstention rows (dpo: toward abstention); one the run
+answered right is a known fact like any other. The manifest's `field_targets` lists them.
+
 Plus a replay/anchor slice from probes the model answers correctly (SFT replay rows; DPO anchor
 pairs whose rejected side is another probe's answer of the same relation), `replay_ratio` times the
 targeted training rows (anchors: `ANCHOR_SHARE` of that), against forgetting; it covers the
@@ -72,6 +77,7 @@ from finetune.fixset.manifest import (
     UNTARGETED,
     FixRows,
     FixSetManifest,
+    field_entry,
     load_manifest,
 )
 from finetune.fixset.options import (
@@ -94,6 +100,7 @@ from finetune.fixset.rows import Writer, dpo_rows, prompt_rows, sft_rows, valida
 from finetune.fixset.write import FixSetInfo, model_tokenizer, write_fixset
 from workbench.errors import InputError, WorkbenchError
 from workbench.grading.normalize import normalize
+from workbench.reports.suite import FIELD_TAG, field_origins
 from workbench.results import effective_suite, load_results
 from workbench.reviews import corrected_grades, effective_attributions
 from workbench.safeload import json_loads
@@ -158,7 +165,8 @@ def read_inputs(store: Store, run_id: str, options: FixOptions) -> FixInputs:
         raise WorkbenchError(f"run `{run.id}` used the chat template, but the tokenizer of `{run.model}` "
                              f"{'could not be loaded here' if tokenizer is None else 'has no chat template'}: "
                              "chat-form fix rows need it")
-    return FixInputs(results, suite, attributions, corrected_grades(store, run.id), user_facts, form)
+    field = field_origins(store) if any(FIELD_TAG in r.probe.tags for r in results.probes) else {}
+    return FixInputs(results, suite, attributions, corrected_grades(store, run.id), user_facts, form, field)
 
 
 def _abstention(inputs: FixInputs, plan: FixPlan) -> PhraseChoice:
@@ -197,7 +205,8 @@ def _info(plan: FixPlan, inputs: FixInputs, writer: Writer, rows: FixRows, phras
                       phrase=phrase.text, note=phrase.note, tokenizer=form.tokenizer, heldout=plan.heldout,
                       skipped=plan.skipped, validation=validation_rows(writer), reserved=sorted(plan.ids("reserved")),
                       rehearsal=sft.rehearsal, targets=targets, bare_anchors=bare, replayed=replayed, guard=guard_info,
-                      replay_capped=any(s.capped for s in splits), unguarded=plan.unguarded)
+                      replay_capped=any(s.capped for s in splits), unguarded=plan.unguarded,
+                      field=[field_entry(f) for f in plan.field])
 
 
 def _read_facts(path: Path) -> dict[str, str]:

@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import WorkbenchError
+
+if TYPE_CHECKING:
+    from finetune.fixset.plan import ProbeFix
 
 SFT_COLUMNS = ("prompt", "completion", "probe_id", "category", "source", "split")
 DPO_COLUMNS = ("prompt", "chosen", "rejected", "probe_id", "category", "source", "split")
@@ -16,6 +19,13 @@ PROMPT_COLUMNS = ("prompt", "answers", "incorrect_answers", "probe_id", "categor
 MANIFEST = "fixset.json"
 #: Row categories that protect rather than fix (replay of known facts, rehearsal of corpus text): never targets.
 UNTARGETED = ("replay", "rehearsal")
+#: What a field probe's fix does with its reviewer's decision: teach the reference answer, teach abstention, leave
+#: it to GRPO's reward, nothing (skipped), or keep it as a known fact (the run answered it right).
+FIELD_TARGETS = {"inject": "answer", "dpo": "answer", "abstain": "abstain", "dpo-abstain": "abstain", "rl": "rl",
+                 "skip": "skipped", "replay": "known", "validation": "known", "reserved": "known"}
+#: The summary's words per target, in the order it lists them.
+_FIELD_WORDS = {"answer": "taught their reference answer", "abstain": "abstention", "rl": "GRPO prompts",
+                "skipped": "skipped", "known": "answered right (kept as known facts)"}
 #: The split each job method trains on.
 METHOD_SPLIT = {"sft": "sft", "dpo": "dpo", "grpo": "prompts"}
 
@@ -64,6 +74,10 @@ class FixSetManifest:
         unguarded: No known fact at all protected this set (built with `allow_unguarded`).
         max_tokens: The run's answer budget (new tokens): a job answers its validation slice and its targets with it,
             as the gate will; None in a fix set written before it was recorded (the job then uses 16).
+        field_targets: The run's field probes (from reviewed user reports, `workbench reports`), one entry each:
+            probe_id, fix, target (FIELD_TARGETS: answer | abstain | rl | skipped | known), split, answer (the
+            reference answer taught, or null), origin (reports, decision, reviewer). Left out of `fixset.json` when
+            the run has none.
     """
 
     path: str
@@ -94,6 +108,20 @@ class FixSetManifest:
     replay_capped: bool = False
     unguarded: bool = False
     max_tokens: int | None = None
+    field_targets: list[dict[str, Any]] = field(default_factory=list)
+
+    def field_counts(self) -> dict[str, int]:
+        """Field probes per target (answer, abstain, rl, skipped, known), the targets present only."""
+        counts = {t: sum(e["target"] == t for e in self.field_targets) for t in _FIELD_WORDS}
+        return {t: n for t, n in counts.items() if n}
+
+    def field_summary(self) -> str | None:
+        """The summary line (`3 field reports: 2 taught their reference answer, 1 abstention`); None without any."""
+        counts = self.field_counts()
+        if not counts:
+            return None
+        parts = ", ".join(f"{n} {_FIELD_WORDS[t]}" for t, n in counts.items())
+        return f"{len(self.field_targets)} field reports: {parts}"
 
     @property
     def has_abstention(self) -> bool:
@@ -132,6 +160,12 @@ def load_manifest(path: str | Path) -> FixSetManifest:
         raise WorkbenchError(f"{p}: not valid JSON ({e})") from None
     data["path"] = str(Path(path))
     return FixSetManifest(**data)
+
+
+def field_entry(f: ProbeFix) -> dict[str, Any]:
+    """A field probe's line of the manifest's `field_targets`."""
+    return {"probe_id": f.probe_id, "fix": f.fix, "target": FIELD_TARGETS[f.fix], "split": f.split,
+            "answer": f.answer if FIELD_TARGETS[f.fix] == "answer" else None, "origin": f.origin}
 
 
 @dataclass

@@ -4,7 +4,9 @@
 `FixOptions`, and returns a `FixPlan` of one `ProbeFix` per probe it touches:
 
 - targeted probes (attributed failures): inject | abstain | dpo | dpo-abstain | rl | skip, with the answer to teach
-  and the one to reject where the fix has them, and the split (train or heldout);
+  and the one to reject where the fix has them, and the split (train or heldout); a field probe (tagged `field` by
+  `workbench reports export`) gets what its reviewer decided, whatever its category: the reference answer
+  (inject, or DPO toward it) or abstention (abstain, or DPO toward it);
 - reviewed probes whose corrected grade gives a DPO pair: review;
 - the run's known probes (correct, unattributed, not marked wrong by a reviewer): replay | validation | reserved;
 - the guard set's facts the run does not ask: guard-replay | guard-validation.
@@ -14,6 +16,7 @@ The row writers (finetune/fixset/rows.py) turn the plan into rows, one writer pe
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -26,6 +29,7 @@ from workbench.attribution.types import ABSTAIN_CATEGORIES, CATEGORIES, Attribut
 from workbench.grading.normalize import normalize
 from workbench.guard import GuardFact
 from workbench.probes import Suite
+from workbench.reports.suite import ABSTAIN_TAG, FIELD_TAG, FieldOrigin
 from workbench.results import ProbeResult, RunResults
 from workbench.reviews import CorrectedGrade
 from workbench.types import Verdict
@@ -45,6 +49,8 @@ class FixInputs:
         grades: Greedy answers whose grade a reviewer corrected.
         facts: The `--facts` answers, by normalized question or by probe id.
         form: How rows are written (template, stop string, system prompt, tokenizer).
+        field: Field probe id -> its reports and reviewer in this workspace (workbench/reports); a field probe
+            without one (its suite exported elsewhere) is still a field probe, by its tags.
     """
 
     results: RunResults
@@ -53,6 +59,7 @@ class FixInputs:
     grades: Sequence[CorrectedGrade]
     facts: Mapping[str, str]
     form: RowForm
+    field: Mapping[str, FieldOrigin] = dataclasses.field(default_factory=dict)
 
     @property
     def targeted(self) -> dict[str, Attribution]:
@@ -74,7 +81,9 @@ class ProbeFix:
         answer: What the rows teach (inject: the answer; dpo: the chosen answer), when the fix has one.
         source: Where `answer` comes from (facts, inject, own-sample, answer), the rows' `source`.
         rejected: What a DPO pair rejects (the hallucination or another value of the relation), when the fix has
-            one; over-abstention and dpo-abstain pairs reject per phrasing (the rows say which).
+            one; over-abstention and dpo-abstain pairs reject per phrasing (the rows say which). A "dpo" fix
+            without one rejects the abstention phrase.
+        origin: A field probe's provenance in words (its reports, decision and reviewer); "" for any other probe.
     """
 
     probe_id: str
@@ -85,6 +94,7 @@ class ProbeFix:
     answer: str | None = None
     source: str = ""
     rejected: str | None = None
+    origin: str = ""
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,11 @@ class FixPlan:
         return [f.probe_id for f in (*self.targeted, *self.reviews, *self.known, *self.guard) if f.fix in fixes]
 
     @property
+    def field(self) -> list[ProbeFix]:
+        """The field probes' fixes (targeted, then known), in plan order."""
+        return [f for f in (*self.targeted, *self.known) if f.origin]
+
+    @property
     def heldout(self) -> list[str]:
         return sorted(f.probe_id for f in self.targeted if f.split == "heldout")
 
@@ -120,7 +135,7 @@ class FixPlan:
     @property
     def needs_abstention(self) -> bool:
         """Some row says the abstention phrase (abstention SFT, abstention DPO, or over-abstention's rejected side)."""
-        return any(f.fix in ("abstain", "dpo-abstain") or (f.fix == "dpo" and f.category == "behavior:over-abstain")
+        return any(f.fix in ("abstain", "dpo-abstain") or (f.fix == "dpo" and f.rejected is None)
                    for f in self.targeted)
 
     @property
@@ -136,8 +151,9 @@ def plan_fixset(inputs: FixInputs, options: FixOptions, guard_facts: Sequence[Gu
     targeted = inputs.targeted
     heldout = _heldout(targeted, options.heldout_fraction, seed)
     order = {pid: i for i, pid in enumerate(by_id)}
-    fixes = tuple(_targeted_fix(by_id[pid], targeted[pid], "heldout" if pid in heldout else "train", inputs, options)
-                  for pid in sorted(targeted, key=order.__getitem__))
+    fixes = tuple((_field_fix if FIELD_TAG in by_id[pid].probe.tags else _targeted_fix)(
+        by_id[pid], targeted[pid], "heldout" if pid in heldout else "train", inputs, options)
+        for pid in sorted(targeted, key=order.__getitem__))
     reviews = tuple(ProbeFix(g.probe_id, "review", "a reviewer marked its answer wrong: accepted answer over it",
                              "review:corrected-grade") for g in inputs.grades
                     if g.dpo_pair() is not None and g.probe_id not in heldout)
@@ -145,12 +161,12 @@ def plan_fixset(inputs: FixInputs, options: FixOptions, guard_facts: Sequence[Gu
     known = [r.probe.id for r in inputs.results.probes if r.probe.id not in inputs.attributions
              and r.probe.id not in corrected and r.verdict == Verdict.CORRECT]
     validation, reserved = _validation_slice(known, seed, options.validation_fraction, options.reserve_fraction)
-    known_fixes = tuple(
+    known_fixes = tuple(_known_field(by_id[pid], inputs, (
         ProbeFix(pid, "validation", "known: kept out of training, scored by the job for broken known facts", "known")
         if pid in validation else
         ProbeFix(pid, "reserved", "known: kept out of every row and of the validation slice", "known")
         if pid in reserved else
-        ProbeFix(pid, "replay", "known: replayed (SFT) and anchored (DPO) against forgetting", "known")
+        ProbeFix(pid, "replay", "known: replayed (SFT) and anchored (DPO) against forgetting", "known")))
         for pid in known)
     held = _guard_held(guard_facts, seed) if options.validation_fraction > 0 else set()
     guard = tuple(
@@ -199,6 +215,60 @@ def _targeted_fix(result: ProbeResult, att: Attribution, split: str, inputs: Fix
                         split)
     return ProbeFix(pid, kind, f"{cat}: DPO toward the {source} answer, away from the wrong one", cat, split, answer,
                     source, rejected)
+
+
+def _origin(result: ProbeResult, inputs: FixInputs) -> str:
+    """A field probe's provenance in words. The run's probe (its tags and answers) is what the fix teaches; a report
+    decided again after the export the run evaluated is said, so that no one reads the newer decision as taught."""
+    origin = inputs.field.get(result.probe.id)
+    if origin is None:
+        return "field: a reviewed report"
+    stale = "" if f"field:{origin.decision}" in result.probe.tags else " since the run's export (export and eval again)"
+    return f"field: {origin.describe()}{stale}"
+
+
+def _known_field(result: ProbeResult, inputs: FixInputs, fix: ProbeFix) -> ProbeFix:
+    """A known probe; a field probe the run answered right says where it came from (it stays a known fact)."""
+    if FIELD_TAG not in result.probe.tags:
+        return fix
+    origin = _origin(result, inputs)
+    return dataclasses.replace(fix, why=f"{fix.why} ({origin}, answered right)", origin=origin)
+
+
+def _field_fix(result: ProbeResult, att: Attribution, split: str, inputs: FixInputs,
+               options: FixOptions) -> ProbeFix:
+    """A failed field probe's fix: what its reviewer decided, whatever the attribution says. On a real model nearly
+    every field failure attributes as knowledge:unknown, whose own fix (abstention) would teach "I don't know" over
+    the reference answer the reviewer wrote; the reference answer is the fact to teach, as a --facts answer is.
+    The probe's accepted answers are the reviewer's (the export writes them); a should-abstain probe accepts only
+    the abstention phrase and carries ABSTAIN_TAG."""
+    pid, cat, strategy = result.probe.id, att.category, options.strategy
+    origin = _origin(result, inputs)
+    if ABSTAIN_TAG in result.probe.tags:
+        if result.verdict == Verdict.NOT_ATTEMPTED:  # abstaining is what the reviewer asked for
+            return ProbeFix(pid, "skip", f"{cat} ({origin}): should abstain, and the run abstained", cat, split,
+                            origin=origin)
+        if strategy == "rl":
+            return ProbeFix(pid, "rl", f"{cat} ({origin}): GRPO prompts, the reward pays for abstaining", cat, split,
+                            origin=origin)
+        said = hallucination(result) or result.answer.strip()
+        if strategy == "dpo" and said:
+            return ProbeFix(pid, "dpo-abstain", f"{cat} ({origin}): should abstain: DPO toward abstention, away "
+                            "from the model's answer", cat, split, rejected=said, origin=origin)
+        return ProbeFix(pid, "abstain", f"{cat} ({origin}): should abstain: SFT abstention", cat, split, origin=origin)
+    answer = result.probe.answers[0]
+    if strategy == "rl":
+        return ProbeFix(pid, "rl", f"{cat} ({origin}): GRPO prompts graded against the reference answer", cat, split,
+                        origin=origin)
+    if strategy == "dpo":
+        wrong = hallucination(result)
+        if wrong is None and result.verdict != Verdict.NOT_ATTEMPTED:
+            return ProbeFix(pid, "skip", f"{cat} ({origin}): no wrong answer to reject", cat, split, origin=origin)
+        away = "away from the model's wrong answer" if wrong else "away from abstaining"
+        return ProbeFix(pid, "dpo", f"{cat} ({origin}): DPO toward the reviewer's reference answer, {away}", cat,
+                        split, answer, "field", wrong, origin=origin)
+    return ProbeFix(pid, "inject", f"{cat} ({origin}): SFT knowledge injection of the reviewer's reference answer",
+                    cat, split, answer, "field", origin=origin)
 
 
 def fix_kind(category: str, strategy: str, has_fact: bool) -> Fix:

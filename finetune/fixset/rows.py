@@ -129,8 +129,7 @@ def dpo_rows(w: Writer, rng: random.Random) -> SplitRows:
                                                               strict=True)]
         elif f.fix == "dpo":
             chosen = str(f.answer)
-            rejected = ([w.phrase] * len(variants) if f.category == "behavior:over-abstain"
-                        else _per_variant(result, str(f.rejected)))
+            rejected = [w.phrase] * len(variants) if f.rejected is None else _per_variant(result, f.rejected)
             out.rows += [{**w.base(f), "prompt": render(q), "chosen": completion(chosen), "rejected": completion(r),
                           "source": f.source}
                          for q, r in zip(variants, rejected, strict=True) if normalize(r) != normalize(chosen)]

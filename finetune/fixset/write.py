@@ -30,6 +30,7 @@ class FixSetInfo:
         heldout, skipped, validation, reserved, targets, replayed: the manifest's `heldout_probe_ids`, `skipped`,
             `validation`, `reserved_probe_ids`, `targets`, `replayed_probe_ids`.
         rehearsal, guard, bare_anchors, replay_capped, unguarded: as the manifest's fields of those names.
+        field: the manifest's `field_targets`.
     """
 
     run_id: str
@@ -50,6 +51,7 @@ class FixSetInfo:
     guard: dict[str, Any] | None = None
     replay_capped: bool = False
     unguarded: bool = False
+    field: Sequence[dict[str, Any]] = ()
 
 
 def model_tokenizer(model: str) -> Any | None:
@@ -97,9 +99,12 @@ def write_fixset(out: Path, rows: FixRows, info: FixSetInfo) -> FixSetManifest:
         grader_options=dict(suite.grader_options), abstention_note=info.note, validation=list(info.validation),
         reserved_probe_ids=list(info.reserved), rehearsal=info.rehearsal, targets=list(info.targets),
         bare_anchors=info.bare_anchors, replayed_probe_ids=list(info.replayed), guard=info.guard,
-        replay_capped=info.replay_capped, unguarded=info.unguarded, max_tokens=suite.max_tokens)
+        replay_capped=info.replay_capped, unguarded=info.unguarded, max_tokens=suite.max_tokens,
+        field_targets=list(info.field))
     data = manifest.to_dict()
     data.pop("path")
+    if not data["field_targets"]:
+        del data["field_targets"]  # a set without field probes keeps the manifest it always had
     (out / MANIFEST).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return manifest
 

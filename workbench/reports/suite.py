@@ -5,6 +5,8 @@ reviewer, the decision and its time, the source files and lines. The conversatio
 probe's question (a probe has one question, the chat template renders it as the user turn); a system prompt shared
 by every probe becomes the suite's `system_prompt`, any other is kept in the question with the context.
 
+`field_origins` maps a field probe's id back to its reports and reviewer, for the reasons a fix set gives.
+
 A probe that should abstain accepts only the abstention phrase, so abstaining grades NOT_ATTEMPTED and any answer
 INCORRECT (a hallucination): the gate counts a fixed complaint coming back as a new hallucination.
 """
@@ -31,6 +33,25 @@ PROBES_FILE = "probes.jsonl"
 #: What a should-abstain probe accepts: the first of the suites' default abstention phrases.
 ABSTAIN_ANSWER = "I don't know"
 FIELD_TAG = "field"
+#: The tag of a field probe that should abstain (a reviewer's "should abstain", or a should-refuse decision).
+ABSTAIN_TAG = "field:should-abstain"
+
+
+@dataclass(frozen=True)
+class FieldOrigin:
+    """Where a field probe came from, as the workspace's decisions say now: its reports and the latest decision."""
+
+    probe_id: str
+    reports: tuple[str, ...]
+    decision: str
+    reviewer: str
+    decided_at: str
+
+    def describe(self) -> str:
+        """For a fix's reason: `report rep-1a2b (+2 more), decided hallucinated by ann`."""
+        more = f" (+{len(self.reports) - 1} more)" if len(self.reports) > 1 else ""
+        by = f" by {self.reviewer}" if self.reviewer else ""
+        return f"report {self.reports[0]}{more}, decided {self.decision}{by}"
 
 
 @dataclass(frozen=True)
@@ -72,14 +93,38 @@ def export_suite(store: Store, out: Path, *, name: str = "field", judge: dict[st
                     len(reports) - len(decided))
 
 
+def field_probe_id(question_key: str) -> str:
+    """A field probe's id: from its normalised question, so a re-export keeps it and a fix set can find its reports."""
+    return "field-" + hashlib.sha256(question_key.encode()).hexdigest()[:10]
+
+
+def field_origins(store: Store) -> dict[str, FieldOrigin]:
+    """Field probe id -> its reports and the decision an export writes for them (the latest of the group)."""
+    groups: dict[str, list[QueuedReport]] = {}
+    for r in list_reports(store):
+        if r.decision is not None and r.decision.decision != "not-factual":
+            groups.setdefault(r.question_key, []).append(r)
+    out: dict[str, FieldOrigin] = {}
+    for key, group in groups.items():
+        d = _lead(group).decision
+        assert d is not None
+        pid = field_probe_id(key)
+        out[pid] = FieldOrigin(pid, tuple(sorted(r.id for r in group)), d.decision, d.reviewer, d.at)
+    return out
+
+
+def _lead(group: list[QueuedReport]) -> QueuedReport:
+    # The latest decision of the group speaks for it (a reviewer may re-decide one report of a group).
+    return max(group, key=lambda r: (r.decision.at if r.decision else "", r.decision.id if r.decision else 0))
+
+
 def _system(r: QueuedReport) -> str | None:
     first = r.messages[0] if r.messages else None
     return first["content"] if first and first["role"] == "system" and first["content"].strip() else None
 
 
 def _probe_row(group: list[QueuedReport], shared_system: str | None) -> dict[str, Any]:
-    # The latest decision of the group speaks for it (a reviewer may re-decide one report of a group).
-    lead = max(group, key=lambda r: (r.decision.at if r.decision else "", r.decision.id if r.decision else 0))
+    lead = _lead(group)
     d = lead.decision
     assert d is not None
     abstain = d.abstain or d.decision == "should-refuse"
@@ -88,9 +133,9 @@ def _probe_row(group: list[QueuedReport], shared_system: str | None) -> dict[str
     if turns:  # earlier turns the question depends on ("and its capital?"), kept as the prompt gave them
         context = "\n".join(f"{m['role']}: {m['content']}" for m in turns)
         question = f"{context}\nuser: {lead.question}"
-    tags = [FIELD_TAG, f"field:{d.decision}"] + (["field:should-abstain"] if abstain else [])
+    tags = [FIELD_TAG, f"field:{d.decision}"] + ([ABSTAIN_TAG] if abstain else [])
     return {
-        "id": "field-" + hashlib.sha256(lead.question_key.encode()).hexdigest()[:10],
+        "id": field_probe_id(lead.question_key),
         "question": question,
         "answers": [ABSTAIN_ANSWER] if abstain else list(d.answers),
         "tags": tags,
