@@ -189,15 +189,15 @@ def _run(store: Store, spec: ModelSpec, suite: Suite, loaded: LoadResult, option
     if progress:
         progress(done, total)
     missing = [s for s in slots if s.key not in cached]
-    log.debug("run %s: %d answers planned, %d kept from before, %d from the cache, %d to generate in batches of %d",
-              run_id, total, kept, len(cached), len(missing), backend.batch_size)
     generated = 0
 
     def finish(status: str, metrics: dict[str, Any] | None) -> None:
         store.finish_run(run_id, status=status, metrics=metrics, generated=prior_generated + generated,
                          cached=prior_cached + len(cached))
 
-    try:
+    try:  # everything that can refuse (a bad batch_size too) inside: the run is marked failed, never left running
+        log.debug("run %s: %d answers planned, %d kept from before, %d from the cache, %d to generate in batches of "
+                  "%d", run_id, total, kept, len(cached), len(missing), backend.batch_size)
         if missing:
             start_within(limits.start_timeout, backend.start, option="--start-timeout",
                          what=f"the {backend.name} backend to start `{spec.model}` ({engine})")
