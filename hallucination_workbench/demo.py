@@ -62,21 +62,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _real(args: argparse.Namespace) -> int:
+    from workbench.errors import WorkbenchError
+
+    if args.backend != "hf" or getattr(args, "ray", None) or args.lang != "en":
+        raise WorkbenchError("--real runs on the hf backend in this process: leave out --backend, --ray and --lang")
+    checked = demo_real.check(args)  # every option refused before the heavy imports below
     import datasets
     import torch
     import transformers
     from rich.console import Console
 
-    from workbench.errors import WorkbenchError
-
-    if args.backend != "hf" or getattr(args, "ray", None) or args.lang != "en":
-        raise WorkbenchError("--real runs on the hf backend in this process: leave out --backend, --ray and --lang")
     args.samples = 3 if args.samples is None else args.samples
     torch.set_num_threads(args.threads)
     datasets.disable_progress_bars()
     transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     console = Console()
-    return demo_real.run_real(args, console, _Clock(console))
+    return demo_real.run_real(args, checked, console, _Clock(console))
 
 
 def _run(args: argparse.Namespace, backend_for: BackendFor) -> int:
