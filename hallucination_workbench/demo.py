@@ -57,8 +57,26 @@ def run(args: argparse.Namespace) -> int:
         return _real(args)
     args.samples = 10 if args.samples is None else args.samples
     args.methods = args.methods or "sft,dpo,grpo"
+    _check_jobs(args)
     with ray_backends(args) as backend_for:  # --ray: every evaluation on Ray actors
         return _run(args, backend_for)
+
+
+def _check_jobs(args: argparse.Namespace) -> None:
+    """`--methods` and `--steps` as each fix job's spec reads them, checked before Ray, torch and the world: refused
+    at step 4, a typo cost the world's training, the evaluation and the attribution first (minutes). A bad one:
+    WorkbenchError naming the option (exit 2)."""
+    from finetune.job import from_dict
+    from workbench.errors import WorkbenchError
+
+    trainer = {} if args.steps is None else {"max_steps": args.steps}
+    for method in (m.strip() for m in args.methods.split(",") if m.strip()):
+        try:  # the fix set and output directory are placeholders until the baseline run names them
+            from_dict({"fixset": demo_real.PENDING, "output_dir": demo_real.PENDING, "method": method,
+                       "trainer": trainer}, where="demo, the fix job")
+        except WorkbenchError as e:
+            raise WorkbenchError(str(e).replace("`method`", "`--methods` (method)").replace(
+                "`trainer.max_steps`", "`--steps` (trainer.max_steps)")) from None
 
 
 def _real(args: argparse.Namespace) -> int:

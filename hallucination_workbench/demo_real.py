@@ -173,7 +173,7 @@ def _number_or_word(value: str) -> float | str:
 _OPTIONS = {"`trainer.learning_rate`": "--lr", "`trainer.adapter_scale`": "--adapter-scale",
             "`trainer.max_steps`": "--steps", "`trainer.seed`": "--seed"}
 #: The fix set and output directory before the baseline run names them (`run_real` fills them in).
-_PENDING = "pending: the baseline run's fix-real/ directory"
+PENDING = "pending: a folder named after the baseline run"
 
 
 def job_spec(args: argparse.Namespace, method: str) -> JobSpec:
@@ -187,7 +187,7 @@ def job_spec(args: argparse.Namespace, method: str) -> JobSpec:
     given = {"max_steps": args.steps, "learning_rate": args.lr, "adapter_scale": args.adapter_scale}
     trainer = {"seed": args.seed, **{k: v for k, v in given.items() if v is not None}}
     try:
-        return from_dict({"fixset": _PENDING, "output_dir": _PENDING, "method": method, "trainer": trainer},
+        return from_dict({"fixset": PENDING, "output_dir": PENDING, "method": method, "trainer": trainer},
                          where="demo --real, the fix job")
     except WorkbenchError as e:
         message = str(e)
