@@ -57,26 +57,45 @@ def run(args: argparse.Namespace) -> int:
         return _real(args)
     args.samples = 10 if args.samples is None else args.samples
     args.methods = args.methods or "sft,dpo,grpo"
+    _check_jobs(args)
     with ray_backends(args) as backend_for:  # --ray: every evaluation on Ray actors
         return _run(args, backend_for)
 
 
+def _check_jobs(args: argparse.Namespace) -> None:
+    """`--methods` and `--steps` as each fix job's spec reads them, checked before Ray, torch and the world: refused
+    at step 4, a typo cost the world's training, the evaluation and the attribution first (minutes). A bad one:
+    WorkbenchError naming the option (exit 2)."""
+    from finetune.job import from_dict
+    from workbench.errors import WorkbenchError
+
+    trainer = {} if args.steps is None else {"max_steps": args.steps}
+    for method in (m.strip() for m in args.methods.split(",") if m.strip()):
+        try:  # the fix set and output directory are placeholders until the baseline run names them
+            from_dict({"fixset": demo_real.PENDING, "output_dir": demo_real.PENDING, "method": method,
+                       "trainer": trainer}, where="demo, the fix job")
+        except WorkbenchError as e:
+            raise WorkbenchError(str(e).replace("`method`", "`--methods` (method)").replace(
+                "`trainer.max_steps`", "`--steps` (trainer.max_steps)")) from None
+
+
 def _real(args: argparse.Namespace) -> int:
+    from workbench.errors import WorkbenchError
+
+    if args.backend != "hf" or getattr(args, "ray", None) or args.lang != "en":
+        raise WorkbenchError("--real runs on the hf backend in this process: leave out --backend, --ray and --lang")
+    checked = demo_real.check(args)  # every option refused before the heavy imports below
     import datasets
     import torch
     import transformers
     from rich.console import Console
 
-    from workbench.errors import WorkbenchError
-
-    if args.backend != "hf" or getattr(args, "ray", None) or args.lang != "en":
-        raise WorkbenchError("--real runs on the hf backend in this process: leave out --backend, --ray and --lang")
     args.samples = 3 if args.samples is None else args.samples
     torch.set_num_threads(args.threads)
     datasets.disable_progress_bars()
     transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     console = Console()
-    return demo_real.run_real(args, console, _Clock(console))
+    return demo_real.run_real(args, checked, console, _Clock(console))
 
 
 def _run(args: argparse.Namespace, backend_for: BackendFor) -> int:

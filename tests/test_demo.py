@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from clirun import assert_refused, workbench
 
 from workbench.gating import history
 from workbench.store import Store
@@ -26,3 +27,16 @@ def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
     assert len(gates) == 3 and len({g["adapter"] for g in gates}) == 3
     assert all(g["adapter"] and Path(g["report"]).is_file() for g in gates)
     assert {Path(g["adapter"]).parent.name for g in gates} == {"sft", "dpo", "grpo"}
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--methods", "sft,sfd"], "`--methods` (method) must be one of sft, dpo, grpo, got `sfd`"),
+    (["--steps", "0"], "`--steps` (trainer.max_steps) must be >= 1"),
+])
+def test_demo_refuses_a_bad_fix_job_option_before_the_world(tmp_path: Path, args: list[str], needle: str) -> None:
+    """Refused up front, by the job spec's own checks: at step 4 a typo cost the world's training, the evaluation and
+    the attribution first (5 min at the default size). The limit is far below that."""
+    ws = tmp_path / "ws"
+    proc = workbench("demo", "--workspace", str(ws), *args, timeout=60)
+    assert_refused(proc, "demo, the fix job: ", needle)
+    assert not ws.exists()  # nothing built

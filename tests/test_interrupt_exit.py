@@ -28,6 +28,9 @@ from workbench.store.schema import answers, runs
 
 ROUNDS = 3
 SAMPLES = 8
+#: Probes of the run: each round cuts a batch or two (one prompt each), so 24 leave most of the run for the final
+#: resume, as the world's 96 did, at a quarter of its generation time (that resume is most of this test's time).
+PROBES = 24
 #: One prompt a batch (9 answers), 8 tokens: several batches a round, most of the run left for the final resume.
 GENERATION = ["--samples", str(SAMPLES), "--max-tokens", "8", "--backend-option", "batch_size=1", "--json"]
 
@@ -49,6 +52,16 @@ def wide_model(world: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return dst
 
 
+@pytest.fixture(scope="module")
+def suite(world: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The world's suite on its first PROBES probes."""
+    src, dst = Path(world.suite), tmp_path_factory.mktemp("suite")
+    shutil.copy(src, dst / src.name)
+    probes = (src.parent / "probes.jsonl").read_text().splitlines()
+    (dst / "probes.jsonl").write_text("\n".join(probes[:PROBES]) + "\n")
+    return dst / src.name
+
+
 def _stored(ws: Path) -> tuple[int, str | None]:
     """(answers stored, the run's status) of the workspace's only run; (0, None) before it exists."""
     if not (ws / "store.sqlite").exists():
@@ -67,10 +80,10 @@ def _run(ws: Path) -> tuple[str, int]:
 
 
 @pytest.mark.slow  # over 20 s on 2 cores
-def test_sigterm_mid_generation_exits_143_keeping_finished_answers(world: Any, wide_model: Path,
+def test_sigterm_mid_generation_exits_143_keeping_finished_answers(suite: Path, wide_model: Path,
                                                                    tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    first = ["eval", "--model", str(wide_model), "--probes", str(world.suite), "--workspace", str(ws), *GENERATION]
+    first = ["eval", "--model", str(wide_model), "--probes", str(suite), "--workspace", str(ws), *GENERATION]
     kept = 0
     for round_ in range(ROUNDS):
         args = first if round_ == 0 else ["eval", "--resume", _run(ws)[0], "--workspace", str(ws), "--json"]
@@ -90,6 +103,7 @@ def test_sigterm_mid_generation_exits_143_keeping_finished_answers(world: Any, w
         assert status == "interrupted" and n > kept, (round_, status, n, kept)
         kept = n
     run_id, n_probes = _run(ws)
+    assert n_probes == PROBES
     rest = run_workbench(["eval", "--resume", run_id, "--workspace", str(ws), "--json"], timeout=300)
     assert rest.returncode == 0, rest.stderr[-2000:]
     summary = json.loads(rest.stdout)

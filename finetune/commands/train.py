@@ -27,9 +27,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.explain:
         return _explain(args)
-    import datasets
-
-    datasets.disable_progress_bars()  # per-map bars would bury the summary
     from finetune.job import check_fits, from_dict, launch, load_spec, resolve
     from finetune.job.trackers import require, split_names
     from workbench.store import Store
@@ -38,6 +35,10 @@ def run(args: argparse.Namespace) -> int:
     if args.report_to is not None:
         spec = from_dict({**spec.to_dict(), "report_to": split_names(args.report_to)}, where="--report-to")
     require(spec.report_to)  # here, not only in the job: a subprocess or accelerate launcher would hide it
+    # datasets (2-3 s to import) only after the spec's own checks: a typo in job.yaml is refused at once
+    import datasets
+
+    datasets.disable_progress_bars()  # per-map bars would bury the summary
     job = resolve(spec)
     check_fits(job, force=args.force)
     _check_writable(Path(job.spec.output_dir))
