@@ -6,6 +6,7 @@ unrelated seed; the Chinese world, default size and 60 entities seed 1): build i
 the failed probes against truth.jsonl's expected category (read here only, never by the method).
 
     .venv/bin/python bench/attribution_accuracy.py [--out /tmp/attr_bench] [--worlds default,s1,gpt2,alt,zh,zh-s1]
+    .venv/bin/python bench/attribution_accuracy.py --world-dir PLANTED_DIR   # a planted world (real model)
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from evals.world import WorldConfig, build_world
+from evals.world import WorldConfig, WorldPaths, build_world
 from workbench.attribution.attribute import attribute_run
 from workbench.attribution.build import build_index
 from workbench.attribution.index import CorpusIndex, default_index_path
@@ -61,8 +62,12 @@ def score(pairs: list[tuple[str, str]]) -> dict[str, object]:
 
 
 def run_world(name: str, out: Path) -> dict[str, object]:
-    paths = build_world(out / name, WORLDS[name])
-    ws = out / name / "ws"
+    return measure(name, build_world(out / name, WORLDS[name]), out / name / "ws")
+
+
+def measure(name: str, paths: WorldPaths, ws: Path) -> dict[str, object]:
+    """Eval (10 samples + paraphrases), index the corpus, attribute, score against truth.jsonl: any world folder in
+    the synthetic world's layout (a planted world on a real model too)."""
     store = Store.open(ws)
     suite, loaded = resolve_probes(str(paths.suite))
     t0 = time.perf_counter()
@@ -104,10 +109,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="/tmp/attr_bench", help="where worlds and workspaces go (reused)")
     ap.add_argument("--worlds", default=",".join(WORLDS), help=f"comma list of {', '.join(WORLDS)}")
+    ap.add_argument("--world-dir", action="append", default=[], metavar="DIR",
+                    help="score a world folder already built (e.g. `workbench world build --base smollm2`); "
+                         "repeatable; with it, --worlds defaults to none")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    results = [run_world(name, Path(args.out)) for name in args.worlds.split(",")]
+    names = args.worlds.split(",") if args.worlds else []
+    if args.world_dir and args.worlds == ",".join(WORLDS):
+        names = []
+    results = [run_world(name, Path(args.out)) for name in names]
+    results += [measure(Path(d).name, WorldPaths.under(Path(d)), Path(args.out) / f"{Path(d).name}-ws")
+                for d in args.world_dir]
     for r in results:
         report(r)
     if args.json:

@@ -44,3 +44,29 @@ def world(tmp_path_factory: pytest.TempPathFactory, config: Any = None) -> Any:
     torch.set_num_threads(1)
     config = config or TEST_CONFIG
     return built(tmp_path_factory, "world", config, lambda folder: build_world(folder, config))
+
+
+#: The tiny planted world the tests build: SmolLM2 with 8 facts at 0, 1 and 4 documents (one contradicted), a few
+#: steps. It checks the plumbing, not what the model learns.
+PLANTED_TINY = ("--entities", "2", "--frequencies", "0,1,4", "--conflicts", "0.5", "--steps", "4", "--batch", "4",
+                "--checkpoint-every", "2")
+
+
+def planted(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The tiny planted world on the real model, built once per session by `workbench world build --base smollm2`
+    as a subprocess (the converted model is shared through WORKBENCH_MODELS_DIR); skips without the real model.
+    Returns (WorldPaths, the build's stdout)."""
+    from clirun import ENV, workbench
+    from realmodel import real_model_dir
+
+    from evals.world import WorldPaths
+
+    models = real_model_dir().parent
+
+    def build(folder: Path) -> tuple[Any, str]:
+        proc = workbench("world", "build", "--base", "smollm2", "--out", str(folder), *PLANTED_TINY, timeout=600,
+                         env={**ENV, "WORKBENCH_MODELS_DIR": str(models)})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return WorldPaths.under(folder), proc.stdout
+
+    return built(tmp_path_factory, "planted", PLANTED_TINY, build)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from workbench.cli._planted import add_planted_arguments, check_no_planted_flags, run_planted
 from workbench.errors import WorkbenchError
 
 HELP = "build the synthetic world (fictional facts, corpus, probes, ground truth, a tiny LM)"
@@ -13,7 +14,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="world_command", metavar="ACTION")
     b = sub.add_parser("build", help="generate the world and train its model (idempotent per config)")
     b.add_argument("--out", required=True, help="directory to write the world into")
-    b.add_argument("--entities", type=int, default=120, help="fictional entities, 4 facts each (default 120)")
+    b.add_argument("--entities", type=int, default=None,
+                   help="fictional entities, 4 facts each (default 120; 24 with --base)")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--arch", choices=("llama", "gpt2"), default="llama")
     b.add_argument("--style", choices=("default", "alt"), default="default",
@@ -25,11 +27,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b.add_argument("--steps", type=int, default=None, help="training steps (default: sized to the corpus)")
     b.add_argument("--threads", type=int, default=1, help="torch threads (results differ bit-wise by count)")
     b.add_argument("--force", action="store_true", help="rebuild even if an identical world is there")
+    add_planted_arguments(b)
 
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "world_command", None) != "build":
         raise WorkbenchError("usage: workbench world build --out DIR [--entities N] ...")
+    if args.base is not None:
+        return run_planted(args)
+    check_no_planted_flags(args)
+    args.entities = 120 if args.entities is None else args.entities
     if args.entities < 8:
         raise WorkbenchError(f"--entities must be at least 8 (got {args.entities})")
     if args.steps is not None and args.steps < 1:
