@@ -46,6 +46,19 @@ def test_an_unknown_level_is_refused_naming_the_variable(tmp_path: Path) -> None
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
 
 
+def test_python_app_py_refuses_an_unknown_level_before_it_starts(tmp_path: Path) -> None:
+    """`python app.py` is an entry point of its own: the same log set-up as `workbench app`, so the same refusal."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(root / "app.py"), "--workspace", str(tmp_path / "ws")],
+                          capture_output=True, text=True, env={**ENV, LEVEL_ENV: "LOUD"}, timeout=120,
+                          stdin=subprocess.DEVNULL, cwd=root)
+    assert_refused(proc, f"{LEVEL_ENV}='LOUD' is not a log level")
+    assert not (tmp_path / "ws").exists()  # refused before the app built anything
+
+
 def test_the_level_resolves_flag_then_variable_then_info() -> None:
     assert level_from_env({}) is None and level_from_env({LEVEL_ENV: " "}) is None
     assert level_from_env({LEVEL_ENV: "warning"}) == logging.WARNING
