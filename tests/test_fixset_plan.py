@@ -98,6 +98,19 @@ def _field_inputs() -> Any:
                      RowForm("Q: {question} A:", "."), origin)
 
 
+def test_no_field_probe_is_held_out_while_other_targets_are() -> None:
+    """A held-out share measures generalisation on benchmark failures; a reported complaint is always trained on."""
+    from finetune.fixset.plan import FIELD_TAG
+
+    inputs = _field_inputs()
+    tags = {r.probe.id: r.probe.tags for r in inputs.results.probes}
+    for seed in range(5):
+        plan = plan_fixset(inputs, FixOptions(heldout_fraction=0.9, validation_fraction=0, seed=seed))
+        field = {f.probe_id: f.split for f in plan.targeted if FIELD_TAG in tags[f.probe_id]}
+        assert len(field) == 4 and set(field.values()) == {"train"}, field
+        assert plan.heldout == ["bench-unknown"]  # the one benchmark failure: 0.9 of one rounds to one
+
+
 def test_a_field_probe_gets_its_reviewers_decision_whatever_its_attribution() -> None:
     import random
 

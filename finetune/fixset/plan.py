@@ -149,7 +149,10 @@ def plan_fixset(inputs: FixInputs, options: FixOptions, guard_facts: Sequence[Gu
     (`usable_guard_facts`)."""
     seed, by_id = options.seed, inputs.results.by_id()
     targeted = inputs.targeted
-    heldout = _heldout(targeted, options.heldout_fraction, seed)
+    # A field probe is a complaint a reviewer decided: every one is trained on. Holding a share out would leave
+    # decided complaints unfixed (the field gate then warns on each); generalisation is measured on the others.
+    heldout = _heldout({pid: a for pid, a in targeted.items() if FIELD_TAG not in by_id[pid].probe.tags},
+                       options.heldout_fraction, seed)
     order = {pid: i for i, pid in enumerate(by_id)}
     fixes = tuple((_field_fix if FIELD_TAG in by_id[pid].probe.tags else _targeted_fix)(
         by_id[pid], targeted[pid], "heldout" if pid in heldout else "train", inputs, options)
