@@ -165,3 +165,30 @@ def test_fix_cli_refuses_an_unguarded_set_and_warns_when_allowed(w: FtWorld, wro
     assert built.returncode == 0, built.stderr[-2000:]
     assert "WARNING: no known fact protects this set" in built.stderr
     assert json.loads((tmp_path / "fix" / "fixset.json").read_text())["unguarded"] is True
+
+
+def test_guard_paraphrases_replay_each_fact_under_its_paraphrase_too(w: FtWorld, half: dict[str, Any],
+                                                                    tmp_path: Path) -> None:
+    from datasets import load_from_disk
+
+    from finetune.fixset import build_fixset
+
+    guard = _guard(w, half["pool"]).guard
+    facts = {f.probe.id: f.probe for f in guard.facts}
+    asked: dict[str, dict[str, set[str]]] = {}
+    for on in (False, True):
+        m = build_fixset(w.store, half["run"], tmp_path / f"fix-{on}", guard=guard, replay_ratio=20,
+                         guard_paraphrases=on)
+        assert m.guard is not None and m.guard.get("paraphrases", False) is on
+        data = load_from_disk(m.path)
+        rows = [r for r in data["sft"] if r["source"] == "guard"] + [r for r in data["dpo"] if r["source"] == "anchor"
+                                                                      and r["probe_id"] in facts]
+        by_fact: dict[str, set[str]] = {}
+        for r in rows:
+            by_fact.setdefault(r["probe_id"], set()).add(r["prompt"])
+        asked[str(on)] = by_fact
+    paraphrased = [pid for pid in asked["True"] if facts[pid].paraphrases]
+    assert paraphrased and set(asked["True"]) == set(asked["False"])  # the same facts, held-out ones still not
+    for pid in paraphrased:  # off: the question only; on: the question and the paraphrase
+        assert all(facts[pid].question in p for p in asked["False"][pid])
+        assert any(facts[pid].paraphrases[0] in p for p in asked["True"][pid]), pid

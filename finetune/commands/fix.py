@@ -43,6 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="known-facts guard: a probe file of your own facts added to the shipped pool (repeatable); "
                    "`none`: leave the shipped pool out (alone: no guard set, only the run's own known facts; see "
                    "`workbench guard`)")
+    p.add_argument("--guard-paraphrases", action="store_true",
+                   help="replay each replayed guard fact under its paraphrase too (twice the guard's replay pool)")
     p.add_argument("--allow-unguarded", action="store_true",
                    help="build the set even when no known fact (run or guard) protects it: the job then cannot see "
                    "the known facts it breaks")
@@ -81,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         options = FixOptions(strategy=args.strategy, facts=args.facts, guard=guard,
                              allow_unguarded=args.allow_unguarded, replay_ratio=args.replay_ratio,
+                             guard_paraphrases=args.guard_paraphrases,
                              heldout_fraction=args.heldout_fraction, seed=args.seed,
                              validation_fraction=args.validation_fraction, rehearsal=args.rehearsal,
                              rehearsal_ratio=REHEARSAL_RATIO if args.rehearsal_ratio is None else args.rehearsal_ratio)

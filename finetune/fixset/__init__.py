@@ -198,7 +198,8 @@ def _info(plan: FixPlan, inputs: FixInputs, writer: Writer, rows: FixRows, phras
     guard_replay = plan.ids("guard-replay")
     guard_info = None if guard is None else {
         "key": guard.key, "known": len(guard.facts), "usable": len(plan.guard),
-        "replayed": sum(pid in replayed for pid in guard_replay), "validation": len(plan.ids("guard-validation"))}
+        "replayed": sum(pid in replayed for pid in guard_replay), "validation": len(plan.ids("guard-validation")),
+        **({"paraphrases": True} if plan.options.guard_paraphrases else {})}  # absent when off: older sets unchanged
     sft, dpo, _ = splits
     bare = sum(r["source"] == "anchor" and r["probe_id"] in dpo.bare for r in rows.dpo) if form.chat else 0
     return FixSetInfo(run_id=run.id, model=run.model, strategy=plan.options.strategy, suite=inputs.suite,

@@ -69,7 +69,8 @@ class FixSetManifest:
         replayed_probe_ids: Known facts (run probes and guard facts) with replay rows or anchor pairs: the gate
             counts them apart from the known facts the job never saw (workbench/guard/lineage.py).
         guard: The guard set the rows drew on (workbench/guard): its key, facts known, how many were replayed
-            and how many went to the validation slice; None when no guard set was given.
+            and how many went to the validation slice (`paraphrases: true` when replayed under their paraphrase
+            too); None when no guard set was given.
         replay_capped: Replay asked for more rows than MAX_REPLAY_REPEATS x the known facts hold: fewer were written.
         unguarded: No known fact at all protected this set (built with `allow_unguarded`).
         max_tokens: The run's answer budget (new tokens): a job answers its validation slice and its targets with it,

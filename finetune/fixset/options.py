@@ -78,6 +78,9 @@ class FixOptions:
             not ask are replayed and held out beside the run's own known facts.
         allow_unguarded: Build even when no known fact at all protects the set (else refused: a fix without known
             facts can teach the model to refuse what it knows); the manifest then says `unguarded`.
+        guard_paraphrases: Replay each replayed guard fact under its paraphrase too (SFT rows, DPO anchors, GRPO
+            prompts), with the same answer: twice the guard's replay pool, and the fact asked two ways. Off by
+            default until measured (bench/guard_flow.py `--fix-arg --guard-paraphrases`).
     """
 
     strategy: str = "auto"
@@ -92,6 +95,7 @@ class FixOptions:
     suite: Suite | None = None
     guard: GuardSet | None = None
     allow_unguarded: bool = False
+    guard_paraphrases: bool = False
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:

@@ -60,6 +60,12 @@ class Writer:
         ids = set(self.plan.ids(kind))
         return [f for f in self.guard if f.probe.id in ids]
 
+    def guard_replay(self) -> list[tuple[GuardFact, str]]:
+        """(fact, question) per replayed guard fact: its question, and its paraphrase with `guard_paraphrases`."""
+        also = self.plan.options.guard_paraphrases
+        return [(f, q) for f in self.guard_facts("guard-replay")
+                for q in (f.probe.question, *(f.probe.paraphrases[:1] if also else ()))]
+
     @property
     def probe_of(self) -> dict[str, Probe]:
         return {r.probe.id: r.probe for r in self.inputs.results.probes}
@@ -83,9 +89,9 @@ def sft_rows(w: Writer, rng: random.Random) -> SplitRows:
     n_sft = round(w.plan.options.replay * _train(out.rows))
     replay = [{"prompt": render(a.prompt_question), "completion": completion(a.text), "probe_id": a.probe_id,
                "category": "replay", "source": "replay", "split": "train"} for a in _known_answers(w)]
-    replay += [{"prompt": render(f.probe.question), "probe_id": f.probe.id, "category": "replay", "source": "guard",
+    replay += [{"prompt": render(q), "probe_id": f.probe.id, "category": "replay", "source": "guard",
                 "completion": completion(f.answer.strip() if form.chat and f.answer.strip() else f.probe.answers[0]),
-                "split": "train"} for f in w.guard_facts("guard-replay")]
+                "split": "train"} for f, q in w.guard_replay()]
     out.capped = n_sft > _most_rows(replay)
     out.rows += neighbours_first(replay, min(n_sft, _most_rows(replay)), rng, targets_of(out.rows, w.probe_of),
                                  w.probe_of)
@@ -162,9 +168,9 @@ def prompt_rows(w: Writer, rng: random.Random) -> SplitRows:
     replay = [{"prompt": render(a.prompt_question), "answers": list(probe_of[a.probe_id].answers),
                "incorrect_answers": list(probe_of[a.probe_id].incorrect_answers), "probe_id": a.probe_id,
                "category": "replay", "source": "replay", "split": "train"} for a in _known_answers(w)]
-    replay += [{"prompt": render(f.probe.question), "answers": list(f.probe.answers),
+    replay += [{"prompt": render(q), "answers": list(f.probe.answers),
                 "incorrect_answers": list(f.probe.incorrect_answers), "probe_id": f.probe.id,
-                "category": "replay", "source": "guard", "split": "train"} for f in w.guard_facts("guard-replay")]
+                "category": "replay", "source": "guard", "split": "train"} for f, q in w.guard_replay()]
     out.capped = n_prompts > _most_rows(replay)
     out.rows += neighbours_first(replay, min(n_prompts, _most_rows(replay)), rng, targets_of(out.rows, probe_of),
                                  probe_of)
@@ -248,7 +254,8 @@ def _guard_anchors(w: Writer, bare: set[str]) -> list[Row]:
         pair = (f.answer.strip(), swapped) if swapped is not None else (f.probe.answers[0], other)
         if swapped is None:
             bare.add(f.probe.id)
-        out.append(_anchor(form.prompt(f.probe.question), pair, f.probe.id, form.completion))
+        asked = (f.probe.question, *(f.probe.paraphrases[:1] if w.plan.options.guard_paraphrases else ()))
+        out += [_anchor(form.prompt(q), pair, f.probe.id, form.completion) for q in asked]
     return out
 
 
