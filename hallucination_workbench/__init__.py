@@ -73,11 +73,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Evaluate, attribute, fix and gate hallucinations of language models.",
     )
     parser.add_argument("--version", action="version", version=f"workbench {__version__}")
-    detail = parser.add_mutually_exclusive_group()  # before the command: `workbench --verbose eval ...`
-    detail.add_argument("-v", "--verbose", action="store_true",
-                        help=f"log the project's debug detail on stderr (overrides {LEVEL_ENV})")
-    detail.add_argument("-q", "--quiet", action="store_true",
-                        help=f"log warnings and errors only: no progress detail (overrides {LEVEL_ENV})")
+    _add_detail_flags(parser, default=False)  # before the command: `workbench --verbose eval ...`
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_path in COMMANDS.items():
         if only is not None and name != only:
@@ -88,7 +84,34 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         add_workspace_argument(p)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
+    for p in _subcommand_parsers(parser):  # after the command too: `workbench eval ... --verbose`
+        _add_detail_flags(p, default=argparse.SUPPRESS)
     return parser
+
+
+def _add_detail_flags(parser: argparse.ArgumentParser, default: object) -> None:
+    """-v/--verbose and -q/--quiet, one excluding the other. A sub-command's copy defaults to SUPPRESS: argparse
+    copies a sub-parser's namespace over the top-level one, so a default there would undo `workbench -v eval`."""
+    detail = parser.add_mutually_exclusive_group()
+    detail.add_argument("-v", "--verbose", action="store_true", default=default,
+                        help=f"log the project's debug detail on stderr (overrides {LEVEL_ENV})")
+    detail.add_argument("-q", "--quiet", action="store_true", default=default,
+                        help=f"log warnings and errors only: no progress detail (overrides {LEVEL_ENV})")
+
+
+def _subcommand_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every parser below `parser` (`eval`, `reports`, `reports import`, ...), each once (an alias shares its
+    parser). Walked after the modules built them: a command module adds its own sub-commands."""
+    found: dict[int, argparse.ArgumentParser] = {}
+    todo = [parser]
+    while todo:
+        for action in todo.pop()._actions:
+            if isinstance(action, argparse._SubParsersAction):  # no public accessor for a parser's sub-commands
+                for child in action.choices.values():
+                    if id(child) not in found:
+                        found[id(child)] = child
+                        todo.append(child)
+    return list(found.values())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "_run", None):
             parser.print_help()
             return 2
+        if args.verbose and args.quiet:  # one on each side of the command: each group saw only its own
+            parser.error("argument -q/--quiet: not allowed with argument -v/--verbose")
         setup_logging(resolve_level(verbose=args.verbose, quiet=args.quiet), export=argv_given is None)
     except StdoutClosed:
         silence_stdout()

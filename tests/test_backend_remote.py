@@ -20,6 +20,7 @@ from workbench.backends.remote import (
     Retryable,
     call_with_retries,
     retry_after_seconds,
+    shared_limit,
 )
 from workbench.errors import PartialGenerationError, WorkbenchError
 from workbench.types import Completion, GenerationRequest, ModelSpec
@@ -134,6 +135,33 @@ def test_backends_on_one_server_share_its_limit() -> None:
     assert Flaky.servers["shared"].max_in_flight == 2  # two backends, one server: 2 at most together
     assert Flaky.servers["other"].max_in_flight == 2
     assert sum(Flaky.servers["shared"].attempts.values()) == 24
+
+
+def test_one_server_has_one_limit_the_smallest_whatever_the_order() -> None:
+    first = shared_limit("one-limit", 4)
+    assert shared_limit("one-limit", 2) is first and first.limit == 2  # a smaller limit lowers it for everyone
+    assert shared_limit("one-limit", 8) is first and first.limit == 2  # a larger one does not raise it
+    other = shared_limit("one-limit-other", 4)
+    assert other is not first and other.limit == 4
+
+
+@pytest.mark.parametrize("order", [(4, 2), (2, 4)])
+def test_backends_with_different_limits_on_one_server_stay_under_the_smallest(order: tuple[int, int]) -> None:
+    server = f"mixed-{order[0]}-{order[1]}"
+    a, b = (flaky(server, max_concurrency=n) for n in order)
+    other = flaky(f"{server}-other", max_concurrency=4)
+    for x in (a, b, other):  # each meets its server's limit once, in this order, before they run together
+        x.generate([GenerationRequest("warm")])
+    reqs: Sequence[GenerationRequest] = [GenerationRequest(f"p{i}") for i in range(16)]
+    threads = [threading.Thread(target=x.generate, args=(reqs,)) for x in (a, b, other)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # Keyed by (server, limit) these were two semaphores, 4 + 2 = 6 in flight together.
+    assert Flaky.servers[server].max_in_flight == 2
+    assert Flaky.servers[f"{server}-other"].max_in_flight == 4  # another server keeps its own limit
+    assert sum(Flaky.servers[server].attempts.values()) == 2 + 32
 
 
 def test_a_bad_option_on_the_command_line_is_refused_by_name(tmp_path: Path) -> None:

@@ -37,6 +37,40 @@ def test_the_flags_and_the_variable_set_what_a_module_logs(tmp_path: Path) -> No
     assert STORE_OPENED in err and STORE_OPENED not in out_v  # detail never mixes into the output
 
 
+@pytest.mark.parametrize("argv", [["-v", "runs"], ["runs", "-v"], ["runs", "--verbose"],
+                                  ["reports", "list", "-v"], ["reports", "-v", "list"]],
+                         ids=" ".join)
+def test_verbose_before_or_after_the_command(argv: list[str], tmp_path: Path) -> None:
+    env = {k: v for k, v in ENV.items() if k != LEVEL_ENV}
+    proc = workbench(*argv, "--workspace", str(tmp_path / "ws"), env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert STORE_OPENED in proc.stderr
+
+
+def test_quiet_after_the_command_wins_over_the_variable_and_excludes_verbose(tmp_path: Path) -> None:
+    ws = str(tmp_path / "ws")
+    quiet = workbench("runs", "--workspace", ws, "-q", env={**ENV, LEVEL_ENV: "DEBUG"}, timeout=120)
+    assert quiet.returncode == 0 and STORE_OPENED not in quiet.stderr, quiet.stderr[-2000:]
+    for argv in (["-v", "runs", "-q"], ["runs", "-q", "--verbose"]):  # one on each side, or both after it
+        both = workbench(*argv, "--workspace", ws, timeout=120)
+        assert both.returncode == 2 and "not allowed with argument" in both.stderr, (argv, both.stderr[-2000:])
+        assert "Traceback" not in both.stderr
+
+
+def test_a_command_s_help_shows_the_flags_and_imports_no_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import contextlib, sys\nfrom hallucination_workbench import main\n"
+            "with contextlib.suppress(SystemExit): main(['eval', '--help'])\n"
+            "print('torch' in sys.modules, 'gradio' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "-v, --verbose" in proc.stdout and "-q, --quiet" in proc.stdout
+    assert proc.stdout.split()[-2:] == ["False", "False"], proc.stdout[-500:]
+
+
 def test_an_unknown_level_is_refused_naming_the_variable(tmp_path: Path) -> None:
     env = {**ENV, LEVEL_ENV: "LOUD"}
     proc = workbench("runs", "--workspace", str(tmp_path / "ws"), env=env, timeout=120)

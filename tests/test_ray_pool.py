@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from procs import free_port
 
@@ -197,13 +198,13 @@ def test_actors_planned_from_the_cluster_and_too_many_refused(world: WorldPaths,
         _ = rc.pool(_spec(world)).batch_size
 
 
-@pytest.mark.gpu
 def _cuda_gpus() -> int:
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(_cuda_gpus() == 0, reason="needs a CUDA GPU")  # decided before the fixtures start Ray
 def test_one_actor_per_gpu_same_answers(world: WorldPaths, single: Answers, cluster: None, tmp_path: Path) -> None:
     with RayCluster.connect(RayConfig()) as rc:
@@ -213,9 +214,8 @@ def test_one_actor_per_gpu_same_answers(world: WorldPaths, single: Answers, clus
         summary = _eval(world, tmp_path, pool)
         # Each actor holds a GPU of its own: Ray gives each worker process its own CUDA_VISIBLE_DEVICES.
         pids = [p for p in pool.actor_pids() if p is not None]
-        devices = {Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") for pid in pids if pid}
-        visible = {next((v for v in env if v.startswith(b"CUDA_VISIBLE_DEVICES=")), b"") for env in devices}
-        assert len(pids) == _cuda_gpus() and len(visible) == _cuda_gpus() and b"" not in visible
+        visible = {psutil.Process(pid).environ().get("CUDA_VISIBLE_DEVICES", "") for pid in pids}
+        assert len(pids) == _cuda_gpus() and len(visible) == _cuda_gpus() and "" not in visible
     _assert_same(_answers(tmp_path, summary.run_id), single)  # `single` ran on the GPU too (hf picks cuda)
 
 

@@ -38,8 +38,8 @@ class RemoteOptions(BaseModel, extra="forbid", frozen=True, use_attribute_docstr
     options: `--backend-option max_retries=8 --backend-option max_concurrency=4`."""
 
     max_concurrency: int = Field(8, ge=1, le=1024)
-    """Requests in flight at most. Every backend of one process talking to the same server with the same limit
-    shares it (the model under test and a judge on one server together stay under it)."""
+    """Requests in flight at most. Every backend of one process talking to the same server shares one limit, the
+    smallest any of them sets (the model under test and a judge on one server together stay under it)."""
     timeout: float = Field(60.0, gt=0, le=3600)
     """Seconds one HTTP attempt may take before it counts as failed (and is retried)."""
     max_retries: int = Field(5, ge=0, le=100)
@@ -106,14 +106,53 @@ def call_with_retries(attempt: Callable[[], T], options: RemoteOptions, *,
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-_LIMITS: dict[tuple[str, int], threading.BoundedSemaphore] = {}
+class ServerLimit:
+    """Requests in flight to one server: at most `limit` at once, over every backend of the process using it.
+
+    Unlike a semaphore its limit can be lowered after requests are in flight: a backend that declares a smaller
+    limit for the same server lowers it for everyone (those already in flight finish; no new one starts until the
+    count is under the new limit)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_flight = 0
+        self._cond = threading.Condition()
+
+    def lower(self, limit: int) -> None:
+        with self._cond:
+            self.limit = min(self.limit, limit)
+
+    def __enter__(self) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self.in_flight < self.limit)
+            self.in_flight += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self.in_flight -= 1
+            self._cond.notify()
+
+
+_LIMITS: dict[str, ServerLimit] = {}
 _LIMITS_LOCK = threading.Lock()
 
 
-def shared_limit(server: str, limit: int) -> threading.BoundedSemaphore:
-    """The process-wide semaphore of (server, limit): backends on one server share their requests in flight."""
+def shared_limit(server: str, limit: int) -> ServerLimit:
+    """The process-wide limit of `server`: backends on one server share their requests in flight.
+
+    Keyed by the server alone, and the smallest limit any of its backends declared wins. Keyed by (server, limit),
+    two backends with different limits got two semaphores and together exceeded both; the first caller's limit
+    would make the outcome depend on which backend happened to start first. The smallest is the strictest
+    capacity anyone declared for that server, whatever the order."""
     with _LIMITS_LOCK:
-        return _LIMITS.setdefault((server, limit), threading.BoundedSemaphore(limit))
+        shared = _LIMITS.get(server)
+        if shared is None:
+            shared = _LIMITS[server] = ServerLimit(limit)
+        elif limit < shared.limit:
+            log.debug("%s: requests in flight lowered from %d to %d for every backend on it",
+                      server, shared.limit, limit)
+            shared.lower(limit)
+        return shared
 
 
 class RemoteBackend(Backend):

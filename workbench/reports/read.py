@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,10 +85,14 @@ def read_reports(path: Path, *, columns: Mapping[str, str], redactor: Redactor,
     if container is None:
         raise WorkbenchError(f"{path}: cannot tell the file type from `{suffix or '(no extension)'}`; "
                              "field reports are read from .jsonl, .json, .csv or .tsv")
+    header_checked = not columns or container not in ("csv", "tsv")
     for item in read_records(path, container):
         if isinstance(item, InputError):
             yield item
             continue
+        if not header_checked:  # every row of a CSV has the header's columns: check the mapping once, on line 1
+            _check_header(path, item.data, columns)
+            header_checked = True
         # The id is taken before redaction: the same row imported again, with other redaction flags or none, is
         # recognised as already stored (and no unredacted copy slips in).
         content = json.dumps(item.data, sort_keys=True, ensure_ascii=False, default=str)
@@ -102,6 +107,17 @@ def read_reports(path: Path, *, columns: Mapping[str, str], redactor: Redactor,
             yield e
 
 
+def _check_header(path: Path, row: Mapping[str, Any], columns: Mapping[str, str]) -> None:
+    """Every column `--columns` names is in the CSV header; else an error naming it. Without this check a mapped
+    `answer=bot_replyy` would read every row's answer as absent, silently."""
+    header = [str(k) for k in row]
+    present = {h.strip().lower() for h in header}
+    for name, column in columns.items():
+        if column.strip().lower() not in present:
+            raise InputError(path, 1, column, f"--columns maps `{name}` to this column, which the header does not "
+                             f"have.{did_you_mean(column, header)} Header: {', '.join(header)[:200]}")
+
+
 def _chat(path: Path, line: int, data: dict[str, Any], rid: str) -> Report:
     raw = data["messages"]
     if not isinstance(raw, list) or not raw:
@@ -112,9 +128,14 @@ def _chat(path: Path, line: int, data: dict[str, Any], rid: str) -> Report:
         if not isinstance(m, dict):
             raise InputError(path, line, where, f"must be an object with `role` and `content`, got {type(m).__name__}")
         role = m.get("role")
-        if role not in ROLES:
-            problem = "missing" if role is None else f"unknown role `{role}`.{did_you_mean(str(role), ROLES)}"
-            raise InputError(path, line, f"{where}.role", problem)
+        if not isinstance(role, str) or role not in ROLES:
+            if role is None:
+                problem = "missing"
+            elif not isinstance(role, str):
+                problem = f"must be a string, got {type(role).__name__}"
+            else:
+                problem = f"unknown role `{role}`.{did_you_mean(role, ROLES)}"
+            raise InputError(path, line, f"{where}.role", f"{problem} (roles: {', '.join(ROLES)})")
         messages.append({"role": "system" if role == "developer" else str(role),
                          "content": _content(path, line, f"{where}.content", m.get("content"))})
     users = [i for i, m in enumerate(messages) if m["role"] == "user" and m["content"].strip()]
@@ -129,15 +150,31 @@ def _chat(path: Path, line: int, data: dict[str, Any], rid: str) -> Report:
 
 
 def _content(path: Path, line: int, where: str, value: Any) -> str:
+    """A turn's text: a string, or the text parts of OpenAI's content list joined by newlines (other parts, such as
+    `image_url`, carry no text a probe can keep). A malformed part is an error naming it, never dropped."""
     if isinstance(value, str):
         return value
-    if isinstance(value, list):  # OpenAI's content parts: [{"type": "text", "text": "..."}, {"type": "image_url"}]
-        texts = [p.get("text") for p in value if isinstance(p, dict) and p.get("type") == "text"]
-        if all(isinstance(t, str) for t in texts):
-            return "\n".join(t for t in texts if isinstance(t, str))
     if value is None:
         return ""  # an assistant turn that only called a tool
-    raise InputError(path, line, where, f"must be a string or a list of text parts, got {type(value).__name__}")
+    if not isinstance(value, list):
+        raise InputError(path, line, where, f"must be a string or a list of content parts, got {type(value).__name__}")
+    texts: list[str] = []
+    for k, part in enumerate(value):
+        at = f"{where}[{k}]"
+        if not isinstance(part, dict):
+            raise InputError(path, line, at, 'must be a content part such as {"type": "text", "text": "..."}, got '
+                             f"{type(part).__name__}")
+        kind = part.get("type")
+        if not isinstance(kind, str):
+            raise InputError(path, line, f"{at}.type", "missing (`text`, `image_url`, ...)" if kind is None
+                             else f"must be a string, got {type(kind).__name__}")
+        if kind == "text":
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise InputError(path, line, f"{at}.text", "missing" if text is None
+                                 else f"must be a string, got {type(text).__name__}")
+            texts.append(text)
+    return "\n".join(texts)
 
 
 def _feedback(path: Path, line: int, value: Any, where: str) -> dict[str, Any]:
@@ -169,7 +206,7 @@ def _columns(path: Path, line: int, data: dict[str, Any], columns: Mapping[str, 
     texts: dict[str, str | None] = {}
     for name in ("question", "answer", "comment", "reason", "system", "conversation_id"):
         value = get(name)
-        if value is not None and not isinstance(value, str | int):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, str | int)):
             raise InputError(path, line, mapping.get(name), f"must be text, got {type(value).__name__}")
         texts[name] = None if value is None else str(value)
     if texts["question"] is None:
@@ -188,6 +225,8 @@ def _report(path: Path, line: int, rid: str, data: dict[str, Any], messages: lis
     rating = feedback.get("rating")
     if rating is not None and (isinstance(rating, bool) or not isinstance(rating, int | float | str)):
         raise InputError(path, line, name("rating"), f"must be a number or a word, got {type(rating).__name__}")
+    if isinstance(rating, float) and not math.isfinite(rating):  # NaN would make `--json` output invalid JSON
+        raise InputError(path, line, name("rating"), f"must be a finite number, got {rating}")
     comment = feedback.get("comment")
     if comment is not None and not isinstance(comment, str):
         raise InputError(path, line, name("comment"), f"must be text, got {type(comment).__name__}")
