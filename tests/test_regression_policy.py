@@ -285,6 +285,8 @@ def test_field_gate_counts_a_refusal_as_not_fixed_where_the_reviewer_gave_the_an
     assert over.message == ("field suite: 3 of 5 reported failures not fixed (2 still hallucinated, 1 now refused "
                             "though the reviewer gave the answer) > 2")
     assert (over.status, over.observed, within.status, within.observed) == ("warn", 3, "pass", 3)
+    assert over.detectable is not None
+    assert over.detectable.text == "could detect: >= 3 unfixed reported failures of 5 baseline-hallucinated (60.0%)"
 
 
 def test_still_wrong_on_the_probes_counts_hallucinations_only_whatever_the_tags() -> None:
