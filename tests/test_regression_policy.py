@@ -254,8 +254,44 @@ def test_field_gates_count_the_field_suite_and_say_when_there_is_none() -> None:
 
     broken, still = gates(runs([(C, W), (W, W), (W, C)]))  # a fixed complaint came back; one still fails
     assert broken.status == "fail" and broken.message.startswith("field suite: 1 ")
-    assert still.status == "warn" and "1 of 2 probes hallucinated by the baseline" in still.message
+    assert still.status == "warn" and still.message.startswith("field suite: 1 of 2 reported failures not fixed")
     kept, fixed = gates(runs([(C, C), (W, C)]))
     assert kept.status == fixed.status == "pass"
     for g in gates(None):  # no field suite: said, never a silent pass
         assert g.passed and "not checked: no field suite" in g.message
+
+
+def test_field_gate_counts_a_refusal_as_not_fixed_where_the_reviewer_gave_the_answer() -> None:
+    from workbench.regression.compare import GuardOutcomes
+    from workbench.reports import ABSTAIN_TAG
+
+    answer, abstain = ("field", "field:hallucinated"), ("field", "field:should-refuse", ABSTAIN_TAG)
+    field = [(answer, W, W),  # still hallucinated
+             (answer, W, N),  # now refused, though the reviewer wrote the answer: not fixed
+             (abstain, W, N),  # should abstain and now does: fixed
+             (answer, W, C),  # fixed
+             (abstain, W, W),  # should abstain, still answers: still hallucinated
+             (answer, C, C), (answer, N, N)]  # not reported failures: not counted
+
+    def side(k: int) -> RunOutcomes:
+        return RunOutcomes(str(k), str(k), {f"f{i}": ProbeOutcome(f"f{i}", t, row[k], "a")
+                                            for i, (t, *row) in enumerate(field)})
+
+    probes = {"p": ProbeOutcome("p", (), C, "b")}
+    runs = RunOutcomes("1", "base", probes), RunOutcomes("2", "cand", probes)
+    policy = parse_policy("gates:\n  - {type: max_still_wrong, scope: field, max_count: 2, severity: warn}\n"
+                          "  - {type: max_still_wrong, name: three, scope: field, max_count: 3}\n")
+    over, within = compare(*runs, policy, field=GuardOutcomes(side(0), side(1))).gates
+    assert over.message == ("field suite: 3 of 5 reported failures not fixed (2 still hallucinated, 1 now refused "
+                            "though the reviewer gave the answer) > 2")
+    assert (over.status, over.observed, within.status, within.observed) == ("warn", 3, "pass", 3)
+    assert over.detectable is not None
+    assert over.detectable.text == "could detect: >= 3 unfixed reported failures of 5 baseline-hallucinated (60.0%)"
+
+
+def test_still_wrong_on_the_probes_counts_hallucinations_only_whatever_the_tags() -> None:
+    # The field reading is for the field suite alone: on the probes (even tagged like field probes) a refusal of a
+    # hallucinated probe is not counted, as before.
+    rows = [(W, W, ("field",)), (W, N, ("field", "field:hallucinated")), *_same(6)]
+    result = _gate(rows, "  - {type: max_still_wrong}\n")
+    assert result.observed == 3 and "3 of 4 probes hallucinated by the baseline still hallucinated" in result.message

@@ -55,8 +55,9 @@ GATE_HELP: dict[str, str] = {
     "max_broken_fraction": "broken known facts: fails when too large a share of the probes the baseline got "
                            "right are now wrong or abstained",
     "max_broken": "fails when more than the allowed number of probes went from correct to wrong or abstained",
-    "max_still_wrong": "fails when more than the allowed number of probes the baseline hallucinated on are still "
-                       "hallucinated (a reported complaint the candidate has not fixed; usually a warning)",
+    "max_still_wrong": "fails when more than the allowed number of probes the baseline hallucinated on are not "
+                       "fixed: still hallucinated, and on the field suite also now refused where the reviewer gave "
+                       "the answer (a reported complaint the candidate has not fixed; usually a warning)",
     "mcnemar": "McNemar's exact test on the probes that changed: fails when significantly more were broken than "
                "fixed (p below alpha)",
 }

@@ -6,6 +6,12 @@ import enum
 import math
 from dataclasses import dataclass, field
 
+#: The tag of a field probe that should abstain (`workbench reports export` writes it on a reviewer's "should
+#: abstain" or "should refuse"): "I don't know" is its fix. A field probe without it carries the reviewer's answer,
+#: so abstaining there is no fix, and the field gate counts it as not fixed. Declared in the bottom layer: both the
+#: report exporter and the gate (which does not import the reports) read it.
+FIELD_ABSTAIN_TAG = "field:should-abstain"
+
 
 class Verdict(enum.StrEnum):
     """SimpleQA's three grades."""

@@ -20,17 +20,20 @@ from workbench.regression.policy import (
     McNemar,
     Policy,
 )
+from workbench.regression.transitions import TransitionMatrix
 from workbench.types import Verdict
 
 
 def evaluate_gates(
     policy: Policy, overall: GroupComparison, by_tag: Mapping[str, GroupComparison],
     guard: GroupComparison | None = None, guard_note: str = "",
-    field: GroupComparison | None = None, field_note: str = "",
+    field: GroupComparison | None = None, field_note: str = "", field_refused: int = 0,
 ) -> tuple[GateResult, ...]:
     """Every gate of the policy, in order, each with what it could detect on this probe set. Gates of `scope:
     guard` count `guard` (the guard set's comparison) instead, gates of `scope: field` count `field` (the field
-    suite's); without one they are reported as not checked, with `guard_note` / `field_note` saying why."""
+    suite's); without one they are reported as not checked, with `guard_note` / `field_note` saying why.
+    `field_refused`: field probes the baseline hallucinated on that the candidate now refuses though the reviewer
+    wrote the answer; a `max_still_wrong` gate of `scope: field` counts them as not fixed."""
     sizes = {t: (g.n, sum(g.transitions.counts[0])) for t, g in by_tag.items()}
     other = {"guard": (guard, guard_note or "no guard set", "guard set"),
              "field": (field, field_note or "no field suite", "field suite")}
@@ -45,7 +48,10 @@ def evaluate_gates(
                 out.append(dataclasses.replace(_result(g, True, None, _limit(g), "fraction", why),
                                                detectable=unchecked))
                 continue
-            result = evaluate_gate(g, group, {})
+            if scope == "field" and isinstance(g, MaxStillWrong):
+                result = _field_not_fixed(g, group, field_refused)
+            else:
+                result = evaluate_gate(g, group, {})
             out.append(dataclasses.replace(result, message=f"{label}: {result.message}",
                                            detectable=gate_detectability(g, policy, group.transitions, {})))
             continue
@@ -60,7 +66,7 @@ def _limit(gate: Gate) -> float:
 
 def evaluate_gate(gate: Gate, overall: GroupComparison, by_tag: Mapping[str, GroupComparison]) -> GateResult:
     """One gate's result."""
-    hall = overall.metrics["incorrect"]
+    hall, tm = overall.metrics["incorrect"], overall.transitions
     if isinstance(gate, MaxHallucinationIncrease):
         value = _points(hall.bound(gate.bound))
         ok = value <= gate.max_points
@@ -76,23 +82,13 @@ def evaluate_gate(gate: Gate, overall: GroupComparison, by_tag: Mapping[str, Gro
     if isinstance(gate, MaxTagCorrectDrop):
         return _tag_drop(gate, by_tag)
     if isinstance(gate, MaxStillWrong):
-        still = overall.transitions.count(Verdict.INCORRECT, Verdict.INCORRECT)
-        was_wrong = sum(overall.transitions.counts[1])
+        still, was_wrong = tm.count(Verdict.INCORRECT, Verdict.INCORRECT), sum(tm.counts[1])
         ok = still <= gate.max_count
         msg = f"{still} of {was_wrong} probes hallucinated by the baseline still hallucinated " \
               f"{'<=' if ok else '>'} {gate.max_count}"
         return _result(gate, ok, float(still), float(gate.max_count), "count", msg)
     if isinstance(gate, MaxAbstentionOnPreviouslyCorrect):
-        tm = overall.transitions
-        was_correct = sum(tm.counts[0])
-        abstained = tm.count(Verdict.CORRECT, Verdict.NOT_ATTEMPTED)
-        frac = abstained / was_correct if was_correct else 0.0
-        ok = frac <= gate.max_fraction
-        msg = (
-            f"{abstained} of {was_correct} baseline-correct probes not attempted ({frac:.1%}) "
-            f"{'<=' if ok else '>'} {gate.max_fraction:.1%}"
-        )
-        return _result(gate, ok, frac, gate.max_fraction, "fraction", msg)
+        return _share_of_known(gate, tm, tm.count(Verdict.CORRECT, Verdict.NOT_ATTEMPTED), "not attempted")
     if isinstance(gate, MaxAbstentionIncrease):
         value = _points(overall.metrics["not_attempted"].bound(gate.bound))
         ok = value <= gate.max_points
@@ -102,19 +98,11 @@ def evaluate_gate(gate: Gate, overall: GroupComparison, by_tag: Mapping[str, Gro
         )
         return _result(gate, ok, value, gate.max_points, "points", msg)
     if isinstance(gate, MaxBrokenFraction):
-        tm = overall.transitions
-        known, broken = sum(tm.counts[0]), tm.broken
-        frac = broken / known if known else 0.0
-        ok = frac <= gate.max_fraction
-        msg = (
-            f"{broken} of {known} baseline-correct probes broken ({frac:.1%}: "
-            f"{tm.count(Verdict.CORRECT, Verdict.INCORRECT)} now wrong, "
-            f"{tm.count(Verdict.CORRECT, Verdict.NOT_ATTEMPTED)} now abstain) "
-            f"{'<=' if ok else '>'} {gate.max_fraction:.1%}"
-        )
-        return _result(gate, ok, frac, gate.max_fraction, "fraction", msg)
+        split = (f": {tm.count(Verdict.CORRECT, Verdict.INCORRECT)} now wrong, "
+                 f"{tm.count(Verdict.CORRECT, Verdict.NOT_ATTEMPTED)} now abstain")
+        return _share_of_known(gate, tm, tm.broken, "broken", split)
     if isinstance(gate, MaxBroken):
-        broken = overall.transitions.broken
+        broken = tm.broken
         ok = broken <= gate.max_count
         msg = f"{broken} probes broken (correct -> not correct) {'<=' if ok else '>'} {gate.max_count}"
         return _result(gate, ok, broken, gate.max_count, "count", msg)
@@ -125,6 +113,29 @@ def evaluate_gate(gate: Gate, overall: GroupComparison, by_tag: Mapping[str, Gro
         msg = f"McNemar exact: {mc.broken} broken vs {mc.fixed} fixed, p = {mc.p_value:.4g}: {verdict}"
         return _result(gate, ok, mc.p_value, gate.alpha, "p", msg)
     raise TypeError(f"unhandled gate type {type(gate).__name__}")  # pragma: no cover
+
+
+def _share_of_known(gate: MaxAbstentionOnPreviouslyCorrect | MaxBrokenFraction, tm: TransitionMatrix, lost: int,
+                    what: str, split: str = "") -> GateResult:
+    """A share of the baseline-correct probes against `max_fraction`: "3 of 40 baseline-correct probes broken
+    (7.5%: 2 now wrong, 1 now abstain) > 2.5%"."""
+    known = sum(tm.counts[0])
+    frac = lost / known if known else 0.0
+    ok = frac <= gate.max_fraction
+    msg = (f"{lost} of {known} baseline-correct probes {what} ({frac:.1%}{split}) "
+           f"{'<=' if ok else '>'} {gate.max_fraction:.1%}")
+    return _result(gate, ok, frac, gate.max_fraction, "fraction", msg)
+
+
+def _field_not_fixed(gate: MaxStillWrong, field: GroupComparison, refused: int) -> GateResult:
+    """`max_still_wrong` on the field suite: a reported failure is not fixed while still hallucinated, nor when
+    the candidate now refuses a question the reviewer wrote the answer to (`refused`, counted by compare.py)."""
+    still = field.transitions.count(Verdict.INCORRECT, Verdict.INCORRECT)
+    reported, not_fixed = sum(field.transitions.counts[1]), still + refused
+    ok = not_fixed <= gate.max_count
+    msg = (f"{not_fixed} of {reported} reported failures not fixed ({still} still hallucinated, {refused} now "
+           f"refused though the reviewer gave the answer) {'<=' if ok else '>'} {gate.max_count}")
+    return _result(gate, ok, float(not_fixed), float(gate.max_count), "count", msg)
 
 
 def _tag_drop(gate: MaxTagCorrectDrop, by_tag: Mapping[str, GroupComparison]) -> GateResult:

@@ -11,7 +11,7 @@ from workbench.regression.comparison import ComparisonResult, GroupComparison, K
 from workbench.regression.policy import Policy, default_policy
 from workbench.regression.stats import mcnemar_exact, paired_bootstrap
 from workbench.regression.transitions import TransitionMatrix, flip_of, grouped_transitions, transition_of
-from workbench.types import Verdict
+from workbench.types import FIELD_ABSTAIN_TAG, Verdict
 
 _SHOWN_IDS = 5  # ids named in a probe-set mismatch error
 
@@ -87,11 +87,13 @@ def compare(baseline: RunOutcomes, candidate: RunOutcomes, policy: Policy | None
         guard_pairs = [(gb[i], gc[i]) for i in sorted(gb)]
     guard_group = _group("guard", guard_pairs, policy) if guard_pairs else None
     field = field or GuardOutcomes(note="no field suite was evaluated with this comparison")
-    field_group = None
+    field_group, field_refused = None, 0
     if field.baseline is not None and field.candidate is not None:
         _check_same_probes(field.baseline, field.candidate)
         fb, fc = field.baseline.outcomes, field.candidate.outcomes
-        field_group = _group("field", [(fb[i], fc[i]) for i in sorted(fb)], policy)
+        field_pairs = [(fb[i], fc[i]) for i in sorted(fb)]
+        field_group = _group("field", field_pairs, policy)
+        field_refused = _refused_answerable(field_pairs)
     known = [_known("probes", pairs, guard.replayed)]
     if guard_pairs:
         known.append(_known("guard", guard_pairs, guard.replayed))
@@ -111,12 +113,20 @@ def compare(baseline: RunOutcomes, candidate: RunOutcomes, policy: Policy | None
         by_tag=by_tag,
         by_category={str(k): m for k, m in by_category.items()},
         changes=changes,
-        gates=evaluate_gates(policy, overall, by_tag, guard_group, guard.note, field_group, field.note),
+        gates=evaluate_gates(policy, overall, by_tag, guard_group, guard.note, field_group, field.note,
+                             field_refused),
         known=tuple(known),
         guard=guard_group,
         guard_changes=_changes(guard_pairs),
         guard_note="" if guard_group is not None else guard.note,
     )
+
+
+def _refused_answerable(pairs: Sequence[Pair]) -> int:
+    """Field probes the baseline hallucinated on that the candidate refuses, where the reviewer wrote the answer
+    (no should-abstain tag): a refusal there is no fix. On a should-abstain probe abstaining *is* the fix."""
+    return sum(b.verdict == Verdict.INCORRECT and c.verdict == Verdict.NOT_ATTEMPTED
+               and FIELD_ABSTAIN_TAG not in b.tags for b, c in pairs)
 
 
 def _changes(pairs: Sequence[Pair]) -> tuple[ProbeChange, ...]:

@@ -124,8 +124,9 @@ def gate_detectability(
         what = "broken probe" if isinstance(gate, MaxBrokenFraction) else "new abstention"
         return _count(known, _smallest_count(known, lambda k: k / known > gate.max_fraction), what, "baseline-correct")
     if isinstance(gate, MaxStillWrong):
-        return _count(rows[1], _smallest_count(rows[1], lambda k: k > gate.max_count), "still hallucinated probe",
-                      "baseline-hallucinated")
+        # On the field suite a refusal of a question the reviewer answered is not fixed either (checks.py).
+        what = "unfixed reported failure" if gate.scope == "field" else "still hallucinated probe"
+        return _count(rows[1], _smallest_count(rows[1], lambda k: k > gate.max_count), what, "baseline-hallucinated")
     if isinstance(gate, McNemar):
         return _mcnemar(known, gate.alpha)
     if isinstance(gate, MaxHallucinationIncrease | MaxAbstentionIncrease):

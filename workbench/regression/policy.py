@@ -145,14 +145,19 @@ class MaxBroken(_GateBase, _ScopedGate):
 
 
 class MaxStillWrong(_GateBase, _ScopedGate):
-    """Fails if more than `max_count` probes the baseline hallucinated on are still hallucinated by the candidate.
+    """Fails if more than `max_count` probes the baseline hallucinated on are not fixed by the candidate.
 
-    Meant for `scope: field` with `severity: warn`: a complaint users reported that the candidate has not fixed.
+    On `scope: probes` (and `guard`) not fixed means still hallucinated (incorrect -> incorrect); an abstention
+    counts as a change, as the abstention gates see it. On `scope: field` a reviewer decided what the fix is: a
+    probe with a reference answer is also not fixed when the candidate now refuses it (incorrect -> not attempted),
+    while on a should-abstain probe (tag `field:should-abstain`) refusing is the fix. Meant for `scope: field` with
+    `severity: warn`: a complaint users reported that the candidate has not fixed.
     """
 
     type: Literal["max_still_wrong"]
     max_count: int = Field(default=0, ge=0)
-    """Allowed number of probes hallucinated by both (incorrect -> incorrect)."""
+    """Allowed number of probes not fixed: hallucinated by both (incorrect -> incorrect); on `scope: field` also
+    those now refused although the reviewer wrote the answer (incorrect -> not attempted, no should-abstain tag)."""
 
 
 class McNemar(_GateBase):
@@ -222,7 +227,8 @@ class Policy(_Strict):
 # works and a lower bar would warn on each of them by design; a blanket refusal (+95 points)
 # warns. Known facts lost to abstention already fail above (they are broken).
 # The field gates count the field suite (workbench/reports): a question users reported, decided and exported is
-# the one a team acted on, so one of them broken fails (max_count 0), and one still hallucinated warns.
+# the one a team acted on, so one of them broken fails (max_count 0), and one not fixed warns (still hallucinated,
+# or refused where the reviewer wrote the answer: "I don't know" is no fix for a question with a known answer).
 # The guard gate counts the same on the base model's guard set (workbench/guard), evaluated beside the probes: an
 # abstention fix made from a team's own 60 questions, 4 of them known, broke 50 of the 67 everyday facts the real
 # chat model knew while every probe-set gate was inconclusive. 2% is the fix's goal on facts the model knows.
@@ -244,7 +250,8 @@ gates:
   - type: max_still_wrong
     name: field_failures_fixed
     scope: field
-    description: Every field probe the baseline hallucinated on is no longer hallucinated.
+    description: Every field probe the baseline hallucinated on is fixed, not still hallucinated nor now refused
+      where the reviewer gave the answer.
     max_count: 0
     severity: warn
   - type: max_broken_fraction

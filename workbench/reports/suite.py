@@ -27,6 +27,7 @@ import yaml
 from workbench.errors import WorkbenchError
 from workbench.reports.queue import QueuedReport, list_reports, mark_promoted
 from workbench.store import Store, utcnow
+from workbench.types import FIELD_ABSTAIN_TAG
 
 SUITE_FILE = "suite.yaml"
 PROBES_FILE = "probes.jsonl"
@@ -34,7 +35,7 @@ PROBES_FILE = "probes.jsonl"
 ABSTAIN_ANSWER = "I don't know"
 FIELD_TAG = "field"
 #: The tag of a field probe that should abstain (a reviewer's "should abstain", or a should-refuse decision).
-ABSTAIN_TAG = "field:should-abstain"
+ABSTAIN_TAG = FIELD_ABSTAIN_TAG
 
 
 @dataclass(frozen=True)
