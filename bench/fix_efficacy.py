@@ -17,7 +17,7 @@ known facts <= 2%; the whole demo <= 3 minutes on 2 cores.
     .venv/bin/python bench/fix_efficacy.py [--entities 120] [--seed 0] [--workspace /tmp/fix_efficacy]
         [--threads 1] [--lang en|zh] [--combined] [--rl] [--fresh] [--sft '{trainer: {max_steps: 40}}'] [--dpo '{...}']
         [--grpo '{trainer: {max_steps: 60}}'] [--worlds test,alt11,gpt2-3,...|all] [--methods sft,dpo,grpo]
-        [--reserve-fraction 0.1] [--rehearsal RATIO]
+        [--reserve-fraction 0.1] [--rehearsal RATIO] [--world-dir PLANTED_DIR]
 
 `--worlds` runs the named worlds of WORLDS one after the other (each in WORKSPACE/NAME) and prints one table:
 per world and per method, targeted failures fixed, held-out targeted fixed before -> after, correct-before broken,
@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 import torch
 import yaml
 
-from evals.world import WorldConfig, build_world
+from evals.world import WorldConfig, WorldPaths, build_world
 from finetune.fixset import DPO_CATEGORIES, REHEARSAL_RATIO, VALIDATION_SHARE, FixOptions, FixSetManifest, build_fixset
 from finetune.job import JobResult, JobSpec, from_dict, run_job
 from workbench.attribution.attribute import attribute_run
@@ -137,7 +137,8 @@ def run(args: argparse.Namespace, cfg: WorldConfig, root: Path, callbacks: tuple
     root.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(args.threads)
     times: dict[str, float] = {}
-    paths = timed(times, "world", lambda: build_world(root / "world", cfg))
+    given = getattr(args, "world_dir", None)  # a world built elsewhere (a planted world on a real model)
+    paths = timed(times, "world", lambda: WorldPaths.under(Path(given)) if given else build_world(root / "world", cfg))
     ws = root / "ws"
     store = Store.open(ws)
     suite, loaded = resolve_probes(str(paths.suite))
@@ -322,6 +323,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--methods", default="sft,dpo", help="jobs to run: sft, dpo, grpo (grpo = --rl)")
     ap.add_argument("--worlds", help=f"comma-separated names of WORLDS ({', '.join(WORLDS)}) or `all`; "
                     "default: the one world of --entities/--seed/--lang")
+    ap.add_argument("--world-dir", metavar="DIR",
+                    help="a world already built (e.g. `workbench world build --base smollm2`), in WORKSPACE/NAME")
     ap.add_argument("--json", help="also write the results here")
     return ap
 
@@ -346,6 +349,8 @@ def parse(argv: list[str] | None = None, ap: argparse.ArgumentParser | None = No
             ap.error(f"--{name} must be a YAML mapping, e.g. '{{trainer: {{max_steps: 40}}}}', got {text!r}")
     if not 0 <= args.reserve_fraction < 1 or args.rehearsal < 0:
         ap.error("--reserve-fraction must be in [0, 1) and --rehearsal >= 0")
+    if args.world_dir and (names or not (Path(args.world_dir) / "truth.jsonl").is_file()):
+        ap.error("--world-dir: a built world folder (with truth.jsonl), without --worlds")
     if args.entities < 8 or args.threads < 1:
         ap.error("--entities must be >= 8 and --threads >= 1")
     return args, names
@@ -355,6 +360,9 @@ def worlds(args: argparse.Namespace, names: list[str]) -> list[tuple[str, WorldC
     """(name, config at --threads, workspace) of each world to run: the named WORLDS, each in WORKSPACE/NAME, or
     (no --worlds) the one world of --entities/--seed/--lang, `custom`, in WORKSPACE itself."""
     root = Path(args.workspace)
+    if args.world_dir:
+        return [(Path(args.world_dir).name, WorldConfig(seed=args.seed, threads=args.threads),
+                 root / Path(args.world_dir).name)]
     if not names:
         return [("custom", WorldConfig(entities=args.entities, seed=args.seed, threads=args.threads, lang=args.lang),
                  root)]

@@ -34,3 +34,10 @@ def test_bench_refuses_a_bad_reserve_fraction_before_any_work() -> None:
                            "--workspace", "/nonexistent/never-made"], capture_output=True, text=True, timeout=120,
                           cwd=ROOT)
     assert proc.returncode == 2 and "--reserve-fraction" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bench_refuses_a_world_dir_that_is_no_built_world(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "fix_efficacy.py"), "--world-dir", str(tmp_path),
+                           "--workspace", str(tmp_path / "ws")], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 2 and "--world-dir" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "ws").exists()  # refused before any work
