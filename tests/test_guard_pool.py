@@ -195,6 +195,14 @@ def test_the_everyday_facts_are_carried_over_with_their_answers(pool: dict[str, 
         assert (p.question == row["question"]) == (old_id not in REWORDED), (p.id, old_id)
 
 
+def test_the_guard_loads_the_whole_shipped_pool(files: dict[str, tuple[Probe, ...]]) -> None:
+    """`load_pool` refuses an id or a question asked twice across files: the shipped pool must pass it whole."""
+    from workbench.guard.pool import load_pool, shipped_pool
+
+    assert sorted(f.name for f in shipped_pool()) == sorted(FILES)
+    assert len(load_pool(shipped_pool())) == sum(map(len, files.values()))
+
+
 def test_the_pool_is_package_data() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert "data/guard/*" in config["tool"]["setuptools"]["package-data"]["evals"]
