@@ -73,15 +73,15 @@ def test_guard_holds_the_facts_greedy_and_samples_get_right(w: FtWorld, half: di
 
 
 def test_guard_screen_spares_a_model_that_knows_none_of_the_pool(w: FtWorld) -> None:
-    """The shipped pool (everyday facts in five languages) means nothing to the world model: only the screen is
+    """The shipped pool (simple facts in five languages) means nothing to the world model: only the screen is
     evaluated, and the guard says it knows none."""
     from workbench.guard import build_guard, shipped_pool
     from workbench.guard.build import SCREEN
     from workbench.types import ModelSpec
 
-    assert len(shipped_pool()) == 5
+    assert len(shipped_pool()) == 6
     g = build_guard(w.store, ModelSpec(model=str(w.paths.model)), w.suite).guard
-    assert g.pool_size > 600 and g.evaluated == SCREEN and g.facts == ()
+    assert g.pool_size > 2000 and g.evaluated == SCREEN and g.facts == ()
 
 
 def test_fix_set_replays_and_holds_out_guard_facts(w: FtWorld, half: dict[str, Any], tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The known-facts guard pool (evals/data/guard): simple factual questions the project ships, one file per language.
+"""The known-facts guard pool (evals/data/guard): simple factual questions the project ships, one or two files per
+language.
 A base model's guard set is the part of the pool it answers right, so every row must load through the project's own
 probe loader and grade as written: each accepted answer CORRECT, "I don't know." NOT_ATTEMPTED, no answer given away
 by its question, one paraphrase asking the same thing in other words."""
@@ -23,8 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 POOL = ROOT / "evals" / "data" / "guard"
 SOURCE = POOL / "SOURCE.md"
 EVERYDAY = ROOT / "tests" / "data" / "formats" / "everyday_facts.jsonl"
-#: Rows per language at least (SOURCE.md, "Counts").
-MINIMUM = {"en": 420, "fr": 45, "de": 45, "es": 45, "zh": 45}
+#: Each pool file, its language and its rows at least (SOURCE.md, "Files").
+FILES = {
+    "everyday_en.jsonl": ("en", 420), "general_en.jsonl": ("en", 1500), "everyday_fr.jsonl": ("fr", 45),
+    "everyday_de.jsonl": ("de", 45), "everyday_es.jsonl": ("es", 45), "everyday_zh.jsonl": ("zh", 45),
+}
+LANGUAGES = ("en", "fr", "de", "es", "zh")
 #: Topic tag name -> the code in the row ids (SOURCE.md, "Topics").
 TOPICS = {
     "geography": "geo", "chemistry": "chem", "physics": "phys", "biology": "bio", "body": "body",
@@ -37,41 +42,59 @@ ID = re.compile(r"^guard-(en|fr|de|es|zh)-([a-z]+)-(\d{4})$")
 
 
 @pytest.fixture(scope="module")
-def pool() -> dict[str, tuple[Probe, ...]]:
-    """Each language's probes as the project's loader reads them (bad rows counted, not raised, to report them all)."""
+def files() -> dict[str, tuple[Probe, ...]]:
+    """Each file's probes as the project's loader reads them (bad rows counted, not raised, to report them all)."""
     out = {}
-    for lang in MINIMUM:
-        path = POOL / f"everyday_{lang}.jsonl"
-        _suite, result = resolve_probes(path, skip_bad=True)
-        assert (result.skipped, result.problems) == (0, ()), f"{path.name}: bad rows: {result.problems}"
+    for name in FILES:
+        _suite, result = resolve_probes(POOL / name, skip_bad=True)
+        assert (result.skipped, result.problems) == (0, ()), f"{name}: bad rows: {result.problems}"
         assert result.format == "generic", result.format
-        out[lang] = result.probes
+        out[name] = result.probes
     return out
+
+
+@pytest.fixture(scope="module")
+def pool(files: dict[str, tuple[Probe, ...]]) -> dict[str, tuple[Probe, ...]]:
+    """Each language's probes, its files' rows in order."""
+    return {lang: tuple(p for name, probes in files.items() if FILES[name][0] == lang for p in probes)
+            for lang in LANGUAGES}
 
 
 def _all(pool: dict[str, tuple[Probe, ...]]) -> list[Probe]:
     return [p for probes in pool.values() for p in probes]
 
 
-def test_the_pool_holds_one_file_per_language_and_its_source_note() -> None:
-    assert sorted(p.name for p in POOL.iterdir()) == sorted(
-        ["SOURCE.md", *(f"everyday_{lang}.jsonl" for lang in MINIMUM)]
-    )
+def test_the_pool_holds_its_documented_files_and_its_source_note() -> None:
+    assert sorted(p.name for p in POOL.iterdir()) == sorted(["SOURCE.md", *FILES])
 
 
-@pytest.mark.parametrize("lang", sorted(MINIMUM))
+def test_the_source_note_gives_each_files_rows_and_each_topics_count(files: dict[str, tuple[Probe, ...]]) -> None:
+    """SOURCE.md's "Files" and "Counts" tables say what the files hold (a row added or withdrawn updates both)."""
+    source = SOURCE.read_text(encoding="utf-8")
+    for name, probes in files.items():
+        assert re.search(rf"^\| `{re.escape(name)}` \| [^|]+ \| {len(probes)} \|$", source, re.M), name
+    counts = {m.group(1): [c.strip() for c in m.group(2).split("|")[:-1]]
+              for m in re.finditer(r"^\| `topic:(\w+)` \|((?: [^|]+ \|)+)$", source, re.M) if "`" not in m.group(2)}
+    assert set(counts) == set(TOPICS)
+    for topic, cells in counts.items():
+        got = [sum(f"topic:{topic}" in p.tags for p in probes) for probes in files.values()]
+        assert cells[:-1] == [str(n) if n else "-" for n in got] and cells[-1] == str(sum(got)), (topic, cells, got)
+
+
+@pytest.mark.parametrize("name", list(FILES))
 def test_each_file_has_only_probe_fields_and_at_least_its_documented_rows(
-    lang: str, pool: dict[str, tuple[Probe, ...]]
+    name: str, files: dict[str, tuple[Probe, ...]]
 ) -> None:
-    lines = (POOL / f"everyday_{lang}.jsonl").read_text(encoding="utf-8").splitlines()
+    lang, minimum = FILES[name]
+    lines = (POOL / name).read_text(encoding="utf-8").splitlines()
     rows = [json.loads(line) for line in lines]
     # The loader ignores unknown keys: a misspelt field ("paraphrase") would be lost without a word.
     fields = {"id", "question", "answers", "paraphrases", "tags", "language"}
     assert fields <= set(PROBE_FIELDS)
     assert all(set(row) == fields for row in rows), [row["id"] for row in rows if set(row) != fields]
     assert all(isinstance(row["paraphrases"], list) and isinstance(row["answers"], list) for row in rows)
-    assert len(pool[lang]) == len(rows) >= MINIMUM[lang]
-    assert {p.language for p in pool[lang]} == {lang}
+    assert len(files[name]) == len(rows) >= minimum
+    assert {p.language for p in files[name]} == {lang}
 
 
 def test_ids_are_unique_across_the_pool_and_name_language_and_topic(pool: dict[str, tuple[Probe, ...]]) -> None:
@@ -86,8 +109,24 @@ def test_ids_are_unique_across_the_pool_and_name_language_and_topic(pool: dict[s
             assert m, p.id
             assert m.group(1) == lang and f"topic:{codes.get(m.group(2))}" in p.tags, p.id
             numbers.setdefault(m.group(2), []).append(int(m.group(3)))
-        # numbered 0001, 0002, ... per topic: a new row takes the next number, none is reused
+        # numbered 0001, 0002, ... per language and topic over the language's files: a new row takes the next
+        # number, none is reused
         assert all(sorted(n) == list(range(1, len(n) + 1)) for n in numbers.values()), numbers
+
+
+def test_the_general_facts_continue_each_topics_numbering_and_carry_no_other_tags(
+    files: dict[str, tuple[Probe, ...]],
+) -> None:
+    everyday: dict[str, int] = {}
+    for p in files["everyday_en.jsonl"]:
+        m = ID.match(p.id)
+        assert m, p.id
+        everyday[m.group(2)] = max(everyday.get(m.group(2), 0), int(m.group(3)))
+    for p in files["general_en.jsonl"]:
+        m = ID.match(p.id)
+        assert m and int(m.group(3)) > everyday.get(m.group(2), 0), p.id
+        topic = next(name for name, code in TOPICS.items() if code == m.group(2))
+        assert list(p.tags) == ["guard", "lang:en", f"topic:{topic}"], p.id
 
 
 def test_tags_name_the_pool_the_language_and_one_documented_topic(pool: dict[str, tuple[Probe, ...]]) -> None:
@@ -154,6 +193,14 @@ def test_the_everyday_facts_are_carried_over_with_their_answers(pool: dict[str, 
         row = old[old_id]
         assert list(p.answers[: len(row["answers"])]) == row["answers"], (p.id, old_id)
         assert (p.question == row["question"]) == (old_id not in REWORDED), (p.id, old_id)
+
+
+def test_the_guard_loads_the_whole_shipped_pool(files: dict[str, tuple[Probe, ...]]) -> None:
+    """`load_pool` refuses an id or a question asked twice across files: the shipped pool must pass it whole."""
+    from workbench.guard.pool import load_pool, shipped_pool
+
+    assert sorted(f.name for f in shipped_pool()) == sorted(FILES)
+    assert len(load_pool(shipped_pool())) == sum(map(len, files.values()))
 
 
 def test_the_pool_is_package_data() -> None:
