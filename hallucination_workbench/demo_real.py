@@ -50,7 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "delta)")
     p.add_argument("--guard-pool", action="append", metavar="FILE",
                    help="--real: the known-facts guard's pool: a probe file added to the shipped pool (repeatable); "
-                   "`none` leaves the shipped pool out (see `workbench guard`)")
+                   "`none` leaves the shipped pool out (see `workbench guard`). Default: the shipped pool's everyday "
+                   "files only (662 facts), so that a first run on a CPU builds its guard in minutes")
     p.add_argument("--max-tokens", type=int, default=48,
                    help="--real: new tokens per answer (default 48: one short sentence, as the system prompt asks)")
 
@@ -87,6 +88,7 @@ def run_real(args: argparse.Namespace, checked: Checked, console: Any, clock: An
     from workbench.errors import WorkbenchError
     from workbench.gating import gate_runs, guard_outcomes, rerun_like
     from workbench.guard import guard_for_run
+    from workbench.guard.pool import everyday_pool
     from workbench.models import resolve_model
     from workbench.probes import resolve_probes
     from workbench.runner import EvalOptions, run_eval
@@ -120,7 +122,8 @@ def run_real(args: argparse.Namespace, checked: Checked, console: Any, clock: An
 
     # sft: the auto fix set (abstention rows for unknown facts, + replay); dpo: every failure as a preference pair
     # (unknown facts: chosen "I don't know.", rejected the hallucination), + anchor pairs from known facts
-    guard = guard_for_run(store, store.get_run(base.run_id), pool=args.guard_pool).guard
+    pool = args.guard_pool or everyday_pool()
+    guard = guard_for_run(store, store.get_run(base.run_id), pool=pool).guard
     console.print(f"guard: {len(guard.facts)} facts of a pool of {guard.pool_size} the model knows "
                   "(built once per model and prompt settings)")
     manifest = build_fixset(store, base.run_id, out / "fixset",
@@ -139,7 +142,7 @@ def run_real(args: argparse.Namespace, checked: Checked, console: Any, clock: An
 
     clock.step("5. the adapter evaluated like the baseline; gate")
     cand = rerun_like(store, base.run_id, adapter=job.adapter)
-    record = gate_runs(store, base.run_id, cand, guard=guard_outcomes(store, base.run_id, cand, pool=args.guard_pool))
+    record = gate_runs(store, base.run_id, cand, guard=guard_outcomes(store, base.run_id, cand, pool=pool))
     trained, replay = taught_and_replayed(out / "fixset", method)
     report = outcome(store, base.run_id, cand, trained, set(manifest.heldout_probe_ids), replay)
     clock.done("gate")

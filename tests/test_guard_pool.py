@@ -216,3 +216,12 @@ def test_the_guard_loads_the_whole_shipped_pool(files: dict[str, tuple[Probe, ..
 def test_the_pool_is_package_data() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert "data/guard/*" in config["tool"]["setuptools"]["package-data"]["evals"]
+
+
+def test_the_demos_everyday_pool_is_the_everyday_files_alone() -> None:
+    from workbench.guard.pool import NONE, everyday_pool, load_pool, pool_files
+
+    given = everyday_pool()
+    files = pool_files(given)
+    assert given[0] == NONE and len(files) == 5 and all(f.name.startswith("everyday_") for f in files)
+    assert len(load_pool(files)) < len(load_pool(pool_files(None)))  # the general file left out

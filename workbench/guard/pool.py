@@ -21,6 +21,13 @@ def shipped_pool() -> list[Path]:
     return sorted(POOL_DIR.glob("*.jsonl"))
 
 
+def everyday_pool() -> list[str]:
+    """`--guard-pool` arguments for the shipped pool's everyday files alone (662 facts in five languages, without
+    `general_en.jsonl`): `workbench demo --real` builds its guard from them, so that a first run on a CPU asks a
+    quarter of the questions the whole pool would."""
+    return [NONE, *(str(p) for p in shipped_pool() if p.name.startswith("everyday_"))]
+
+
 def pool_files(given: Sequence[str | Path] | None) -> list[Path]:
     """The files a guard is built from: the shipped pool plus `given` (None or empty: the shipped pool alone;
     with `none` among them: `given`'s files without the shipped pool, so `none` alone is no pool at all)."""
