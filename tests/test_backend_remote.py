@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from email.utils import formatdate
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 from clirun import assert_refused, workbench
@@ -123,15 +123,20 @@ def test_a_plugin_gets_retries_and_keeps_what_completed() -> None:
     assert Flaky.servers["retries"].attempts["never"] == 3
 
 
-def test_backends_on_one_server_share_its_limit() -> None:
-    a, b = flaky("shared", max_concurrency=2), flaky("shared", max_concurrency=2)
-    other = flaky("other", max_concurrency=2)
-    reqs: Sequence[GenerationRequest] = [GenerationRequest(f"p{i}") for i in range(12)]
-    threads = [threading.Thread(target=x.generate, args=(reqs,)) for x in (a, b, other)]
+def _together(backends: Sequence[Any], n: int) -> None:
+    """Each backend generates the same `n` prompts, all in threads at once."""
+    reqs: Sequence[GenerationRequest] = [GenerationRequest(f"p{i}") for i in range(n)]
+    threads = [threading.Thread(target=x.generate, args=(reqs,)) for x in backends]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+
+
+def test_backends_on_one_server_share_its_limit() -> None:
+    a, b = flaky("shared", max_concurrency=2), flaky("shared", max_concurrency=2)
+    other = flaky("other", max_concurrency=2)
+    _together((a, b, other), 12)
     assert Flaky.servers["shared"].max_in_flight == 2  # two backends, one server: 2 at most together
     assert Flaky.servers["other"].max_in_flight == 2
     assert sum(Flaky.servers["shared"].attempts.values()) == 24
@@ -152,12 +157,7 @@ def test_backends_with_different_limits_on_one_server_stay_under_the_smallest(or
     other = flaky(f"{server}-other", max_concurrency=4)
     for x in (a, b, other):  # each meets its server's limit once, in this order, before they run together
         x.generate([GenerationRequest("warm")])
-    reqs: Sequence[GenerationRequest] = [GenerationRequest(f"p{i}") for i in range(16)]
-    threads = [threading.Thread(target=x.generate, args=(reqs,)) for x in (a, b, other)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _together((a, b, other), 16)
     # Keyed by (server, limit) these were two semaphores, 4 + 2 = 6 in flight together.
     assert Flaky.servers[server].max_in_flight == 2
     assert Flaky.servers[f"{server}-other"].max_in_flight == 4  # another server keeps its own limit
