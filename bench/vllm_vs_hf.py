@@ -66,8 +66,8 @@ def in_process(name: str, spec: Any, suite: Any, loaded: Any, samples: int) -> d
 def cli(name: str, model: str, probes: str, samples: int, extra: list[str]) -> dict[str, Any]:
     """`workbench eval --json` as a subprocess: launch to exit, and result line to exit."""
     ws = tempfile.mkdtemp(prefix=f"wb-cli-{name}-", dir=CACHE)
-    cmd = [sys.executable, "-m", "workbench", "eval", "--model", model, "--probes", probes, "--backend", name,
-           "--workspace", ws, "--samples", str(samples), "--json", *extra]
+    cmd = [sys.executable, "-m", "hallucination_workbench", "eval", "--model", model, "--probes", probes,
+           "--backend", name, "--workspace", ws, "--samples", str(samples), "--json", *extra]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     assert proc.stdout is not None

@@ -34,6 +34,40 @@ def _texts(outs: list[list[Any]]) -> list[str]:
 
 
 # -- no engine needed ----------------------------------------------------------------------------
+@needs_vllm
+def test_on_cpu_an_engine_runs_in_process_unless_another_is_alive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which process model each engine start reads (a stand-in `vllm.LLM` records it; the real engines run in the
+    tests below): in process for the first on CPU; its own process beside a live one (two in-process engines
+    break each other), with a parallel size above 1, or on a GPU (vLLM's default); the user's setting always."""
+    import os
+
+    from workbench.backends import vllm as vb
+
+    seen: list[str | None] = []
+
+    class RecordingVllm:  # a stand-in for the vllm module: only the engine class, recording the variable it reads
+        @staticmethod
+        def LLM(model: str, **kw: Any) -> object:
+            seen.append(os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING"))
+            return object()
+
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    monkeypatch.setattr(vb, "_USER_MP", None)
+    monkeypatch.setattr(vb, "_ENGINES", {})
+    vb._new_engine(RecordingVllm, "m", {}, on_cpu=True)
+    vb._new_engine(RecordingVllm, "m", {"tensor_parallel_size": 2}, on_cpu=True)
+    vb._new_engine(RecordingVllm, "m", {}, on_cpu=False)
+    monkeypatch.setitem(vb._ENGINES, ("alive",), object())
+    vb._new_engine(RecordingVllm, "m", {}, on_cpu=True)
+    assert seen == ["0", "1", None, "1"]
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ  # child processes must not read it as a choice
+    monkeypatch.setattr(vb, "_USER_MP", "1")
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    monkeypatch.setattr(vb, "_ENGINES", {})
+    vb._new_engine(RecordingVllm, "m", {}, on_cpu=True)
+    assert seen[-1] == "1" and os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
+
+
 def test_missing_vllm_gives_the_pip_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` raise ImportError
     backend = load_backend(ModelSpec(model="/nonexistent", backend="vllm"))  # building is cheap

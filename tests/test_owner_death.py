@@ -149,7 +149,8 @@ def test_sigkilling_eval_ends_the_vllm_engine(world: Any, tmp_path: Path) -> Non
                             "--probes", str(probes), "--backend", "vllm", "--samples", "50", "--workspace",
                             str(tmp_path / "ws"), "--backend-option", "max_model_len=64"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                           env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1"})
+                           env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1",
+                                "VLLM_ENABLE_V1_MULTIPROCESSING": "1"})  # an engine process, as on GPUs
     engines: list[int] = []
     try:
         deadline = time.monotonic() + 400

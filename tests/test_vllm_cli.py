@@ -2,13 +2,16 @@
 process behind (EngineCore and workers included: a vLLM engine never shut down kept the command alive
 forever), and answer as hf does on the same weights.
 
-Each test starts one engine in its subprocess (20-100 s on 2 shared cores, plus vllm's import); the world
-model and the hf reference answers are shared (session world, module fixtures).
+Each test starts one engine in its subprocess; on CPU the backend runs it in process, and the tests of what
+becomes of engine processes (a start stopped, SIGTERM, a library user who never closes) ask for vLLM's own
+process model, the default on GPUs (`MULTIPROCESS_ENV`). The world model and the hf reference answers are shared
+(session world, module fixtures).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +19,7 @@ from typing import Any
 
 import pytest
 from clirun import finish, run_workbench
-from vllmkit import make_adapter, needs_vllm
+from vllmkit import MULTIPROCESS_ENV, make_adapter, needs_vllm
 
 from evals.world import WorldPaths
 from hallucination_workbench import main
@@ -126,7 +129,8 @@ def test_regress_with_a_vllm_candidate(world: Any, adapter: str, tmp_path: Path)
 @needs_vllm
 def test_a_library_user_who_never_closes_still_exits(world: Any, tmp_path: Path) -> None:
     """A script that builds a vllm backend, generates and never closes it: the atexit hook shuts the engine
-    down before multiprocessing's exit handler would wait for it forever."""
+    down before multiprocessing's exit handler would wait for it forever (vLLM's engine process, the default on
+    GPUs)."""
     questions = [json.loads(line)["question"] for line in Path(world.probes).read_text().splitlines()]
     script = f"""
 import json
@@ -141,7 +145,7 @@ if __name__ == "__main__":
     print(json.dumps([c[0].text for c in out]), flush=True)
 """
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, env={**os.environ, **MULTIPROCESS_ENV})
     done = finish(proc, timeout=LIMIT)
     assert done.returncode == 0, done.stderr[-3000:]
     hf = _greedy(_hf_run(world, tmp_path / "hf"))
@@ -179,7 +183,8 @@ def test_an_engine_too_slow_to_start_stops_the_run_and_leaves_nothing(world: Any
     was longer than the fast machine's whole start, and the run succeeded."""
     ws = tmp_path / "ws"
     done = run_workbench(["eval", "--model", str(world.model), "--probes", str(world.suite), "--workspace", str(ws),
-                          "--backend", "vllm", "--json", "--start-timeout", "10", *VLLM_OPTIONS], timeout=LIMIT)
+                          "--backend", "vllm", "--json", "--start-timeout", "10", *VLLM_OPTIONS], timeout=LIMIT,
+                         env=MULTIPROCESS_ENV)
     assert done.returncode == 2, done.stderr[-3000:]
     assert "stalled: waited 10 s for the vllm backend to start" in done.stderr and "--start-timeout" in done.stderr
     assert "Traceback" not in done.stderr.split("stalled: waited")[-1]
@@ -201,7 +206,7 @@ def test_sigterm_while_the_engine_starts_leaves_nothing_behind(world: Any, tmp_p
 
     ws = tmp_path / "ws"
     proc = start(["eval", "--model", str(world.model), "--probes", str(world.suite), "--workspace", str(ws),
-                  "--backend", "vllm", "--json", *VLLM_OPTIONS])
+                  "--backend", "vllm", "--json", *VLLM_OPTIONS], MULTIPROCESS_ENV)
     t0 = time.monotonic()
     # The engine has its own processes once the session holds more than the command (and its tracker).
     while len(session_processes(proc.pid)) < 3:

@@ -25,6 +25,10 @@ def needs_vllm(test: F) -> F:
         test = mark(test)
     return test
 
+#: vLLM's own process model (an EngineCore process and its worker), the default on GPUs. On CPU the backend runs the
+#: engine in process; the tests of engine processes (reaped, never left behind) ask for this one.
+MULTIPROCESS_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
+
 #: Identical options in every test module => one shared engine (the cache key includes them).
 ENGINE_OPTIONS = (("enable_lora", True), ("max_loras", 2), ("max_lora_rank", 16), ("max_model_len", 64))
 GREEDY = SamplingParams(max_tokens=6, stop=(".",), logprobs=True)

