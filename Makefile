@@ -86,15 +86,17 @@ demo-real: setup setup-real
 	$(BIN)/workbench demo --real --workspace .workbench/real
 
 # Every core (pytest-xdist); --dist loadfile keeps each test module in one worker, so a module's fixtures are built
-# once (work stealing would build them in every worker that steals one of its tests). Worlds and the real model are
-# built once per session for all workers (tests/artifacts.py). The 25 slowest tests are listed at the end.
+# once (work stealing would build them in every worker that steals one of its tests). Modules start longest first,
+# readers of a shared artifact after its builder (tests/schedule.py; --no-loadscope-reorder keeps that order).
+# Worlds and the real model are built once per session for all workers (tests/artifacts.py). The 25 slowest tests
+# are listed at the end; WORKBENCH_TIMINGS=tests/module_seconds.json make test refreshes the modules' seconds.
 TEST_WORKERS ?= auto
 test: setup setup-vllm setup-real setup-scale setup-docs setup-browser setup-postgres
-	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 # The edit loop: no slow, vLLM, browser or GPU test (real-model tests are all marked slow).
 test-fast: setup
-	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile -m "not slow and not vllm and not browser and not gpu" --durations=10
+	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not slow and not vllm and not browser and not gpu" --durations=10
 
 # The documentation site from docs/ (mkdocs.yml) into .cache/site, strictly: a broken link, a broken anchor or a page
 # missing from the nav fails. The reference parts are generated from the code as each page is built (the mkdocs hook

@@ -62,3 +62,36 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep("-", "figures recorded by tests")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, modules in the order tests/schedule.py plans (longest first; readers of a shared artifact
+    after its builder). Every worker computes the same order; a plain `pytest` run keeps the file order."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers:
+        return
+    from schedule import load_seconds, plan
+
+    by_module: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_module.setdefault(item.nodeid.split("::")[0], []).append(item)
+    items[:] = [it for m in plan(list(by_module), load_seconds(), int(workers)) for it in by_module[m]]
+
+
+_MODULE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    module = report.nodeid.split("::")[0]
+    _MODULE_SECONDS[module] = _MODULE_SECONDS.get(module, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """WORKBENCH_TIMINGS=FILE: each module's seconds (setup, call and teardown of its tests) as JSON, the input of
+    tests/schedule.py (tests/module_seconds.json)."""
+    target = os.environ.get("WORKBENCH_TIMINGS")
+    if target and not os.environ.get("PYTEST_XDIST_WORKER") and _MODULE_SECONDS:
+        import json
+
+        ordered = dict(sorted(((m, round(s, 1)) for m, s in _MODULE_SECONDS.items()), key=lambda kv: -kv[1]))
+        Path(target).write_text(json.dumps(ordered, indent=1) + "\n")

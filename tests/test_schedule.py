@@ -1,0 +1,35 @@
+"""tests/schedule.py: the order xdist hands test modules out in (longest first, readers of a shared artifact after
+its builder)."""
+
+from __future__ import annotations
+
+import pytest
+import schedule
+from schedule import UNKNOWN_S, plan
+
+
+def test_longest_first_and_unknown_modules_count_as_short() -> None:
+    seconds = {"a.py": 10.0, "b.py": 300.0, "c.py": 60.0}
+    assert plan(["a.py", "b.py", "c.py", "new.py"], seconds, 2) == ["b.py", "c.py", "a.py", "new.py"]
+    assert UNKNOWN_S < 10.0
+
+
+def test_readers_of_a_shared_artifact_start_after_its_builder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(schedule, "SHARED", {"chain": (200.0, ("r1.py", "r2.py"))})
+    seconds = {"r1.py": 210.0, "r2.py": 205.0, "x.py": 100.0, "y.py": 90.0, "z.py": 20.0}
+    order = plan(list(seconds), seconds, 2)
+    # r1 builds at 0 on one worker; r2 would wait 200 s on the other, so x, y and z go there first (0-210 s) and
+    # r2 starts once the chain is done.
+    assert order == ["r1.py", "x.py", "y.py", "z.py", "r2.py"]
+    # Without the shared artifact: the two longest first, side by side.
+    monkeypatch.setattr(schedule, "SHARED", {})
+    assert plan(list(seconds), seconds, 2)[:2] == ["r1.py", "r2.py"]
+
+
+def test_the_timings_file_names_modules_that_exist() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    seconds = schedule.load_seconds()
+    assert seconds, "tests/module_seconds.json is missing or empty"
+    assert all((root / m).is_file() for m in seconds), [m for m in seconds if not (root / m).is_file()]
