@@ -137,7 +137,8 @@ def run(args: argparse.Namespace, cfg: WorldConfig, root: Path, callbacks: tuple
     root.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(args.threads)
     times: dict[str, float] = {}
-    given = getattr(args, "world_dir", None)  # a world built elsewhere (a planted world on a real model)
+    # a world built elsewhere (a planted world on a real model); forgetting_levers.py's arguments have no --world-dir
+    given = getattr(args, "world_dir", None)
     paths = timed(times, "world", lambda: WorldPaths.under(Path(given)) if given else build_world(root / "world", cfg))
     ws = root / "ws"
     store = Store.open(ws)
@@ -378,7 +379,7 @@ def main() -> int:
     transformers.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     results = {}
     for name, cfg, root in worlds(args, names):
-        print(f"\n######## world {name}: {cfg}", flush=True)
+        print(f"\n######## world {name}: {args.world_dir if args.world_dir else cfg}", flush=True)
         results[name] = run(args, cfg, root)
         if args.json:  # after every world: a killed sweep keeps the worlds it finished
             Path(args.json).write_text(json.dumps(results, indent=2, default=str))

@@ -192,3 +192,9 @@ def test_guard_paraphrases_replay_each_fact_under_its_paraphrase_too(w: FtWorld,
     for pid in paraphrased:  # off: the question only; on: the question and the paraphrase
         assert all(facts[pid].question in p for p in asked["False"][pid])
         assert any(facts[pid].paraphrases[0] in p for p in asked["True"][pid]), pid
+    # The same option as a user gives it: `workbench fix --guard-paraphrases` records it in the manifest.
+    done = workbench("fix", half["run"], "--out", str(tmp_path / "cli"), "--workspace", str(w.store.workspace),
+                     "--guard-pool", "none", "--guard-pool", str(half["pool"]), "--guard-paraphrases", timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    manifest = json.loads((tmp_path / "cli" / "fixset.json").read_text())
+    assert manifest["guard"]["paraphrases"] is True and manifest["guard"]["known"] >= 1
