@@ -72,6 +72,7 @@ def test_chat_model_through_the_whole_loop(tmp_path: Path, tmp_path_factory: pyt
     spec = tmp_path / "dpo.yaml"
     spec.write_text(f"base_model: {model}\nfixset: {tmp_path / 'fixdpo'}\nmethod: dpo\noutput_dir: {tmp_path / 'job'}\n"
                     "lora: {r: 4, alpha: 8, target_modules: [q_proj, v_proj]}\n"
-                    "trainer: {max_steps: 2, per_device_batch_size: 2, max_length: 80, learning_rate: 0.001}\n")
+                    "trainer: {max_steps: 2, per_device_batch_size: 2, max_length: 80, learning_rate: 0.001, "
+                    "adapter_scale: 1.0}\n")  # no auto sweep: the real demo's test checks it
     _ok("train", "--workspace", str(ws), str(spec), timeout=240)
     assert _lora_b_norm(tmp_path / "job" / "adapter") > 0
