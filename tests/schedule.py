@@ -56,8 +56,11 @@ def plan(modules: Sequence[str], seconds: dict[str, float], workers: int) -> lis
 
 
 def load_seconds(path: Path = TIMINGS) -> dict[str, float]:
+    """Each module's seconds; a missing or malformed file (or entry) only loses the order, never the run."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-    return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): float(v) for k, v in data.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -52,7 +52,6 @@ def test_on_cpu_an_engine_runs_in_process_unless_another_is_alive(monkeypatch: p
             return object()
 
     monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
-    monkeypatch.setattr(vb, "_USER_MP", None)
     monkeypatch.setattr(vb, "_ENGINES", {})
     vb._new_engine(RecordingVllm, "m", {}, on_cpu=True)
     vb._new_engine(RecordingVllm, "m", {"tensor_parallel_size": 2}, on_cpu=True)
@@ -61,8 +60,7 @@ def test_on_cpu_an_engine_runs_in_process_unless_another_is_alive(monkeypatch: p
     vb._new_engine(RecordingVllm, "m", {}, on_cpu=True)
     assert seen == ["0", "1", None, "1"]
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ  # child processes must not read it as a choice
-    monkeypatch.setattr(vb, "_USER_MP", "1")
-    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")  # set after the import too: read at each start
     monkeypatch.setattr(vb, "_ENGINES", {})
     vb._new_engine(RecordingVllm, "m", {}, on_cpu=True)
     assert seen[-1] == "1" and os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"

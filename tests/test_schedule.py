@@ -3,6 +3,8 @@ its builder)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import schedule
 from schedule import UNKNOWN_S, plan
@@ -27,9 +29,15 @@ def test_readers_of_a_shared_artifact_start_after_its_builder(monkeypatch: pytes
 
 
 def test_the_timings_file_names_modules_that_exist() -> None:
-    from pathlib import Path
-
     root = Path(__file__).parent.parent
     seconds = schedule.load_seconds()
     assert seconds, "tests/module_seconds.json is missing or empty"
     assert all((root / m).is_file() for m in seconds), [m for m in seconds if not (root / m).is_file()]
+
+
+def test_a_malformed_timings_file_only_loses_the_order(tmp_path: Path) -> None:
+    bad = tmp_path / "seconds.json"
+    cases = (("{not json", {}), ("[1, 2]", {}), ('{"a.py": "slow", "b.py": 3, "c.py": true}', {"b.py": 3.0}))
+    for text, expected in cases:
+        bad.write_text(text)
+        assert schedule.load_seconds(bad) == expected

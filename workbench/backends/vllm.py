@@ -67,8 +67,7 @@ def _import_vllm() -> Any:
 
 
 _PARALLEL_SIZES = ("tensor_parallel_size", "data_parallel_size", "pipeline_parallel_size")
-_MP_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
-_USER_MP = os.environ.get(_MP_ENV)  # a user's own choice of vLLM's process model always wins
+_MP_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"  # set by a user: their choice of vLLM's process model always wins
 
 
 def _new_engine(vllm: Any, model: str, kw: dict[str, Any], on_cpu: bool) -> Any:
@@ -78,7 +77,7 @@ def _new_engine(vllm: Any, model: str, kw: dict[str, Any], on_cpu: bool) -> Any:
     CPU cannot use. Two in-process engines cannot live side by side (vLLM's parallel state is per process: closing
     one breaks the other), so a second one gets its own process. An in-process engine seeds this process's global
     RNGs (with `seed`, 0 by default)."""
-    if not on_cpu or _USER_MP is not None:
+    if not on_cpu or _MP_ENV in os.environ:
         return vllm.LLM(model=model, **kw)
     in_process = all(int(kw.get(k, 1)) == 1 for k in _PARALLEL_SIZES) and not _ENGINES
     envs = importlib.import_module("vllm.envs")
@@ -88,7 +87,7 @@ def _new_engine(vllm: Any, model: str, kw: dict[str, Any], on_cpu: bool) -> Any:
     try:
         return vllm.LLM(model=model, **kw)
     finally:  # read while the engine starts only; processes this one starts later must not inherit it as a choice
-        del os.environ[_MP_ENV]
+        os.environ.pop(_MP_ENV, None)
 
 
 def _version() -> tuple[str, str]:
