@@ -66,6 +66,45 @@ def test_on_cpu_an_engine_runs_in_process_unless_another_is_alive(monkeypatch: p
     assert seen[-1] == "1" and os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
 
 
+@needs_vllm
+def test_engines_started_by_two_threads_at_once_take_turns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two threads starting engines for different models at once: one in process, the other in its own process
+    (both in process would break each other), and two threads wanting the same engine get one start."""
+    import os
+    import threading
+    import time
+
+    from workbench import procstat
+    from workbench.backends import vllm as vb
+
+    seen: list[tuple[str, str | None]] = []
+
+    class SlowVllm:  # a stand-in for the vllm module: an engine class that takes a while to start
+        @staticmethod
+        def LLM(model: str, **kw: Any) -> object:
+            seen.append((model, os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")))
+            time.sleep(0.3)
+            return object()
+
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    monkeypatch.setattr(vb, "_ENGINES", {})
+    monkeypatch.setattr(vb, "_USERS", {})
+    monkeypatch.setattr(procstat, "reap_with_owner", lambda: None)
+    got: dict[str, object] = {}
+
+    def start(name: str, model: str) -> None:
+        got[name] = vb._acquire((model,), lambda: vb._new_engine(SlowVllm, model, {}, on_cpu=True), model)
+
+    threads = [threading.Thread(target=start, args=(n, m)) for n, m in (("a", "m1"), ("b", "m2"), ("c", "m1"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert sorted(mode for _, mode in seen) == ["0", "1"], seen  # m1 started once, one engine in process
+    assert got["a"] is got["c"] and got["a"] is not got["b"]
+    assert vb._USERS == {("m1",): 2, ("m2",): 1}
+
+
 def test_missing_vllm_gives_the_pip_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` raise ImportError
     backend = load_backend(ModelSpec(model="/nonexistent", backend="vllm"))  # building is cheap

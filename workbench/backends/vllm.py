@@ -48,6 +48,11 @@ _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM's LoRACon
 # backend instance; `_USERS` counts the instances holding one so `close()` frees it with the last,
 # unless a `keep_engines()` block is open (`_KEEP` > 0), which frees it when the block ends.
 _LOCK = threading.Lock()
+# One engine start at a time (held across the build and its registration, never with _LOCK waited on by close):
+# on CPU each start decides its process model from the engines alive (two threads would otherwise both start in
+# process, and set the variable under each other's start); on a GPU, concurrent starts would each profile memory
+# the other is taking.
+_START_LOCK = threading.Lock()
 _ENGINES: dict[tuple[Any, ...], Any] = {}
 _USERS: dict[tuple[Any, ...], int] = {}
 _KEEP = 0
@@ -79,7 +84,8 @@ def _new_engine(vllm: Any, model: str, kw: dict[str, Any], on_cpu: bool) -> Any:
     RNGs (with `seed`, 0 by default)."""
     if not on_cpu or _MP_ENV in os.environ:
         return vllm.LLM(model=model, **kw)
-    in_process = all(int(kw.get(k, 1)) == 1 for k in _PARALLEL_SIZES) and not _ENGINES
+    with _LOCK:  # the caller holds _START_LOCK: no other engine is starting meanwhile
+        in_process = all(int(kw.get(k, 1)) == 1 for k in _PARALLEL_SIZES) and not _ENGINES
     envs = importlib.import_module("vllm.envs")
     # vLLM freezes its environment reads once an engine runs in process; this engine's mode is read anew.
     getattr(envs, "disable_envs_cache", lambda: None)()
@@ -328,8 +334,9 @@ def shutdown_engines() -> None:
 
 
 def _acquire(key: tuple[Any, ...], build: Any, model: str) -> Any:
-    """The engine for `key`, built if none is running; counts one more user. The lock is not held while
-    an engine builds (seconds to minutes), so a stalled start never blocks `close` or the exit hook."""
+    """The engine for `key`, built if none is running; counts one more user. `_LOCK` is not held while an engine
+    builds (seconds to minutes), so a stalled start never blocks `close` or the exit hook; `_START_LOCK` is, so
+    starts take turns and the same engine is never built twice."""
     global _ATEXIT_REGISTERED
     with _LOCK:
         llm = _ENGINES.get(key)
@@ -341,21 +348,25 @@ def _acquire(key: tuple[Any, ...], build: Any, model: str) -> Any:
             # handlers (atexit is last-in first-out): multiprocessing's would wait for the engine forever.
             atexit.register(shutdown_engines)
             _ATEXIT_REGISTERED = True
-    t0 = time.monotonic()
-    procstat.reap_with_owner()  # before the engine starts: its processes end with this one, however it dies
-    try:
-        built = build()
-    except (OSError, ValueError) as e:  # bad path, bad option value, unsupported architecture
-        raise WorkbenchError(f"vllm could not load `{model}`: {e}") from e
-    # Our own logger, not vLLM's (whose INFO lines a user may have turned off): an engine start is the slow step
-    # (20-100 s here), worth saying once; tests count engine starts by it.
-    log.info("vllm: engine for %s started in %.0f s", model, time.monotonic() - t0)
-    with _LOCK:
-        llm = _ENGINES.setdefault(key, built)
-        _USERS[key] = _USERS.get(key, 0) + 1
-    if llm is not built:  # another thread built the same engine meanwhile: keep one
-        _shutdown(built)
-    return llm
+    with _START_LOCK:
+        with _LOCK:  # another thread may have built it while this one waited its turn
+            llm = _ENGINES.get(key)
+            if llm is not None:
+                _USERS[key] += 1
+                return llm
+        t0 = time.monotonic()
+        procstat.reap_with_owner()  # before the engine starts: its processes end with this one, however it dies
+        try:
+            built = build()
+        except (OSError, ValueError) as e:  # bad path, bad option value, unsupported architecture
+            raise WorkbenchError(f"vllm could not load `{model}`: {e}") from e
+        # Our own logger, not vLLM's (whose INFO lines a user may have turned off): an engine start is the slow
+        # step (20-100 s here), worth saying once; tests count engine starts by it.
+        log.info("vllm: engine for %s started in %.0f s", model, time.monotonic() - t0)
+        with _LOCK:
+            _ENGINES[key] = built
+            _USERS[key] = 1
+    return built
 
 
 def _shutdown(llm: Any) -> None:
