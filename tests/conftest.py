@@ -88,10 +88,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """WORKBENCH_TIMINGS=FILE: each module's seconds (setup, call and teardown of its tests) as JSON, the input of
-    tests/schedule.py (tests/module_seconds.json)."""
+    tests/schedule.py (tests/module_seconds.json). The modules this run ran replace their entries; the others
+    keep theirs, so a run of a few modules refreshes those without dropping the rest from the plan."""
     target = os.environ.get("WORKBENCH_TIMINGS")
     if target and not os.environ.get("PYTEST_XDIST_WORKER") and _MODULE_SECONDS:
         import json
 
-        ordered = dict(sorted(((m, round(s, 1)) for m, s in _MODULE_SECONDS.items()), key=lambda kv: -kv[1]))
+        from schedule import load_seconds
+
+        merged = {**load_seconds(Path(target)), **{m: round(s, 1) for m, s in _MODULE_SECONDS.items()}}
+        ordered = dict(sorted(merged.items(), key=lambda kv: -kv[1]))
         Path(target).write_text(json.dumps(ordered, indent=1) + "\n")

@@ -41,3 +41,20 @@ def test_a_malformed_timings_file_only_loses_the_order(tmp_path: Path) -> None:
     for text, expected in cases:
         bad.write_text(text)
         assert schedule.load_seconds(bad) == expected
+
+
+def test_a_partial_run_refreshes_its_modules_and_keeps_the_others(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    target = tmp_path / "seconds.json"
+    target.write_text('{"tests/test_elsewhere.py": 42.0, "tests/test_schedule.py": 999.0}')
+    env = {**os.environ, "WORKBENCH_TIMINGS": str(target)}
+    env.pop("PYTEST_XDIST_WORKER", None)  # the run below is its own session, not a worker of this one
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "longest_first",
+                           str(Path(__file__))], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    seconds = schedule.load_seconds(target)
+    assert seconds["tests/test_elsewhere.py"] == 42.0
+    assert seconds["tests/test_schedule.py"] < 999.0
