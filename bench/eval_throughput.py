@@ -35,10 +35,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchworld import CACHE, ROOT, cached_world
+
 sys.path.insert(0, str(ROOT))
 
-CACHE = ROOT / ".bench-cache"
 TASK_DIR = ROOT / "bench" / "lmeval_task"
 LMEVAL_VENV = CACHE / "lmeval-venv"
 LMEVAL_SPEC = "lm-eval[hf]==0.4.13"  # newest on PyPI when written; [hf]: accelerate + peft for its HF backend
@@ -48,16 +48,6 @@ GENERATE = "workbench-hf batched, decode=generate"  # transformers' generate, th
 
 
 # -- setup ---------------------------------------------------------------------------------------
-def build_world_dir(entities: int) -> Any:
-    from evals.world import WorldConfig, build_world
-
-    root = CACHE / ("world" if entities == 120 else f"world-{entities}")
-    t = time.perf_counter()
-    paths = build_world(root, WorldConfig(entities=entities), log=lambda m: print(f"  {m}", flush=True))
-    print(f"world: {root} ({time.perf_counter() - t:.1f}s)", flush=True)
-    return paths
-
-
 def make_adapter(model_dir: Path, out: Path, seed: int = 1) -> str:
     """A peft LoRA (r 8, q/v) with random non-zero B, so it really changes the answers."""
     import torch
@@ -231,7 +221,7 @@ def main() -> None:
     from workbench.types import ModelSpec
 
     notes: list[str] = []
-    paths = build_world_dir(args.entities)
+    paths = cached_world(args.entities, verbose=True)
     suite, loaded = resolve_probes(str(paths.suite))
     probes_file = paths.probes
     if args.limit:

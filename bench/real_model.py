@@ -382,7 +382,8 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
 
     sys.path.insert(0, str(ROOT / "bench"))
     import torch
-    from eval_throughput import CACHE, TASK_DIR, ensure_lmeval_venv, lmeval_versions
+    from benchworld import CACHE
+    from eval_throughput import TASK_DIR, ensure_lmeval_venv, lmeval_versions
     from vllm_vs_hf import in_process
 
     from hallucination_workbench.demo_real import SYSTEM

@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchworld import CACHE, ROOT, model_and_probes
+
 sys.path.insert(0, str(ROOT))
-CACHE = ROOT / ".bench-cache"
 MODES: dict[str, str | None] = {"in process": None, "engine process": "1"}  # None: the default
 STARTED = re.compile(r"vllm: engine for .* started in (\d+) s")
 
@@ -66,13 +66,7 @@ def main() -> None:
         ap.error("--probes is needed with --model")
     CACHE.mkdir(exist_ok=True)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    if args.model:
-        model, probes = args.model, args.probes
-    else:
-        from evals.world import build_world
-
-        world = build_world(CACHE / ("world" if args.entities == 120 else f"world-{args.entities}"), log=lambda m: None)
-        model, probes = str(world.model), str(world.suite)
+    model, probes = model_and_probes(args.model, args.probes, args.entities)
 
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
     for i in range(args.repeats):

@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchworld import CACHE, ROOT, model_and_probes
+
 sys.path.insert(0, str(ROOT))
-CACHE = ROOT / ".bench-cache"
 
 
 def timed(fn: Any) -> tuple[Any, float]:
@@ -111,14 +111,7 @@ def main() -> None:
     from workbench.probes import resolve_probes
     from workbench.types import ModelSpec
 
-    if args.model:
-        model, probes = args.model, args.probes
-    else:
-        from evals.world import WorldConfig, build_world
-
-        world = build_world(CACHE / ("world" if args.entities == 120 else f"world-{args.entities}"),
-                            WorldConfig(entities=args.entities), log=lambda m: None)
-        model, probes = str(world.model), str(world.suite)
+    model, probes = model_and_probes(args.model, args.probes, args.entities)
     suite, loaded = resolve_probes(probes)
     if args.template:
         suite = suite.model_copy(update={"template": args.template})
