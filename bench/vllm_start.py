@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -50,6 +51,7 @@ def one_eval(model: str, probes: str, samples: int, multiprocessing: str | None)
     from workbench.store import Store
 
     greedy = [r.answer for r in load_results(Store.open(ws), run_id).probes]
+    shutil.rmtree(ws)  # a failed run's workspace stays, for its log
     return {"total_s": total, "engine_start_s": float(started.group(1)) if started else None, "_greedy": greedy}
 
 
