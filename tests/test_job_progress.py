@@ -72,3 +72,7 @@ def test_a_bad_interval_is_refused_before_the_job_starts(w: FtWorld, tmp_path: P
                      env={**ENV, PROGRESS_ENV: "soon"}, timeout=120)
     assert_refused(proc, f"${PROGRESS_ENV} must be a number of seconds >= 0, got `soon`")
     assert not (tmp_path / "job" / "job_id").exists()  # no job recorded
+    proc = workbench("fix", w.run_id, "--out", str(tmp_path / "fix"), "--train", "--workspace", str(w.store.workspace),
+                     env={**ENV, PROGRESS_ENV: "-1"}, timeout=120)
+    assert_refused(proc, f"${PROGRESS_ENV} must be a number of seconds >= 0, got `-1`")
+    assert not (tmp_path / "fix").exists()  # refused before the fix set is built

@@ -61,9 +61,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import datasets
-
-    datasets.disable_progress_bars()  # per-map bars would bury the summary
     from finetune.fixset import REHEARSAL_RATIO, FixOptions, build_fixset
     from workbench.errors import WorkbenchError
     from workbench.store import Store
@@ -76,8 +73,15 @@ def run(args: argparse.Namespace) -> int:
         from finetune.job.trackers import require, split_names
 
         require([n for n in split_names(args.report_to) if n != "none"])
+    if args.train:
+        from finetune.job.cadence import progress_every
+
+        progress_every()  # a malformed $WORKBENCH_PROGRESS_EVERY: refused before the fix set is built
 
     check_output_dir(args.out, "--out")  # an existing file, a read-only place: refused before any work
+    import datasets  # 2-3 s to import: after the refusals above
+
+    datasets.disable_progress_bars()  # per-map bars would bury the summary
     store = Store.open(args.workspace)
     guard = _guard(store, args)
     try:

@@ -28,9 +28,11 @@ def run(args: argparse.Namespace) -> int:
     if args.explain:
         return _explain(args)
     from finetune.job import check_fits, from_dict, launch, load_spec, resolve
+    from finetune.job.cadence import progress_every
     from finetune.job.trackers import require, split_names
     from workbench.store import Store
 
+    progress_every()  # a malformed $WORKBENCH_PROGRESS_EVERY is refused now, not after the model loads
     spec = load_spec(args.job)
     if args.report_to is not None:
         spec = from_dict({**spec.to_dict(), "report_to": split_names(args.report_to)}, where="--report-to")

@@ -8,33 +8,15 @@ on the test world and 15 s on a real model): at most one every `PROGRESS_EVERY_S
 
 from __future__ import annotations
 
-import math
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from workbench.errors import WorkbenchError
+from finetune.job.cadence import PROGRESS_ENV, PROGRESS_EVERY_S, progress_every
 
-#: Seconds between two progress lines at most a step's time more (a line is printed when a step ends).
-PROGRESS_EVERY_S = 30.0
-PROGRESS_ENV = "WORKBENCH_PROGRESS_EVERY"
-
-
-def progress_every() -> float:
-    """`$WORKBENCH_PROGRESS_EVERY` seconds (0 or more), else PROGRESS_EVERY_S; anything else is refused."""
-    raw = os.environ.get(PROGRESS_ENV)
-    if raw is None or not raw.strip():
-        return PROGRESS_EVERY_S
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds < 0:
-        raise WorkbenchError(f"${PROGRESS_ENV} must be a number of seconds >= 0, got `{raw}`")
-    return seconds
+__all__ = ["PROGRESS_ENV", "PROGRESS_EVERY_S", "TrainingProgress", "duration", "progress_every"]
 
 
 def duration(seconds: float) -> str:

@@ -20,8 +20,6 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy.stats import binom
-
 from workbench.grading.normalize import contains_phrase, normalize
 from workbench.results import Answer, ProbeResult
 from workbench.types import Verdict
@@ -102,6 +100,8 @@ def significant(k: int, n: int, chance: float, alpha: float = ALPHA) -> tuple[bo
     """(k of n beats chance at level alpha, the one-sided binomial p-value)."""
     if n == 0:
         return False, None
+    from scipy.stats import binom  # here: scipy.stats takes 1-2 s to import, and most commands never test
+
     p = float(binom.sf(k - 1, n, chance)) if k > 0 else 1.0
     return p < alpha, p
 

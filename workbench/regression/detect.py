@@ -31,7 +31,6 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
-from scipy.stats import binom
 
 from workbench.regression.policy import (
     Bound,
@@ -93,6 +92,8 @@ def smallest_shift(n: int, movable: int, limit: float, reading: Reading, confide
     else:
         q = (1 - confidence) / 2 if reading == "low" else (1 + confidence) / 2
         # quantile_q(X) > limit * n  <=>  P(X <= floor(limit * n)) < q, for X ~ Binomial(n, k / n)
+        from scipy.stats import binom  # here: scipy.stats takes 1-2 s to import, and most commands never get here
+
         hit = binom.cdf(math.floor(limit * n + 1e-9), n, ks / n) < q
     found = np.flatnonzero(hit)
     return int(ks[found[0]]) if found.size else None

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import binom
 
 from workbench.types import Verdict
 
@@ -71,6 +70,8 @@ def mcnemar_exact(broken: int, fixed: int) -> McNemarResult:
     """Two-sided exact McNemar test: p = min(1, 2 * P[X <= min(b, c)]) for X ~ Binomial(b + c, 1/2)."""
     if broken < 0 or fixed < 0:
         raise ValueError("discordant counts must be >= 0")
+    from scipy.stats import binom  # here: scipy.stats takes 1-2 s to import, and most commands never test
+
     n = broken + fixed
     p = 1.0 if n == 0 else min(1.0, 2.0 * float(binom.cdf(min(broken, fixed), n, 0.5)))
     return McNemarResult(broken=broken, fixed=fixed, p_value=p)
