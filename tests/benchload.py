@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
@@ -18,3 +20,17 @@ def load_bench(name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def run_main(name: str, argv: list[str], monkeypatch: pytest.MonkeyPatch,
+             capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """bench/NAME.py's `main()` with `argv` as its command line, in this process: (exit code, stderr). For the
+    argument checks: these scripts import torch and transformers at the top, which a test worker holds already
+    and a subprocess pays 5-12 s to import again."""
+    module = load_bench(name)
+    monkeypatch.setattr(sys, "argv", [f"bench/{name}.py", *argv])
+    try:
+        code = module.main()
+    except SystemExit as e:  # argparse's refusals
+        code = e.code
+    return (code if isinstance(code, int) else 0 if code is None else 1), capsys.readouterr().err

@@ -3,15 +3,12 @@ training row, not the validation slice rollback chooses by) that the adapter get
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-from benchload import load_bench
+import pytest
+from benchload import load_bench, run_main
 
 from finetune.job import JobResult
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_unseen_broken_counts_only_the_reserved_known_probes() -> None:
@@ -29,15 +26,16 @@ def test_unseen_broken_counts_only_the_reserved_known_probes() -> None:
     assert round(goals["broken"] * goals["n_correct_before"]) == 2  # k1 and k3: every correct-before probe
 
 
-def test_bench_refuses_a_bad_reserve_fraction_before_any_work() -> None:
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "fix_efficacy.py"), "--reserve-fraction", "1.5",
-                           "--workspace", "/nonexistent/never-made"], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT)
-    assert proc.returncode == 2 and "--reserve-fraction" in proc.stderr and "Traceback" not in proc.stderr
+def test_bench_refuses_a_bad_reserve_fraction_before_any_work(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = run_main("fix_efficacy", ["--reserve-fraction", "1.5", "--workspace", "/nonexistent/never-made"],
+                         monkeypatch, capsys)
+    assert code == 2 and "--reserve-fraction" in err, err[-2000:]
 
 
-def test_bench_refuses_a_world_dir_that_is_no_built_world(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "fix_efficacy.py"), "--world-dir", str(tmp_path),
-                           "--workspace", str(tmp_path / "ws")], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert proc.returncode == 2 and "--world-dir" in proc.stderr and "Traceback" not in proc.stderr
+def test_bench_refuses_a_world_dir_that_is_no_built_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = run_main("fix_efficacy", ["--world-dir", str(tmp_path), "--workspace", str(tmp_path / "ws")],
+                         monkeypatch, capsys)
+    assert code == 2 and "--world-dir" in err, err[-2000:]
     assert not (tmp_path / "ws").exists()  # refused before any work

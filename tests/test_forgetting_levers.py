@@ -1,20 +1,15 @@
-"""bench/forgetting_levers.py: its arguments as a user runs it (bad values exit 2 before any world is built), and
+"""bench/forgetting_levers.py: its argument checks (bad values exit 2 before any world is built; its `main()` in
+process), and
 the null-space projection's promise on the test world's model: after A <- A P the adapter leaves the model's
 logits on the preserved text as the base model computes them, while the same adapter unprojected moves them."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from benchload import load_bench
-from clirun import ENV
-
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "forgetting_levers.py"
+from benchload import load_bench, run_main
 
 
 @pytest.mark.parametrize(("args", "needle"), [
@@ -22,11 +17,10 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "forgetting_levers.py"
     (("--adam-epsilon", "0"), "--adam-epsilon must be > 0"),
     (("--worlds", "nowhere"), "--worlds: nowhere unknown"),
 ])
-def test_bad_arguments_exit_2_before_any_work(args: tuple[str, ...], needle: str) -> None:
-    proc = subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, env=ENV, timeout=60,
-                          stdin=subprocess.DEVNULL)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert needle in proc.stderr and "Traceback" not in proc.stderr
+def test_bad_arguments_exit_2_before_any_work(args: tuple[str, ...], needle: str, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = run_main("forgetting_levers", list(args), monkeypatch, capsys)
+    assert code == 2 and needle in err, err[-2000:]
 
 
 def test_projected_adapter_leaves_the_preserved_text_alone(world: Any) -> None:
