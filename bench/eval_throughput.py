@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchworld import CACHE, ROOT, cached_world
+from _world import CACHE, ROOT, cached_world
 
 sys.path.insert(0, str(ROOT))
 

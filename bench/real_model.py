@@ -382,7 +382,7 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
 
     sys.path.insert(0, str(ROOT / "bench"))
     import torch
-    from benchworld import CACHE
+    from _world import CACHE
     from eval_throughput import TASK_DIR, ensure_lmeval_venv, lmeval_versions
     from vllm_vs_hf import in_process
 

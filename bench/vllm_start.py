@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchworld import CACHE, ROOT, model_and_probes
+from _world import CACHE, ROOT, model_and_probes
 
 sys.path.insert(0, str(ROOT))
 MODES: dict[str, str | None] = {"in process": None, "engine process": "1"}  # None: the default

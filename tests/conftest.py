@@ -62,6 +62,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep("-", "figures recorded by tests")
         for line in lines:
             terminalreporter.write_line(line)
+    over = unmarked_slow(_TEST_SECONDS, _MARKED_SLOW)
+    if over:  # on a loaded machine some of these are noise; on a quiet one, mark them
+        terminalreporter.write_sep("-", f"unmarked tests over {SLOW_S:.0f} s (mark them slow if a quiet run agrees)")
+        for test, seconds in over:
+            terminalreporter.write_line(f"{seconds:6.1f} s  {test}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -81,9 +86,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 _MODULE_SECONDS: dict[str, float] = {}
 
 
+#: A test that takes longer on a quiet 2-core machine (its module's fixtures included, when it is the first to
+#: need them) is marked `slow`, which leaves it out of `make test-fast`, the edit loop.
+SLOW_S = 5.0
+_TEST_SECONDS: dict[str, float] = {}
+_MARKED_SLOW: set[str] = set()
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     module = report.nodeid.split("::")[0]
     _MODULE_SECONDS[module] = _MODULE_SECONDS.get(module, 0.0) + report.duration
+    _TEST_SECONDS[report.nodeid] = _TEST_SECONDS.get(report.nodeid, 0.0) + report.duration
+    if "slow" in report.keywords:
+        _MARKED_SLOW.add(report.nodeid)
+
+
+def unmarked_slow(seconds: dict[str, float], marked: set[str], limit: float = SLOW_S) -> list[tuple[str, float]]:
+    """The tests over `limit` seconds that are not marked `slow`, longest first."""
+    return sorted(((t, s) for t, s in seconds.items() if s > limit and t not in marked), key=lambda ts: -ts[1])
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

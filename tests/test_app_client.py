@@ -32,6 +32,7 @@ def served(data: AppData, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         demo.close()
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_api_calls(served: tuple[str, Path], data: AppData) -> None:
     from gradio_client import Client
 

@@ -64,6 +64,7 @@ def _on_disk(ws: Path) -> list[list[Any]]:
     return list(json.loads(out.stdout))
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_viewer_never_opens_the_store_files(served: str, workspace: Path) -> None:
     from gradio_client import Client
     from gradio_client.exceptions import AppError
@@ -149,6 +150,7 @@ def _on_disk_probe(ws: Path, run: str) -> str:
     return str(Store.open(ws).probe_rows(run)[0]["id"])
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_the_app_says_a_run_was_interrupted(served: str, workspace: Path) -> None:
     from gradio_client import Client
 
@@ -161,6 +163,7 @@ def test_the_app_says_a_run_was_interrupted(served: str, workspace: Path) -> Non
     assert "Interrupted runs" in note and "is gone" in note and "workbench eval" in note
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_nothing_about_the_workspace_before_login(workspace: Path, tmp_path: Path) -> None:
     import app
     from workbench.auth import add_user

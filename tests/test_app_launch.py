@@ -9,12 +9,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
 from clirun import finish, start
 from procs import free_port
 
 URL_LINE = "Running on local URL:  "
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_app_prints_its_local_url_and_no_share_hint(tmp_path: Path) -> None:
     port = free_port()
     proc = start(["app", "--workspace", str(tmp_path / "ws"), "--port", str(port)],

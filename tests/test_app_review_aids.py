@@ -147,6 +147,7 @@ def test_evidence_reads_as_sentences_with_spans_and_their_documents(data: AppDat
     assert "Meaning agreement of the samples: 50%" in h and "1 word ·" in h
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_fix_tab_opens_an_existing_job(data: AppData, store: Store) -> None:
     from finetune import ui
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 APP_FILES = [ROOT / "app.py", *sorted((ROOT / "apptabs").glob("*.py"))]
 MAX_FUNCTION_LINES = 80
@@ -52,6 +54,7 @@ def test_the_checks_catch_what_they_look_for(tmp_path: Path) -> None:
     assert unnamed_events(src) == [f"tab.py:{MAX_FUNCTION_LINES + 2}"]
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_the_built_page_keeps_its_public_endpoints(tmp_path: Path) -> None:
     """Built over an empty workspace: the public endpoints are exactly the documented ones, every other event is
     private, and no name was given twice (gradio would have suffixed one)."""

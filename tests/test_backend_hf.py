@@ -344,6 +344,7 @@ def test_loop_mixes_base_and_adapter_requests_in_one_call(world: Any, tmp_path: 
     assert [c[0].text for c in base] != [c[0].text for c in tuned]
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_cli_decode_option(world: Any, tmp_path: Path) -> None:
     """`workbench eval --backend-option decode=...`: a typo exits 2 naming the choices; `generate` runs the old
     path, recorded in the run's engine."""

@@ -21,6 +21,7 @@ from workbench.compat.transformers import (
 from workbench.errors import WorkbenchError
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 @pytest.mark.parametrize("api", PRIVATE_APIS, ids=lambda a: a.name)
 def test_the_installed_packages_still_have_it(api: PrivateAPI) -> None:
     problem = api.problem()
@@ -55,6 +56,7 @@ def test_an_override_of_a_vanished_hook_is_refused_when_the_class_is_built() -> 
     assert check_overrides(cls, [TRAINER_SAVE_CHECKPOINT]) is cls
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_trl_trainers_pass_the_check() -> None:
     from trl import DPOTrainer, SFTTrainer
 

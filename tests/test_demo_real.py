@@ -52,6 +52,7 @@ def test_real_demo_runs_the_loop_on_the_real_model(tmp_path: Path) -> None:
     assert all(r.options["template"] == "chat" and r.suite_config["system_prompt"] for r in runs)
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_real_demo_without_the_model_names_the_pip_line(tmp_path: Path) -> None:
     import subprocess
 

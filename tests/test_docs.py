@@ -51,6 +51,7 @@ def block_after(page: Path, heading: str, lang: str = "yaml") -> str:
 
 # ---------------------------------------------------------------- the site builds
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_site_builds_strictly(tmp_path: Path) -> None:
     """`mkdocs build --strict`, as `make docs` runs it: a broken link or anchor, a page missing from the nav or a
     generated part that fails to generate fails the build."""
@@ -338,6 +339,8 @@ def test_architecture_places_every_module() -> None:
 def test_every_bench_script_has_its_page() -> None:
     nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     for script in sorted((ROOT / "bench").glob("*.py")):
+        if script.name.startswith("_"):  # a helper the scripts share, not a measurement
+            continue
         page = DOCS / "benchmarks" / f"{script.stem}.md"
         assert page.is_file(), f"{script.relative_to(ROOT)} has no page {page.relative_to(ROOT)}"
         assert f"bench/{script.name}" in page.read_text(encoding="utf-8")

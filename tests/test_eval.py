@@ -221,6 +221,7 @@ def test_a_batch_with_no_answer_stops_the_run(world: Any, workspace: Path) -> No
 
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path: Path) -> None:
     # the CI failure this guards: a test polling a CLI subprocess's new store lost the schema-version insert race
     for trial in range(3):

@@ -101,6 +101,7 @@ def test_truncated_share_is_in_the_metrics_and_warned_when_high(world: Any, work
     assert json.loads(as_json.stdout)["warnings"] == cut["warnings"]
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_regress_evaluates_both_models_under_the_overrides(world: Any, workspace: Path) -> None:
     proc = workbench("regress", "--baseline", str(world.model), "--candidate", str(world.model), "--probes",
                      str(world.suite), "--max-tokens", "3", "--stop", "zzz", "--workspace", str(workspace), "--json",

@@ -77,6 +77,7 @@ def base(world: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
     return {"dir": d, "model": str(world.model), "run": json.loads(out.stdout)["run_id"]}
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_fuzz_probe_files(base: dict[str, Any], record_property: Callable[[str, object], None]) -> None:
     g, d = Gen(SEED), base["dir"]
     cases = []
@@ -92,6 +93,7 @@ def test_fuzz_probe_files(base: dict[str, Any], record_property: Callable[[str, 
     _one_real_process(cases[0], d)
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_fuzz_suites(base: dict[str, Any], record_property: Callable[[str, object], None]) -> None:
     g, d = Gen(SEED + 1), base["dir"]
     cases = []
@@ -107,6 +109,7 @@ def test_fuzz_suites(base: dict[str, Any], record_property: Callable[[str, objec
     _one_real_process(cases[0], d)
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_fuzz_corpus_rows(base: dict[str, Any], record_property: Callable[[str, object], None]) -> None:
     g, d = Gen(SEED + 2), base["dir"]
     cases = []
@@ -119,6 +122,7 @@ def test_fuzz_corpus_rows(base: dict[str, Any], record_property: Callable[[str, 
     _one_real_process(cases[0], d)
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_fuzz_job_specs(base: dict[str, Any], record_property: Callable[[str, object], None]) -> None:
     """`train --force` up to validation: the fix set never exists, so a valid spec stops there (exit 2)."""
     g, d = Gen(SEED + 3), base["dir"]
@@ -130,6 +134,7 @@ def test_fuzz_job_specs(base: dict[str, Any], record_property: Callable[[str, ob
     _one_real_process(cases[0], d)
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_fuzz_policies(base: dict[str, Any], record_property: Callable[[str, object], None]) -> None:
     g, d = Gen(SEED + 4), base["dir"]
     cases = []
@@ -145,6 +150,7 @@ def test_fuzz_policies(base: dict[str, Any], record_property: Callable[[str, obj
     _one_real_process(cases[0], d)
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_fuzz_hostile_files_outputs_and_damaged_stores(base: dict[str, Any],
                                                        record_property: Callable[[str, object], None]) -> None:
     """Non-regular and oversized inputs in every input role, unwritable outputs, damaged store rows: each one
@@ -202,6 +208,7 @@ def test_fuzz_hostile_files_outputs_and_damaged_stores(base: dict[str, Any],
                                f"{len(damaged)} reads of damaged stores, none a traceback")
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_fuzz_control_characters_never_reach_the_terminal(base: dict[str, Any], tmp_path: Path,
                                                           record_property: Callable[[str, object], None]) -> None:
     import shutil

@@ -109,6 +109,7 @@ def _few_known_facts(world: Any, workspace: Path, capsys: pytest.CaptureFixture[
     return str(tmp_path / "few.yaml")
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_inconclusive_gate_exits_3_in_regress_watch_and_history(
     world: Any, workspace: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

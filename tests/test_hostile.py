@@ -132,6 +132,7 @@ def test_a_directory_that_is_no_model_is_refused(world: Any, files: Path, tmp_pa
     assert_refused(workbench(*argv, cwd=files), *needles)
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_screen_refuses_a_file_without_a_usable_row(world: Any, files: Path, tmp_path: Path) -> None:
     args = ["screen", "sft_bad.jsonl", "--model", str(world.model), "--workspace", str(tmp_path / "ws")]
     assert_refused(workbench(*args, cwd=files), "sft_bad.jsonl, line 1", "`question`")
@@ -207,6 +208,7 @@ def test_eval_of_probes_asking_the_same_question(world: Any, files: Path, tmp_pa
     assert len(by_probe) == 3 and len({tuple(v) for v in by_probe.values()}) == 1  # the same three answers
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 @pytest.mark.parametrize(("policy", "needles"), [
     ("policy_latin1.yaml", ["policy_latin1.yaml", "not valid UTF-8"]),
     ("policy_deep.yaml", ["policy_deep.yaml", "nested deeper than 32 levels"]),
@@ -218,6 +220,7 @@ def test_regress_refuses_hostile_policies(evaluated: tuple[Path, list[str]], fil
                              str(evaluated[0]), cwd=files), *needles)
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_an_ambiguous_run_prefix_lists_the_matches(evaluated: tuple[Path, list[str]]) -> None:
     ws, ids = evaluated
     err = assert_refused(workbench("show", "run-", "--workspace", str(ws)), "run prefix `run-` matches 2 runs")
@@ -243,6 +246,7 @@ def test_regress_refuses_unwritable_reports_before_recording_the_gate(evaluated:
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.endswith(".tmp")]
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 @pytest.mark.parametrize("dest", ["DIR", "/proc/no/such/dir/x.jsonl"])
 def test_export_refuses_an_unwritable_out(evaluated: tuple[Path, list[str]], tmp_path: Path, dest: str) -> None:
     out = str(tmp_path) if dest == "DIR" else dest
@@ -250,6 +254,7 @@ def test_export_refuses_an_unwritable_out(evaluated: tuple[Path, list[str]], tmp
                    f"--out `{out}`")
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_a_read_only_workspace_can_be_read(evaluated: tuple[Path, list[str]], files: Path, tmp_path: Path) -> None:
     prefix = without_write_access()
     if prefix is None:

@@ -128,6 +128,7 @@ def test_open_missing_unfinished_and_bad_rows(tmp_path: Path) -> None:
         build_infinigram(write_jsonl(tmp_path / "e.jsonl", []), tmp_path / "ig2")
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_resume_after_sigkill_matches_an_uninterrupted_build(tmp_path: Path) -> None:
     n = 60_000
     corpus = write_jsonl(tmp_path / "big.jsonl", [{"id": f"d{i}", "text": f"alpha row {i} of {n}"} for i in range(n)])

@@ -51,6 +51,7 @@ def test_workbench_train_prints_progress_and_json_stays_json(w: FtWorld, tmp_pat
     assert not _progress(quiet.stderr)
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_workbench_fix_train_prints_progress(w: FtWorld, tmp_path: Path) -> None:
     proc = workbench("fix", w.run_id, "--out", str(tmp_path / "fix"), "--workspace", str(w.store.workspace),
                      "--train", "--method", "sft", "--steps", "2", env=EVERY_STEP, timeout=300)

@@ -88,6 +88,7 @@ def test_atomic_output_keeps_the_old_file_when_the_write_fails(tmp_path: Path,
     assert [p.name for p in out.parent.iterdir()] == ["r.jsonl"]  # no temporary left behind
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_read_only_places_are_refused_before_any_work(tmp_path: Path) -> None:
     prefix = without_write_access()
     if prefix is None:

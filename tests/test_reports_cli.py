@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from clirun import assert_refused, workbench
 
 from hallucination_workbench import main
@@ -97,6 +98,7 @@ def test_show_keeps_source_line_context_and_the_asked_turn(tmp_path: Path) -> No
     assert text.returncode == 0 and "长城全长约一千公里" in text.stdout and "line 7" in text.stdout
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_decide_then_export_a_field_suite_with_provenance_that_loads(tmp_path: Path) -> None:
     ws, suite = tmp_path / "ws", tmp_path / "field"
     wb(ws, "import", str(CHAT), "--skip-bad", here=True)
@@ -152,6 +154,7 @@ def test_decide_refuses_a_factual_decision_without_a_reference(tmp_path: Path) -
                              timeout=TIMEOUT), "no decided factual report")
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_csv_by_columns_and_filters_by_source_and_date(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     cols = "question=prompt,answer=bot_reply,comment=user_note,timestamp=created,conversation_id=ticket"

@@ -58,3 +58,10 @@ def test_a_partial_run_refreshes_its_modules_and_keeps_the_others(tmp_path: Path
     seconds = schedule.load_seconds(target)
     assert seconds["tests/test_elsewhere.py"] == 42.0
     assert seconds["tests/test_schedule.py"] < 999.0
+
+
+def test_unmarked_tests_over_the_limit_are_listed_longest_first() -> None:
+    from conftest import SLOW_S, unmarked_slow
+
+    seconds = {"a.py::t1": SLOW_S + 1, "a.py::t2": SLOW_S + 9, "a.py::t3": SLOW_S - 1, "b.py::t4": 60.0}
+    assert unmarked_slow(seconds, {"b.py::t4"}) == [("a.py::t2", SLOW_S + 9), ("a.py::t1", SLOW_S + 1)]

@@ -50,6 +50,7 @@ def test_screen_reads_an_alpaca_json_array(world: Any, tmp_path: Path) -> None:
     assert _screen(world, compact, tmp_path / "ws2")["rows"] == len(rows) - 1
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_screen_refuses_bad_arrays_and_options_as_eval_does(world: Any, tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{"instruction": "Q?", "input": ""}, {"instruction": "R?", "output": "r"}], indent=1))

@@ -62,6 +62,7 @@ def _screen(world: Any, path: Path, workspace: Path) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_screen_counts_long_form_rows_as_not_screened(world: Any, tmp_path: Path) -> None:
     out = _screen(world, _rows(world, tmp_path, long_form=True, short=True), tmp_path / "ws")
     assert out["rows"] == 6  # only the short factual rows were asked

@@ -153,6 +153,7 @@ def test_a_later_failed_gate_shows_beside_an_earlier_signoff(gated: Gated) -> No
 # -- the CLI, run as a user runs it ------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_review_cli_refuses_a_failed_gate_and_records_an_override(gated: Gated) -> None:
     ws = str(gated.store.workspace)
 

@@ -86,6 +86,7 @@ def _eval_args(url: str, probes: Path, ws: Path, *extra: str) -> list[str]:
             "--backend-option", f"base_url={url}", "--backend-option", f"batch_size={BATCH}", "--json", *extra]
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_a_stalled_server_stops_the_run_keeps_its_answers_and_resume_finishes_it(
         server: tuple[str, _Server], probes: Path, tmp_path: Path) -> None:
     url, state = server

@@ -38,6 +38,7 @@ def test_spec_report_to_values() -> None:
         from_dict({**base, "report_to": ["none", "mlflow"]})
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 @pytest.mark.skipif(MISSING is None, reason="every tracker is installed: no refusal to test")
 def test_missing_tracker_refused_before_anything_is_written(w: FtWorld, tmp_path: Path) -> None:
     assert MISSING is not None

@@ -26,6 +26,7 @@ def bpe_world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_names_are_subword_pieces_and_anything_is_spelled(bpe_world: Path) -> None:
     from transformers import AutoTokenizer
 
@@ -41,6 +42,7 @@ def test_names_are_subword_pieces_and_anything_is_spelled(bpe_world: Path) -> No
     assert yaml.safe_load((bpe_world / "suite.yaml").read_text())["max_tokens"] == 16  # room for a split name
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_eval_grades_cased_multi_piece_answers(bpe_world: Path, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     run = workbench("eval", "--model", str(bpe_world / "model"), "--probes", str(bpe_world / "suite.yaml"),

@@ -120,6 +120,7 @@ def test_eval_grades_chinese_answers(world: WorldPaths, tmp_path: Path) -> None:
     assert sum(r.verdict == Verdict.CORRECT for r in known) >= 0.9 * len(known)
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_world_cli_zh_as_a_subprocess(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "hallucination_workbench",
                           "world", "build", "--out", str(tmp_path / "w"),
