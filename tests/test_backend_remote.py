@@ -150,6 +150,26 @@ def test_one_server_has_one_limit_the_smallest_whatever_the_order() -> None:
     assert other is not first and other.limit == 4
 
 
+def test_a_closed_backends_limit_no_longer_counts() -> None:
+    """In a long-lived process (the app) a backend that declared a small limit and closed must not throttle the
+    server for the backends that come after it."""
+    server = "released"
+    cautious, bold = flaky(server, max_concurrency=1), flaky(server, max_concurrency=4)
+    for x in (cautious, bold):
+        x.generate([GenerationRequest("warm")])
+    _together((bold,), 8)
+    assert Flaky.servers[server].max_in_flight == 1  # both open: the smaller limit
+    cautious.close()
+    Flaky.servers[server].max_in_flight = 0
+    _together((bold,), 8)
+    assert Flaky.servers[server].max_in_flight == 4  # its own limit back
+    bold.close()  # none open: the next backend's own limit, even a larger one
+    later = flaky(server, max_concurrency=6)
+    Flaky.servers[server].max_in_flight = 0
+    _together((later,), 12)
+    assert Flaky.servers[server].max_in_flight == 6
+
+
 @pytest.mark.parametrize("order", [(4, 2), (2, 4)])
 def test_backends_with_different_limits_on_one_server_stay_under_the_smallest(order: tuple[int, int]) -> None:
     server = f"mixed-{order[0]}-{order[1]}"

@@ -109,18 +109,34 @@ def call_with_retries(attempt: Callable[[], T], options: RemoteOptions, *,
 class ServerLimit:
     """Requests in flight to one server: at most `limit` at once, over every backend of the process using it.
 
-    Unlike a semaphore its limit can be lowered after requests are in flight: a backend that declares a smaller
-    limit for the same server lowers it for everyone (those already in flight finish; no new one starts until the
-    count is under the new limit)."""
+    Each backend declares its own limit; the limit is the smallest declared by a backend still open. Unlike a
+    semaphore it can change while requests are in flight: a backend that declares a smaller limit lowers it for
+    everyone (those already in flight finish; no new one starts until the count is under it), and when that
+    backend closes the others get their own limits back (in a long-lived process, the app, one cautious backend
+    would otherwise throttle the server for good)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.in_flight = 0
+        self._declared: dict[int, int] = {}  # id of the declaring backend -> its limit
         self._cond = threading.Condition()
 
-    def lower(self, limit: int) -> None:
+    def declare(self, holder: object, limit: int) -> None:
         with self._cond:
-            self.limit = min(self.limit, limit)
+            key = id(holder)
+            self._declared[key] = min(limit, self._declared.get(key, limit)) if holder is _ANONYMOUS else limit
+            self._settle()
+
+    def release(self, holder: object) -> None:
+        """`holder` closed: its limit no longer counts (with none open, the limit stays until the next declares)."""
+        with self._cond:
+            self._declared.pop(id(holder), None)
+            self._settle()
+
+    def _settle(self) -> None:
+        if self._declared:
+            self.limit = min(self._declared.values())
+            self._cond.notify_all()  # a raised limit lets waiting requests start
 
     def __enter__(self) -> None:
         with self._cond:
@@ -134,25 +150,36 @@ class ServerLimit:
 
 
 _LIMITS: dict[str, ServerLimit] = {}
+_ANONYMOUS = object()  # the holder of limits declared without one: never released
 _LIMITS_LOCK = threading.Lock()
 
 
-def shared_limit(server: str, limit: int) -> ServerLimit:
+def shared_limit(server: str, limit: int, holder: object | None = None) -> ServerLimit:
     """The process-wide limit of `server`: backends on one server share their requests in flight.
 
-    Keyed by the server alone, and the smallest limit any of its backends declared wins. Keyed by (server, limit),
-    two backends with different limits got two semaphores and together exceeded both; the first caller's limit
-    would make the outcome depend on which backend happened to start first. The smallest is the strictest
-    capacity anyone declared for that server, whatever the order."""
+    Keyed by the server alone, and the smallest limit of the backends that declared one and are still open wins.
+    Keyed by (server, limit), two backends with different limits got two semaphores and together exceeded both;
+    the first caller's limit would make the outcome depend on which backend happened to start first. The smallest
+    is the strictest capacity anyone declared for that server, whatever the order. `holder` (the backend) lets
+    `release_limit` take its limit back when it closes; without one the declaration stays for the process."""
     with _LIMITS_LOCK:
         shared = _LIMITS.get(server)
         if shared is None:
             shared = _LIMITS[server] = ServerLimit(limit)
-        elif limit < shared.limit:
+        before = shared.limit
+        shared.declare(_ANONYMOUS if holder is None else holder, limit)
+        if shared.limit < before:
             log.debug("%s: requests in flight lowered from %d to %d for every backend on it",
-                      server, shared.limit, limit)
-            shared.lower(limit)
+                      server, before, shared.limit)
         return shared
+
+
+def release_limit(server: str, holder: object) -> None:
+    """`holder` closed: the server's limit is the smallest of the backends still open."""
+    with _LIMITS_LOCK:
+        shared = _LIMITS.get(server)
+    if shared is not None:
+        shared.release(holder)
 
 
 class RemoteBackend(Backend):
@@ -187,7 +214,7 @@ class RemoteBackend(Backend):
         self.closed = False
         completed: dict[int, list[Completion]] = {}
         failures: dict[int, str] = {}
-        limit = shared_limit(self.server(), self.remote.max_concurrency)
+        limit = shared_limit(self.server(), self.remote.max_concurrency, holder=self)
         # Threads, not asyncio: generate() is sync and may be called from a thread with a running loop.
         # Daemon threads, not a ThreadPoolExecutor: the interpreter joins executor threads at exit, so a
         # server that stopped answering would hold a finished (or stalled and abandoned) run for minutes.
@@ -228,5 +255,7 @@ class RemoteBackend(Backend):
         return [completed[i] for i in range(len(requests))]
 
     def close(self) -> None:
-        """Requests still in flight (a stalled batch) stop retrying."""
+        """Requests still in flight (a stalled batch) stop retrying; this backend's limit on its server no longer
+        counts."""
         self.closed = True
+        release_limit(self.server(), self)
