@@ -90,19 +90,20 @@ _MODULE_SECONDS: dict[str, float] = {}
 #: need them) is marked `slow`, which leaves it out of `make test-fast`, the edit loop.
 SLOW_S = 5.0
 _TEST_SECONDS: dict[str, float] = {}
-_MARKED_SLOW: set[str] = set()
+_MARKED_SLOW: set[str] = set()  # tests make test-fast leaves out: marked slow, vllm, browser or gpu
+_OUT_OF_FAST = {"slow", "vllm", "browser", "gpu"}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     module = report.nodeid.split("::")[0]
     _MODULE_SECONDS[module] = _MODULE_SECONDS.get(module, 0.0) + report.duration
     _TEST_SECONDS[report.nodeid] = _TEST_SECONDS.get(report.nodeid, 0.0) + report.duration
-    if "slow" in report.keywords:
+    if _OUT_OF_FAST & set(report.keywords):
         _MARKED_SLOW.add(report.nodeid)
 
 
 def unmarked_slow(seconds: dict[str, float], marked: set[str], limit: float = SLOW_S) -> list[tuple[str, float]]:
-    """The tests over `limit` seconds that are not marked `slow`, longest first."""
+    """The tests over `limit` seconds that `make test-fast` would run (not in `marked`), longest first."""
     return sorted(((t, s) for t, s in seconds.items() if s > limit and t not in marked), key=lambda ts: -ts[1])
 
 
