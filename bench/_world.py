@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evals.world import WorldPaths
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".bench-cache"
 
 
-def cached_world(entities: int = 120, *, verbose: bool = False) -> Any:
-    """The world's `WorldPaths` (evals.world), built on first use."""
+def cached_world(entities: int = 120, *, verbose: bool = False) -> WorldPaths:
+    """The world's paths, built on first use (evals is imported here: the scripts put the root on sys.path first)."""
     from evals.world import WorldConfig, build_world
 
     root = CACHE / ("world" if entities == 120 else f"world-{entities}")

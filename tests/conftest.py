@@ -91,6 +91,7 @@ _MODULE_SECONDS: dict[str, float] = {}
 SLOW_S = 5.0
 _TEST_SECONDS: dict[str, float] = {}
 _MARKED_SLOW: set[str] = set()  # tests make test-fast leaves out: marked slow, vllm, browser or gpu
+# the markers the Makefile's test-fast leaves out (`-m "not ..."`; tests/test_schedule.py keeps the two equal)
 _OUT_OF_FAST = {"slow", "vllm", "browser", "gpu"}
 
 

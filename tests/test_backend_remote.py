@@ -143,10 +143,11 @@ def test_backends_on_one_server_share_its_limit() -> None:
 
 
 def test_one_server_has_one_limit_the_smallest_whatever_the_order() -> None:
-    first = shared_limit("one-limit", 4)
-    assert shared_limit("one-limit", 2) is first and first.limit == 2  # a smaller limit lowers it for everyone
-    assert shared_limit("one-limit", 8) is first and first.limit == 2  # a larger one does not raise it
-    other = shared_limit("one-limit-other", 4)
+    a, b, c = object(), object(), object()  # three backends, all open
+    first = shared_limit("one-limit", 4, a)
+    assert shared_limit("one-limit", 2, b) is first and first.limit == 2  # a smaller limit lowers it for everyone
+    assert shared_limit("one-limit", 8, c) is first and first.limit == 2  # a larger one does not raise it
+    other = shared_limit("one-limit-other", 4, a)
     assert other is not first and other.limit == 4
 
 

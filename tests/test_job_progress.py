@@ -12,7 +12,8 @@ import pytest
 from clirun import ENV, assert_refused, workbench
 from ftworld import FtWorld
 
-from finetune.job.progress import PROGRESS_ENV, TrainingProgress, duration, progress_every
+from finetune.job.cadence import PROGRESS_ENV, progress_every
+from finetune.job.progress import TrainingProgress, duration
 from workbench.errors import WorkbenchError
 
 LINE = re.compile(r"^(sft|dpo|grpo): step (\d+)/(\d+), loss (\d[\d.e+-]*), (\d+ s|\d+ min \d\d s) elapsed, ETA (.+)$")

@@ -65,3 +65,13 @@ def test_unmarked_tests_over_the_limit_are_listed_longest_first() -> None:
 
     seconds = {"a.py::t1": SLOW_S + 1, "a.py::t2": SLOW_S + 9, "a.py::t3": SLOW_S - 1, "b.py::t4": 60.0}
     assert unmarked_slow(seconds, {"b.py::t4"}) == [("a.py::t2", SLOW_S + 9), ("a.py::t1", SLOW_S + 1)]
+
+
+def test_the_markers_left_out_of_the_fast_list_are_those_make_test_fast_leaves_out() -> None:
+    import re
+
+    from conftest import _OUT_OF_FAST
+
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    (expr,) = re.findall(r'^test-fast:.*\n\t.*-m "([^"]+)"', makefile, flags=re.M)
+    assert set(re.findall(r"not (\w+)", expr)) == _OUT_OF_FAST

@@ -3,7 +3,7 @@
 A real-model job trains for tens of minutes; the trainer's own bars are off (they would bury the summary), so
 without this nothing is printed until the job ends. The line comes by the clock, not by steps (a step takes 10 ms
 on the test world and 15 s on a real model): at most one every `PROGRESS_EVERY_S` seconds, after a step ends.
-`$WORKBENCH_PROGRESS_EVERY` (seconds) changes the interval, for a demo or a test.
+`$WORKBENCH_PROGRESS_EVERY` (seconds, read in cadence.py) changes the interval, for a demo or a test.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from finetune.job.cadence import PROGRESS_ENV, PROGRESS_EVERY_S, progress_every
-
-__all__ = ["PROGRESS_ENV", "PROGRESS_EVERY_S", "TrainingProgress", "duration", "progress_every"]
+from finetune.job.cadence import progress_every
 
 
 def duration(seconds: float) -> str:

@@ -123,8 +123,7 @@ class ServerLimit:
 
     def declare(self, holder: object, limit: int) -> None:
         with self._cond:
-            key = id(holder)
-            self._declared[key] = min(limit, self._declared.get(key, limit)) if holder is _ANONYMOUS else limit
+            self._declared[id(holder)] = limit
             self._settle()
 
     def release(self, holder: object) -> None:
@@ -150,24 +149,23 @@ class ServerLimit:
 
 
 _LIMITS: dict[str, ServerLimit] = {}
-_ANONYMOUS = object()  # the holder of limits declared without one: never released
 _LIMITS_LOCK = threading.Lock()
 
 
-def shared_limit(server: str, limit: int, holder: object | None = None) -> ServerLimit:
+def shared_limit(server: str, limit: int, holder: object) -> ServerLimit:
     """The process-wide limit of `server`: backends on one server share their requests in flight.
 
     Keyed by the server alone, and the smallest limit of the backends that declared one and are still open wins.
     Keyed by (server, limit), two backends with different limits got two semaphores and together exceeded both;
     the first caller's limit would make the outcome depend on which backend happened to start first. The smallest
-    is the strictest capacity anyone declared for that server, whatever the order. `holder` (the backend) lets
-    `release_limit` take its limit back when it closes; without one the declaration stays for the process."""
+    is the strictest capacity anyone declared for that server, whatever the order. `holder` (the backend) declares
+    `limit` (again: its latest counts) until `release_limit` takes it back when the backend closes."""
     with _LIMITS_LOCK:
         shared = _LIMITS.get(server)
         if shared is None:
             shared = _LIMITS[server] = ServerLimit(limit)
         before = shared.limit
-        shared.declare(_ANONYMOUS if holder is None else holder, limit)
+        shared.declare(holder, limit)
         if shared.limit < before:
             log.debug("%s: requests in flight lowered from %d to %d for every backend on it",
                       server, before, shared.limit)

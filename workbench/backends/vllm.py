@@ -48,10 +48,10 @@ _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM's LoRACon
 # backend instance; `_USERS` counts the instances holding one so `close()` frees it with the last,
 # unless a `keep_engines()` block is open (`_KEEP` > 0), which frees it when the block ends.
 _LOCK = threading.Lock()
-# One engine start at a time (held across the build and its registration, never with _LOCK waited on by close):
-# on CPU each start decides its process model from the engines alive (two threads would otherwise both start in
-# process, and set the variable under each other's start); on a GPU, concurrent starts would each profile memory
-# the other is taking.
+# One engine start at a time, held across the build and its registration (`close` and the exit hook take only
+# _LOCK, so a stalled start never blocks them): on CPU each start decides its process model from the engines alive
+# (two threads would otherwise both start in process and set the variable under each other's start); on a GPU,
+# concurrent starts would each profile memory the other is taking.
 _START_LOCK = threading.Lock()
 _ENGINES: dict[tuple[Any, ...], Any] = {}
 _USERS: dict[tuple[Any, ...], int] = {}
@@ -339,9 +339,8 @@ def _acquire(key: tuple[Any, ...], build: Any, model: str) -> Any:
     starts take turns and the same engine is never built twice."""
     global _ATEXIT_REGISTERED
     with _LOCK:
-        llm = _ENGINES.get(key)
+        llm = _reuse(key)
         if llm is not None:
-            _USERS[key] += 1
             return llm
         if not _ATEXIT_REGISTERED:
             # Registered once vllm (and multiprocessing) are imported, so it runs before their exit
@@ -350,9 +349,8 @@ def _acquire(key: tuple[Any, ...], build: Any, model: str) -> Any:
             _ATEXIT_REGISTERED = True
     with _START_LOCK:
         with _LOCK:  # another thread may have built it while this one waited its turn
-            llm = _ENGINES.get(key)
+            llm = _reuse(key)
             if llm is not None:
-                _USERS[key] += 1
                 return llm
         t0 = time.monotonic()
         procstat.reap_with_owner()  # before the engine starts: its processes end with this one, however it dies
@@ -367,6 +365,14 @@ def _acquire(key: tuple[Any, ...], build: Any, model: str) -> Any:
             _ENGINES[key] = built
             _USERS[key] = 1
     return built
+
+
+def _reuse(key: tuple[Any, ...]) -> Any | None:
+    """The running engine for `key`, counting one more user, or None (the caller holds _LOCK)."""
+    llm = _ENGINES.get(key)
+    if llm is not None:
+        _USERS[key] += 1
+    return llm
 
 
 def _shutdown(llm: Any) -> None:
