@@ -20,18 +20,37 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from zygote import Zygote
 
 from workbench import procstat
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
 
 
+#: Variables a command reads only while it runs (never at import), so a command forked from the zygote may be
+#: given other values than the zygote started with.
+RUNTIME_ENV = ("WORKBENCH_", "COLUMNS", "LINES")
+_zygote: Zygote | None = None
+
+
 def workbench(*args: str, cwd: Path | None = None, timeout: float = 180, env: dict[str, str] | None = None,
-              prefix: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
+              prefix: Sequence[str] = (), fresh: bool = False) -> subprocess.CompletedProcess[str]:
     """`python -m hallucination_workbench ARGS`, i.e. `workbench ARGS` (stdin closed: nothing may wait for
-    a terminal)."""
-    return subprocess.run([*prefix, sys.executable, "-m", "hallucination_workbench", *args], cwd=cwd, env=env or ENV,
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    a terminal), forked from this worker's zygote (tests/zygote.py: torch and transformers imported once).
+    A fresh interpreter instead where import-time behaviour is what the test checks (`fresh`), under a
+    `prefix`, or with an environment that differs from the zygote's in more than RUNTIME_ENV."""
+    global _zygote
+    env = env or ENV
+    if fresh or prefix or os.environ.get("WORKBENCH_TEST_FRESH") or not _runtime_only(env, ENV):
+        return subprocess.run([*prefix, sys.executable, "-m", "hallucination_workbench", *args], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    if _zygote is None:
+        _zygote = Zygote(ENV)
+    return _zygote.run(list(args), cwd, env, timeout)
+
+
+def _runtime_only(env: dict[str, str], base: dict[str, str]) -> bool:
+    return all(k.startswith(RUNTIME_ENV) for k in set(env) ^ set(base) | {k for k in env if env[k] != base.get(k)})
 
 
 def assert_refused(proc: subprocess.CompletedProcess[str], *needles: str) -> str:

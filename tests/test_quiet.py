@@ -71,14 +71,14 @@ def test_the_listed_log_line_is_dropped_and_other_records_are_not() -> None:
 def test_a_grpo_job_prints_no_trl_vllm_notice(w: FtWorld, tmp_path: Path) -> None:
     ws = str(w.store.workspace)
     proc = workbench("fix", w.run_id, "--out", str(tmp_path / "fix"), "--workspace", ws, "--strategy", "rl",
-                     "--train", "--steps", "1", timeout=300)
+                     "--train", "--steps", "1", timeout=300, fresh=True)  # the notice comes at import
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "TRL currently supports vLLM" not in proc.stderr and TRITON not in proc.stderr, proc.stderr[-2000:]
 
     job = tmp_path / "job.yaml"  # the job process of the subprocess launcher is an entry point of its own
     job.write_text(f"fixset: {tmp_path / 'fix'}\nmethod: grpo\noutput_dir: {tmp_path / 'job'}\nworkspace: {ws}\n"
                    "trainer: {max_steps: 1}\nlauncher: {kind: subprocess}\n")
-    proc = workbench("train", str(job), "--force", env=ENV, timeout=300)
+    proc = workbench("train", str(job), "--force", env=ENV, timeout=300, fresh=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     log = (tmp_path / "job" / "job.log").read_text()
     assert "job " in log and "TRL currently supports vLLM" not in log and TRITON not in log, log[-2000:]

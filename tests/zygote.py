@@ -1,0 +1,242 @@
+"""A pre-imported parent that forks `workbench` commands for the tests (`clirun.workbench`).
+
+Why: a command that loads a model spends 5-14 s of a two-core machine importing torch and transformers before it
+does anything, and the suite runs about a hundred of them (every other command pays 1-2 s of Python start-up). A
+zygote imports all that once per test worker; each command is then a fork of it: its own process (own pid,
+process group, cwd, environment, stdin/stdout/stderr, exit code), running `python -m hallucination_workbench`'s
+own `__main__` to its end, with a hard time limit that kills its process group. What a fork cannot show is
+import-time behaviour (what a command imports, warnings printed while importing): the tests of that run a fresh
+interpreter (`workbench(..., fresh=True)`, `subprocess.run([sys.executable, ...])`).
+
+Protocol (a Unix socket): the client sends one JSON request (args, cwd, env) with three file descriptors (stdin,
+stdout, stderr); the zygote answers the child's pid, then its wait status when it ends.
+"""
+
+from __future__ import annotations
+
+import array
+import atexit
+import contextlib
+import gc
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from pathlib import Path
+from typing import BinaryIO, NoReturn
+
+#: What the zygote imports before its first fork: every module of the project's packages, and what a
+#: model-loading or training command imports besides (the project imports these inside functions).
+PACKAGES = ("hallucination_workbench", "workbench", "finetune", "evals")
+PRELOAD = ("torch", "transformers", "transformers.models.llama.modeling_llama", "peft", "datasets", "trl")
+_MAX_REQUEST = 1 << 20
+
+
+def _send(sock: socket.socket, payload: dict[str, object], fds: list[int]) -> None:
+    data = json.dumps(payload).encode()
+    sock.sendmsg([len(data).to_bytes(4, "big") + data],
+                 [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+
+
+def _receive(sock: socket.socket) -> tuple[dict[str, object], list[int]]:
+    fds = array.array("i")
+    msg, ancdata, _, _ = sock.recvmsg(_MAX_REQUEST, socket.CMSG_LEN(3 * fds.itemsize))
+    for level, kind, cdata in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(cdata[:len(cdata) - len(cdata) % fds.itemsize])
+    size = int.from_bytes(msg[:4], "big")
+    while len(msg) < 4 + size:
+        msg += sock.recv(4 + size - len(msg))
+    return json.loads(msg[4:4 + size]), list(fds)
+
+
+# -- the zygote ---------------------------------------------------------------------------------------------------
+
+
+def serve(path: str) -> None:
+    """Import PRELOAD, then fork one child per request until the parent (the test worker) is gone."""
+    import importlib
+    import pkgutil
+
+    for package in PACKAGES:
+        importlib.import_module(package)
+        for info in pkgutil.walk_packages(sys.modules[package].__path__, package + "."):
+            if not info.name.endswith("__main__"):
+                importlib.import_module(info.name)
+    for name in PRELOAD:
+        importlib.import_module(name)
+    gc.freeze()  # the imports' objects are never collected by a child: its collections (and exit) skip them
+    parent = os.getppid()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(16)
+    print("ready", flush=True)
+    waiting: dict[int, socket.socket] = {}
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    while os.getppid() == parent:
+        for _ in selector.select(timeout=0.05):
+            conn, _ = listener.accept()
+            request, fds = _receive(conn)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                selector.close()
+                for sock in (listener, conn, *waiting.values()):
+                    sock.close()
+                _child(request, fds)  # never returns
+            for fd in fds:
+                os.close(fd)
+            conn.sendall(f"{pid}\n".encode())
+            waiting[pid] = conn
+        while waiting:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            conn = waiting.pop(pid)
+            with contextlib.suppress(OSError):
+                conn.sendall(f"{status}\n".encode())
+            conn.close()
+
+
+def _child(request: dict[str, object], fds: list[int]) -> NoReturn:
+    """Become `python -m hallucination_workbench ARGS` in `cwd` with `env`, and leave with its exit code."""
+    code = 1
+    try:
+        os.setpgid(0, 0)  # a timeout kills the command and everything it started
+        for target, fd in zip((0, 1, 2), fds, strict=True):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(str(request["cwd"]))
+        env, args = request["env"], request["args"]
+        assert isinstance(env, dict) and isinstance(args, list)
+        os.environ.clear()
+        os.environ.update(env)
+        code = _run_main([str(a) for a in args])
+        _finalize()
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def _finalize() -> None:
+    """What the interpreter's exit does that a command's outcome depends on: join non-daemon threads, run the atexit
+    handlers, and close what is still open (a store's SQLite connection folds its write-ahead log back and removes
+    it as it closes; a file flushes). Not the interpreter's own teardown: over the zygote's frozen imports it takes
+    0.8 s a command, and triton's bindings then report their objects as leaked on stderr."""
+    import io
+    import sqlite3
+
+    threading._shutdown()  # type: ignore[attr-defined]  # no public name does the interpreter's wait
+    atexit._run_exitfuncs()
+    gc.collect()
+    std = {id(sys.stdin), id(sys.stdout), id(sys.stderr), id(sys.__stdout__), id(sys.__stderr__), id(sys.__stdin__)}
+    for obj in gc.get_objects():
+        if isinstance(obj, sqlite3.Connection) or (isinstance(obj, io.IOBase) and id(obj) not in std):
+            with contextlib.suppress(Exception):
+                obj.close()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
+def _run_main(args: list[str]) -> int:
+    """Run `python -m hallucination_workbench ARGS`'s `__main__`; its exit code as the interpreter makes it."""
+    import runpy
+
+    sys.argv = [str(Path(__file__).resolve().parents[1] / "hallucination_workbench" / "__main__.py"), *args]
+    sys.path[0] = os.getcwd()  # -m puts the working directory first
+    try:
+        runpy.run_module("hallucination_workbench", run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)
+        return 1
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        return 1
+    return 0
+
+
+# -- the client ---------------------------------------------------------------------------------------------------
+
+
+class Zygote:
+    """One zygote process per test worker, started at its first use with the environment `env`."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = dict(env)
+        self.folder = tempfile.mkdtemp(prefix="wbz")
+        self.path = os.path.join(self.folder, "s")
+        self.proc = subprocess.Popen([sys.executable, __file__, self.path], env=self.env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if line.strip() != "ready":
+            raise RuntimeError(f"the test zygote did not start (exit {self.proc.wait()})")
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        self.proc.wait()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+            os.rmdir(self.folder)
+
+    def run(self, args: list[str], cwd: Path | None, env: dict[str, str],
+            timeout: float) -> subprocess.CompletedProcess[str]:
+        """`workbench ARGS` forked from the zygote; like subprocess.run(..., capture_output=True, text=True,
+        stdin=DEVNULL, timeout=timeout): over the limit the command's process group is killed and
+        subprocess.TimeoutExpired raised."""
+        cmd = [sys.executable, "-m", "hallucination_workbench", *args]
+        with open(os.devnull, "rb") as stdin, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+                socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(self.path)
+            _send(sock, {"args": args, "cwd": str(cwd or os.getcwd()), "env": env},
+                  [stdin.fileno(), out.fileno(), err.fileno()])
+            pid = int(_line(sock))
+            sock.settimeout(timeout)
+            try:
+                status = int(_line(sock))
+            except TimeoutError:
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+                sock.settimeout(None)
+                _line(sock)  # the zygote has reaped it
+                raise subprocess.TimeoutExpired(cmd, timeout, _text(out), _text(err)) from None
+            return subprocess.CompletedProcess(cmd, os.waitstatus_to_exitcode(status), _text(out), _text(err))
+
+
+def _line(sock: socket.socket) -> bytes:
+    """One newline-ended answer of the zygote, a byte at a time: the next answer stays in the socket (a buffered
+    reader would do that too, but refuses to read again after a timeout)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(1)
+        if not chunk:
+            raise RuntimeError("the test zygote closed the connection (it died?)")
+        data += chunk
+    return data
+
+
+def _text(f: BinaryIO) -> str:
+    """The file's bytes as subprocess.run(text=True) decodes them (locale encoding, universal newlines)."""
+    import locale
+
+    f.seek(0)
+    data = f.read()
+    return data.decode(locale.getpreferredencoding(False)).replace("\r\n", "\n").replace("\r", "\n")
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
