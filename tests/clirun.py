@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from zygote import Zygote
+from zygote import Forked, Zygote
 
 from workbench import procstat
 
@@ -39,14 +39,18 @@ def workbench(*args: str, cwd: Path | None = None, timeout: float = 180, env: di
     a terminal), forked from this worker's zygote (tests/zygote.py: torch and transformers imported once).
     A fresh interpreter instead where import-time behaviour is what the test checks (`fresh`), under a
     `prefix`, or with an environment that differs from the zygote's in more than RUNTIME_ENV."""
-    global _zygote
     env = env or ENV
     if fresh or prefix or os.environ.get("WORKBENCH_TEST_FRESH") or not _runtime_only(env, ENV):
         return subprocess.run([*prefix, sys.executable, "-m", "hallucination_workbench", *args], cwd=cwd, env=env,
                               capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return _the_zygote().run(list(args), cwd, env, timeout)
+
+
+def _the_zygote() -> Zygote:
+    global _zygote
     if _zygote is None:
         _zygote = Zygote(ENV)
-    return _zygote.run(list(args), cwd, env, timeout)
+    return _zygote
 
 
 def _runtime_only(env: dict[str, str], base: dict[str, str]) -> bool:
@@ -94,14 +98,18 @@ def session_processes(sid: int) -> list[str]:
     return [f"{p.pid} {p.name}" for p in procstat.every() if p.session == sid and not p.ended]
 
 
-def start(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """`python -m hallucination_workbench ARGS` (the `workbench` command) in a new session, stdout/stderr captured."""
-    return subprocess.Popen([sys.executable, "-m", "hallucination_workbench", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, **(env or {})})
+def start(args: list[str], env: dict[str, str] | None = None, fresh: bool = False) -> subprocess.Popen[str] | Forked:
+    """`python -m hallucination_workbench ARGS` (the `workbench` command) in a new session, stdout/stderr captured:
+    forked from the zygote where `workbench` would fork it (then stdout/stderr are read at the end), else a
+    fresh interpreter with stdout/stderr pipes."""
+    full = {**os.environ, **(env or {})}
+    if fresh or os.environ.get("WORKBENCH_TEST_FRESH") or not _runtime_only(full, ENV):
+        return subprocess.Popen([sys.executable, "-m", "hallucination_workbench", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True, env=full)
+    return _the_zygote().start(args, None, full)
 
 
-def finish(proc: subprocess.Popen[str], timeout: float, t0: float | None = None) -> Finished:
+def finish(proc: subprocess.Popen[str] | Forked, timeout: float, t0: float | None = None) -> Finished:
     """Wait for `proc` at most `timeout` s (else kill its session and fail), then require that every
     process of its session is gone within GONE_WITHIN s."""
     t0 = time.monotonic() if t0 is None else t0
@@ -120,6 +128,7 @@ def finish(proc: subprocess.Popen[str], timeout: float, t0: float | None = None)
     if left:
         os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail(f"processes outlived the command by {GONE_WITHIN:.0f} s: {left}; stderr tail:\n{err[-3000:]}")
+    assert proc.returncode is not None
     return Finished(proc.returncode, out, err, seconds)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clirun import start, workbench
 from procs import open_store_at_once
 from sqlalchemy import func, select
 
@@ -75,16 +75,14 @@ def _cache_rows(workspace: Path) -> int:
 
 
 def _cli_eval(world: Any, workspace: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "hallucination_workbench", "eval", "--model", str(world.model),
-            "--probes", str(world.suite), "--workspace", str(workspace), "--samples", "4", "--json", *extra]
+    return ["eval", "--model", str(world.model), "--probes", str(world.suite), "--workspace", str(workspace),
+            "--samples", "4", "--json", *extra]
 
 
 @pytest.mark.slow  # over 20 s on 2 cores
 def test_sigkill_mid_run_then_rerun_loses_and_repeats_nothing(world: Any, workspace: Path) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     # tiny batches so the kill lands between committed batches
-    proc = subprocess.Popen(_cli_eval(world, workspace, "--backend-option", "batch_size=2"), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = start(_cli_eval(world, workspace, "--backend-option", "batch_size=2"))
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
         if (workspace / "store.sqlite").exists() and _cache_rows(workspace) >= 20:
@@ -94,7 +92,8 @@ def test_sigkill_mid_run_then_rerun_loses_and_repeats_nothing(world: Any, worksp
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = _cache_rows(workspace)
-    out = subprocess.run(_cli_eval(world, workspace), env=env, capture_output=True, text=True, check=True)
+    out = workbench(*_cli_eval(world, workspace), timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout)
     total = result["n"] * 5  # greedy + 4 samples
     assert result["cached"] == before  # everything finished before the kill is reused

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clirun import workbench
 from worldkit import eval_world
 
 from hallucination_workbench import main
@@ -113,8 +114,6 @@ def _few_known_facts(world: Any, workspace: Path, capsys: pytest.CaptureFixture[
 def test_inconclusive_gate_exits_3_in_regress_watch_and_history(
     world: Any, workspace: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    import subprocess
-    import sys
 
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
@@ -123,10 +122,8 @@ def test_inconclusive_gate_exits_3_in_regress_watch_and_history(
     a = eval_world(world, workspace, capsys, "--probes", probes)
     b = eval_world(world, workspace, capsys, "--probes", probes)
     junit = tmp_path / "junit.xml"
-    proc = subprocess.run([sys.executable, "-m", "hallucination_workbench",
-                           "regress", "--baseline", a, "--candidate", b,
-                           "--workspace", str(workspace), "--json", "--junit", str(junit)],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = workbench("regress", "--baseline", a, "--candidate", b, "--workspace", str(workspace), "--json",
+                     "--junit", str(junit), timeout=300)
     assert proc.returncode == 3, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
     assert out["verdict"] == "inconclusive" and out["exit_code"] == 3
@@ -135,9 +132,7 @@ def test_inconclusive_gate_exits_3_in_regress_watch_and_history(
     assert out["headline"]["rows"][0] == {**out["headline"]["rows"][0], "label": "correct", "baseline_count": 3}
     skipped = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase") if c.find("skipped") is not None]
     assert skipped == out["inconclusive_gates"]
-    proc = subprocess.run([sys.executable, "-m", "hallucination_workbench",
-                           "regress", "--baseline", a, "--candidate", b,
-                           "--workspace", str(workspace)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = workbench("regress", "--baseline", a, "--candidate", b, "--workspace", str(workspace), timeout=300)
     assert proc.returncode == 3 and "INCONCLUSIVE (exit 3)" in proc.stdout and "could not fail" in proc.stdout
     from workbench.store import Store
     from workbench.views import compare_runs
@@ -208,15 +203,11 @@ def test_guard_passes_a_candidate_that_changes_nothing(
 ) -> None:
     """Baseline against itself with the guard: every guard fact kept, the guard gate passes, and the terminal
     report prints the known-facts lines of both scopes."""
-    import subprocess
-    import sys
 
     a = eval_world(world, workspace, capsys)
     pool = _world_pool(world, tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "hallucination_workbench", "regress", "--baseline", a,
-                           "--candidate", a, "--workspace", str(workspace), "--guard-pool", "none", "--guard-pool",
-                           str(pool)],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = workbench("regress", "--baseline", a, "--candidate", a, "--workspace", str(workspace), "--guard-pool",
+                     "none", "--guard-pool", str(pool), timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "guard set: 0 of" in proc.stdout and "probes: 0 of" in proc.stdout
     assert "guard_facts_kept" in proc.stdout

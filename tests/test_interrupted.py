@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clirun import ENV, assert_refused, workbench
+from clirun import ENV, assert_refused, start, workbench
 from sqlalchemy import func, select
 
 from workbench import procstat
@@ -87,10 +87,8 @@ def _cache_rows(ws: Path) -> int:
 @pytest.mark.slow  # over 20 s on 2 cores
 def test_a_killed_eval_reads_interrupted_everywhere(world: Any, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    args = [sys.executable, "-m", "hallucination_workbench",
-            "eval", "--model", str(world.model), "--probes", str(world.suite),
-            "--workspace", str(ws), "--samples", "2", "--backend-option", "batch_size=2", "--json"]
-    proc = subprocess.Popen(args, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = start(["eval", "--model", str(world.model), "--probes", str(world.suite), "--workspace", str(ws),
+                  "--samples", "2", "--backend-option", "batch_size=2", "--json"], ENV)
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
         if (ws / "store.sqlite").exists() and _cache_rows(ws) >= 10:

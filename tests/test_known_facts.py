@@ -4,12 +4,11 @@ out of training; a job scores it before and after and records, prints and stores
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from clirun import workbench
 from ftworld import FtWorld
 
 from finetune.fixset import load_manifest
@@ -55,8 +54,7 @@ def test_train_records_and_prints_the_known_facts_a_job_broke(w: FtWorld, tmp_pa
     job = tmp_path / "job.yaml"
     job.write_text(f"fixset: {manifest.path}\noutput_dir: job\nworkspace: {w.store.workspace}\ndevice: cpu\n"
                    "trainer: {max_steps: 60, learning_rate: 3e-3}\n")
-    proc = subprocess.run([sys.executable, "-m", "hallucination_workbench", "train", str(job)], capture_output=True,
-                          text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = workbench("train", str(job), timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = read_result(tmp_path / "job")
     assert result is not None and result.known_checked > 0 and result.known_broken
@@ -151,8 +149,7 @@ def test_a_job_rolls_back_to_the_state_that_broke_fewest_known_facts(w: FtWorld,
 def test_fix_validation_fraction_option(w: FtWorld, tmp_path: Path) -> None:
     """`workbench fix --validation-fraction 0` keeps no known probe out of replay; a bad value exits 2."""
     def fix(*extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "hallucination_workbench", "fix", w.run_id, "--workspace",
-                               str(w.store.workspace), "--json", *extra], capture_output=True, text=True, timeout=300)
+        return workbench("fix", w.run_id, "--workspace", str(w.store.workspace), "--json", *extra, timeout=300)
 
     proc = fix("--out", str(tmp_path / "none"), "--validation-fraction", "0")
     assert proc.returncode == 0, proc.stderr[-2000:]

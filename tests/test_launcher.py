@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from clirun import workbench
 from ftworld import FtWorld
 
 from finetune.job import JobSpec, LauncherSpec, from_dict, resolve
@@ -90,9 +91,6 @@ def test_sft_job_on_cuda(w: FtWorld, tmp_path: Path) -> None:
 def test_train_cli_with_the_subprocess_launcher_reads_the_result_file(w: FtWorld, tmp_path: Path) -> None:
     """`workbench train` as a user runs it, on a job whose launcher is a subprocess: the job process writes
     OUT/result.json, the launcher returns it (never JSON scraped from the child's stdout)."""
-    import os
-    import subprocess
-    import sys
 
     from finetune import records
     from finetune.job import read_result
@@ -103,8 +101,7 @@ def test_train_cli_with_the_subprocess_launcher_reads_the_result_file(w: FtWorld
     job = tmp_path / "job.yaml"
     job.write_text(f"fixset: {w.fixset}\noutput_dir: job\nworkspace: {w.store.workspace}\n"
                    "trainer: {max_steps: 2}\nlauncher: {kind: subprocess}\n")
-    proc = subprocess.run([sys.executable, "-m", "hallucination_workbench", "train", str(job), "--json"],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = workbench("train", str(job), "--json", timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     printed = json.loads(proc.stdout)
     written = read_result(out)
@@ -114,8 +111,7 @@ def test_train_cli_with_the_subprocess_launcher_reads_the_result_file(w: FtWorld
     assert "job " in (out / "job.log").read_text()  # the child's output is kept beside the job
     # the same output_dir again without --resume: refused before the job process starts or job.yaml changes
     saved = (out / "job.yaml").read_text()
-    again = subprocess.run([sys.executable, "-m", "hallucination_workbench", "train", str(job)],
-                           capture_output=True, text=True, timeout=300)
+    again = workbench("train", str(job), timeout=300)
     assert again.returncode == 2 and "already holds a job; pass --resume" in again.stderr
     assert "Traceback" not in again.stderr and (out / "job.yaml").read_text() == saved
 

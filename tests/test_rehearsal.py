@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from clirun import workbench
 from ftworld import FtWorld
 
 from finetune.rehearsal import rehearsal_texts
@@ -100,8 +100,7 @@ def test_fixset_rehearses_the_corpus_and_reserves_known_facts(w: FtWorld, tmp_pa
         build_fixset(w.store, w.run_id, tmp_path / "bad", reserve_fraction=0.95)
     # the CLI: `workbench fix --rehearsal INDEX --rehearsal-ratio R`, bad values exit 2 without a traceback
     def fix(*extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "hallucination_workbench", "fix", w.run_id, "--workspace",
-                               str(w.store.workspace), "--json", *extra], capture_output=True, text=True, timeout=300)
+        return workbench("fix", w.run_id, "--workspace", str(w.store.workspace), "--json", *extra, timeout=300)
 
     proc = fix("--out", str(tmp_path / "cli"), "--rehearsal", str(index), "--rehearsal-ratio", "0.5")
     assert proc.returncode == 0, proc.stderr[-2000:]

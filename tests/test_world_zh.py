@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from clirun import workbench
 
 from evals.world import TEST_CONFIG, WorldPaths, build_world, read_meta
 from evals.world.generate import ZH_POOLS, make_corpus, make_facts, make_probes, make_truth
@@ -122,17 +121,14 @@ def test_eval_grades_chinese_answers(world: WorldPaths, tmp_path: Path) -> None:
 
 @pytest.mark.slow  # over 5 s on 2 cores
 def test_world_cli_zh_as_a_subprocess(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "hallucination_workbench",
-                          "world", "build", "--out", str(tmp_path / "w"),
-                          "--lang", "zh", "--entities", "8", "--steps", "5"], capture_output=True, text=True,
-                         timeout=300, cwd=ROOT)
+    out = workbench("world", "build", "--out", str(tmp_path / "w"), "--lang", "zh", "--entities", "8", "--steps",
+                    "5", timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "world ready" in out.stdout
     probes = _jsonl(tmp_path / "w" / "probes.jsonl")
     assert len(probes) == 32 and probes[0]["question"].endswith("？")
-    bad = subprocess.run([sys.executable, "-m", "hallucination_workbench", "world", "build",
-                          "--out", str(tmp_path / "x"), "--lang", "zh", "--style", "alt"],
-                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    bad = workbench("world", "build", "--out", str(tmp_path / "x"), "--lang", "zh", "--style", "alt", timeout=120,
+                    cwd=ROOT)
     assert bad.returncode == 2 and "English only" in bad.stderr
 
 
@@ -142,10 +138,8 @@ def test_demo_zh_runs_the_loop_as_a_subprocess(tmp_path: Path) -> None:
     from workbench.store import Store
 
     ws = tmp_path / "ws"
-    proc = subprocess.run([sys.executable, "-m", "hallucination_workbench", "demo", "--lang", "zh",
-                           "--workspace", str(ws),
-                           "--entities", "24", "--samples", "2", "--steps", "3", "--methods", "sft",
-                           "--threads", "1"], capture_output=True, text=True, timeout=900, cwd=ROOT)
+    proc = workbench("demo", "--lang", "zh", "--workspace", str(ws), "--entities", "24", "--samples", "2", "--steps",
+                     "3", "--methods", "sft", "--threads", "1", timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "gate sft:" in proc.stdout and (ws / "world-zh" / "suite.yaml").is_file()
     gates = history(Store.open(ws))

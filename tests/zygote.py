@@ -20,6 +20,7 @@ import contextlib
 import gc
 import json
 import os
+import select
 import selectors
 import signal
 import socket
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from pathlib import Path
 from typing import BinaryIO, NoReturn
@@ -110,7 +112,7 @@ def _child(request: dict[str, object], fds: list[int]) -> NoReturn:
     """Become `python -m hallucination_workbench ARGS` in `cwd` with `env`, and leave with its exit code."""
     code = 1
     try:
-        os.setpgid(0, 0)  # a timeout kills the command and everything it started
+        os.setsid()  # a session of its own (Popen's start_new_session): a timeout kills all it started
         for target, fd in zip((0, 1, 2), fds, strict=True):
             os.dup2(fd, target)
             os.close(fd)
@@ -193,40 +195,102 @@ class Zygote:
             os.unlink(self.path)
             os.rmdir(self.folder)
 
+    def start(self, args: list[str], cwd: Path | None, env: dict[str, str]) -> Forked:
+        """`workbench ARGS` forked from the zygote, in a session of its own; a subprocess.Popen look-alike."""
+        return Forked(self.path, args, cwd, env)
+
     def run(self, args: list[str], cwd: Path | None, env: dict[str, str],
             timeout: float) -> subprocess.CompletedProcess[str]:
-        """`workbench ARGS` forked from the zygote; like subprocess.run(..., capture_output=True, text=True,
-        stdin=DEVNULL, timeout=timeout): over the limit the command's process group is killed and
-        subprocess.TimeoutExpired raised."""
-        cmd = [sys.executable, "-m", "hallucination_workbench", *args]
-        with open(os.devnull, "rb") as stdin, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-                socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.connect(self.path)
-            _send(sock, {"args": args, "cwd": str(cwd or os.getcwd()), "env": env},
-                  [stdin.fileno(), out.fileno(), err.fileno()])
-            pid = int(_line(sock))
-            sock.settimeout(timeout)
-            try:
-                status = int(_line(sock))
-            except TimeoutError:
-                with contextlib.suppress(OSError):
-                    os.killpg(pid, signal.SIGKILL)
-                sock.settimeout(None)
-                _line(sock)  # the zygote has reaped it
-                raise subprocess.TimeoutExpired(cmd, timeout, _text(out), _text(err)) from None
-            return subprocess.CompletedProcess(cmd, os.waitstatus_to_exitcode(status), _text(out), _text(err))
+        """Like subprocess.run(..., capture_output=True, text=True, stdin=DEVNULL, timeout=timeout): over the limit
+        the command's session is killed and subprocess.TimeoutExpired raised."""
+        proc = self.start(args, cwd, env)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill_session()
+            out, err = proc.communicate()
+            raise subprocess.TimeoutExpired(proc.args, timeout, out, err) from None
+        assert proc.returncode is not None
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def _line(sock: socket.socket) -> bytes:
-    """One newline-ended answer of the zygote, a byte at a time: the next answer stays in the socket (a buffered
-    reader would do that too, but refuses to read again after a timeout)."""
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = sock.recv(1)
-        if not chunk:
-            raise RuntimeError("the test zygote closed the connection (it died?)")
-        data += chunk
-    return data
+class Forked:
+    """A command forked from the zygote, with what the tests use of subprocess.Popen (`pid`, `args`, `returncode`,
+    `poll`, `wait`, `communicate`, `send_signal`, `terminate`, `kill`). Its stdout and stderr go to files, read
+    when it has ended: `stdout`/`stderr` are None (a test reading them live runs the command fresh)."""
+
+    stdout = None
+    stderr = None
+
+    def __init__(self, path: str, args: list[str], cwd: Path | None, env: dict[str, str]) -> None:
+        self.args = [sys.executable, "-m", "hallucination_workbench", *args]
+        self.returncode: int | None = None
+        self._out, self._err = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # noqa: SIM115  # read at the end
+        self._buffer = b""
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.connect(path)
+        with open(os.devnull, "rb") as stdin:
+            _send(self._sock, {"args": args, "cwd": str(cwd or os.getcwd()), "env": env},
+                  [stdin.fileno(), self._out.fileno(), self._err.fileno()])
+        pid = self._answer(None)
+        assert pid is not None
+        self.pid = pid
+
+    def _answer(self, timeout: float | None) -> int | None:
+        """The zygote's next answer (the pid, then the wait status), or None when none came within `timeout`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self._sock], [], [], left)[0]:
+                return None
+            chunk = self._sock.recv(64)
+            if not chunk:
+                raise RuntimeError("the test zygote closed the connection (it died?)")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return int(line)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._collect(0.0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit code (negative: the signal that ended it); subprocess.TimeoutExpired after `timeout`."""
+        if self.returncode is None and not self._collect(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def _collect(self, timeout: float | None) -> bool:
+        status = self._answer(timeout)
+        if status is None:
+            return False
+        self.returncode = os.waitstatus_to_exitcode(status)
+        self._sock.close()
+        return True
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """(stdout, stderr) once it has ended; subprocess.TimeoutExpired (and still running) after `timeout`."""
+        self.wait(timeout)
+        return _text(self._out), _text(self._err)
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def kill_session(self) -> None:
+        """SIGKILL the command and everything it started (its own session)."""
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGKILL)
 
 
 def _text(f: BinaryIO) -> str:
