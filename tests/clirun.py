@@ -9,6 +9,7 @@ the test fails with the output so far, instead of hanging CI.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -29,7 +30,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", 
 
 #: Variables a command reads only while it runs (never at import), so a command forked from the zygote may be
 #: given other values than the zygote started with.
-RUNTIME_ENV = ("WORKBENCH_", "COLUMNS", "LINES")
+RUNTIME_ENV = ("WORKBENCH_", "COLUMNS", "LINES", "PYTEST_")  # PYTEST_CURRENT_TEST: set per test phase
 _zygote: Zygote | None = None
 
 
@@ -48,13 +49,14 @@ def workbench(*args: str, cwd: Path | None = None, timeout: float = 180, env: di
 
 def _the_zygote() -> Zygote:
     global _zygote
-    if _zygote is None:
+    if _zygote is None or _zygote.proc.poll() is not None:  # a dead one is replaced
         _zygote = Zygote(ENV)
     return _zygote
 
 
 def _runtime_only(env: dict[str, str], base: dict[str, str]) -> bool:
-    return all(k.startswith(RUNTIME_ENV) for k in set(env) ^ set(base) | {k for k in env if env[k] != base.get(k)})
+    changed = (set(env) ^ set(base)) | {k for k in env if env[k] != base.get(k)}
+    return all(k.startswith(RUNTIME_ENV) for k in changed)
 
 
 def assert_refused(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
@@ -117,7 +119,8 @@ def finish(proc: subprocess.Popen[str] | Forked, timeout: float, t0: float | Non
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         left = session_processes(proc.pid)
-        os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # a forked command may be gone (reaped) already
+            os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         pytest.fail(f"`{' '.join(map(str, proc.args))}` still running after {timeout:.0f} s "  # type: ignore[arg-type]
                     f"(processes: {left}); stderr tail:\n{err[-3000:]}")
@@ -126,7 +129,8 @@ def finish(proc: subprocess.Popen[str] | Forked, timeout: float, t0: float | Non
     while (left := session_processes(proc.pid)) and time.monotonic() < deadline:
         time.sleep(0.2)
     if left:
-        os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail(f"processes outlived the command by {GONE_WITHIN:.0f} s: {left}; stderr tail:\n{err[-3000:]}")
     assert proc.returncode is not None
     return Finished(proc.returncode, out, err, seconds)

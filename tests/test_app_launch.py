@@ -20,7 +20,7 @@ URL_LINE = "Running on local URL:  "
 def test_app_prints_its_local_url_and_no_share_hint(tmp_path: Path) -> None:
     port = free_port()
     proc = start(["app", "--workspace", str(tmp_path / "ws"), "--port", str(port)],
-                 env={"GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"})
+                 env={"GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}, fresh=True)  # reads stdout live
     t0 = time.monotonic()
     lines: list[str] = []
     stdout = proc.stdout

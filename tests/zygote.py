@@ -54,7 +54,10 @@ def _receive(sock: socket.socket) -> tuple[dict[str, object], list[int]]:
             fds.frombytes(cdata[:len(cdata) - len(cdata) % fds.itemsize])
     size = int.from_bytes(msg[:4], "big")
     while len(msg) < 4 + size:
-        msg += sock.recv(4 + size - len(msg))
+        chunk = sock.recv(4 + size - len(msg))
+        if not chunk:
+            raise ValueError("the client went away mid-request")
+        msg += chunk
     return json.loads(msg[4:4 + size]), list(fds)
 
 
@@ -74,6 +77,8 @@ def serve(path: str) -> None:
     for name in PRELOAD:
         importlib.import_module(name)
     gc.freeze()  # the imports' objects are never collected by a child: its collections (and exit) skip them
+    # fork copies only the calling thread: a lock another thread held would stay locked in every child
+    assert [t.name for t in threading.enumerate()] == ["MainThread"], threading.enumerate()
     parent = os.getppid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -85,27 +90,36 @@ def serve(path: str) -> None:
     while os.getppid() == parent:
         for _ in selector.select(timeout=0.05):
             conn, _ = listener.accept()
-            request, fds = _receive(conn)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:
-                selector.close()
-                for sock in (listener, conn, *waiting.values()):
-                    sock.close()
-                _child(request, fds)  # never returns
-            for fd in fds:
-                os.close(fd)
-            conn.sendall(f"{pid}\n".encode())
-            waiting[pid] = conn
-        while waiting:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-            if pid == 0:
-                break
-            conn = waiting.pop(pid)
-            with contextlib.suppress(OSError):
-                conn.sendall(f"{status}\n".encode())
-            conn.close()
+            conn.settimeout(30)
+            fds: list[int] = []
+            try:  # a client gone mid-request costs its request, never the zygote
+                request, fds = _receive(conn)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    selector.close()
+                    for sock in (listener, conn, *waiting.values()):
+                        sock.close()
+                    _child(request, fds)  # never returns
+                waiting[pid] = conn
+                conn.sendall(f"{pid}\n".encode())
+            except (OSError, ValueError):
+                conn.close()
+            finally:
+                for fd in fds:
+                    os.close(fd)
+        while True:
+            with contextlib.suppress(ChildProcessError):
+                pid, status = os.waitpid(-1, os.WNOHANG)
+                if pid:
+                    if pid in waiting:
+                        conn = waiting.pop(pid)
+                        with contextlib.suppress(OSError):
+                            conn.sendall(f"{status}\n".encode())
+                        conn.close()
+                    continue
+            break
 
 
 def _child(request: dict[str, object], fds: list[int]) -> NoReturn:
@@ -139,9 +153,12 @@ def _finalize() -> None:
 
     threading._shutdown()  # type: ignore[attr-defined]  # no public name does the interpreter's wait
     atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):  # before any other wrapper of fd 1 or 2 closes it
+        with contextlib.suppress(Exception):
+            stream.flush()
     gc.collect()
     std = {id(sys.stdin), id(sys.stdout), id(sys.stderr), id(sys.__stdout__), id(sys.__stderr__), id(sys.__stdin__)}
-    for obj in gc.get_objects():
+    for obj in gc.get_objects():  # the command's objects: the zygote's own (its stdio among them) are frozen
         if isinstance(obj, sqlite3.Connection) or (isinstance(obj, io.IOBase) and id(obj) not in std):
             with contextlib.suppress(Exception):
                 obj.close()
@@ -208,7 +225,7 @@ class Zygote:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill_session()
-            out, err = proc.communicate()
+            out, err = proc.communicate(timeout=60)
             raise subprocess.TimeoutExpired(proc.args, timeout, out, err) from None
         assert proc.returncode is not None
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
@@ -232,8 +249,9 @@ class Forked:
         with open(os.devnull, "rb") as stdin:
             _send(self._sock, {"args": args, "cwd": str(cwd or os.getcwd()), "env": env},
                   [stdin.fileno(), self._out.fileno(), self._err.fileno()])
-        pid = self._answer(None)
-        assert pid is not None
+        pid = self._answer(60.0)
+        if pid is None:
+            raise RuntimeError("the test zygote did not fork the command within 60 s")
         self.pid = pid
 
     def _answer(self, timeout: float | None) -> int | None:
@@ -245,6 +263,8 @@ class Forked:
                 return None
             chunk = self._sock.recv(64)
             if not chunk:
+                if hasattr(self, "pid"):
+                    self.kill_session()
                 raise RuntimeError("the test zygote closed the connection (it died?)")
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
@@ -276,7 +296,7 @@ class Forked:
         return _text(self._out), _text(self._err)
 
     def send_signal(self, sig: int) -> None:
-        if self.returncode is None:
+        if self.poll() is None:  # as Popen: never signal a pid that may have been reused
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, sig)
 
@@ -288,7 +308,7 @@ class Forked:
 
     def kill_session(self) -> None:
         """SIGKILL the command and everything it started (its own session)."""
-        if self.returncode is None:
+        if self.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGKILL)
 
