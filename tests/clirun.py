@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", 
 #: given other values than the zygote started with.
 RUNTIME_ENV = ("WORKBENCH_", "COLUMNS", "LINES", "PYTEST_")  # PYTEST_CURRENT_TEST: set per test phase
 _zygote: Zygote | None = None
+_no_zygote: str | None = None  # why the zygote could not start
 
 
 def workbench(*args: str, cwd: Path | None = None, timeout: float = 180, env: dict[str, str] | None = None,
@@ -41,17 +43,25 @@ def workbench(*args: str, cwd: Path | None = None, timeout: float = 180, env: di
     A fresh interpreter instead where import-time behaviour is what the test checks (`fresh`), under a
     `prefix`, or with an environment that differs from the zygote's in more than RUNTIME_ENV."""
     env = env or ENV
-    if fresh or prefix or os.environ.get("WORKBENCH_TEST_FRESH") or not _runtime_only(env, ENV):
+    zygote = None if fresh or prefix or os.environ.get("WORKBENCH_TEST_FRESH") or not _runtime_only(env, ENV) \
+        else _the_zygote()
+    if zygote is None:
         return subprocess.run([*prefix, sys.executable, "-m", "hallucination_workbench", *args], cwd=cwd, env=env,
                               capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    return _the_zygote().run(list(args), cwd, env, timeout)
+    return zygote.run(list(args), cwd, env, timeout)
 
 
-def _the_zygote() -> Zygote:
-    global _zygote
-    if _zygote is None or _zygote.proc.poll() is not None:  # a dead one is replaced
-        _zygote = Zygote(ENV)
-    return _zygote
+def _the_zygote() -> Zygote | None:
+    """This worker's zygote, started (or replaced, when it died) now; None when it cannot start: the commands then
+    run fresh, slower but checked the same, and the reason is a warning in the run's summary."""
+    global _zygote, _no_zygote
+    if _no_zygote is None and (_zygote is None or _zygote.proc.poll() is not None):
+        try:
+            _zygote = Zygote(ENV)
+        except RuntimeError as e:
+            _no_zygote = str(e)
+            warnings.warn(f"commands run fresh: {e}", stacklevel=3)
+    return None if _no_zygote else _zygote
 
 
 def _runtime_only(env: dict[str, str], base: dict[str, str]) -> bool:
@@ -105,10 +115,12 @@ def start(args: list[str], env: dict[str, str] | None = None, fresh: bool = Fals
     forked from the zygote where `workbench` would fork it (then stdout/stderr are read at the end), else a
     fresh interpreter with stdout/stderr pipes."""
     full = {**os.environ, **(env or {})}
-    if fresh or os.environ.get("WORKBENCH_TEST_FRESH") or not _runtime_only(full, ENV):
+    zygote = None if fresh or os.environ.get("WORKBENCH_TEST_FRESH") or not _runtime_only(full, ENV) \
+        else _the_zygote()
+    if zygote is None:
         return subprocess.Popen([sys.executable, "-m", "hallucination_workbench", *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True, env=full)
-    return _the_zygote().start(args, None, full)
+    return zygote.start(args, None, full)
 
 
 def finish(proc: subprocess.Popen[str] | Forked, timeout: float, t0: float | None = None) -> Finished:

@@ -62,3 +62,18 @@ def test_the_startup_bench_refuses_no_repeats(monkeypatch: pytest.MonkeyPatch,
 
     code, err = run_main("cli_startup", ["--repeats", "0"], monkeypatch, capsys)
     assert code == 2 and "--repeats: must be at least 1, got 0" in err
+
+
+def test_a_zygote_that_cannot_start_leaves_the_commands_fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    import clirun
+
+    def broken(env: dict[str, str]) -> None:
+        raise RuntimeError("the test zygote did not start (exit 1): ImportError")
+
+    monkeypatch.setattr(clirun, "Zygote", broken)
+    monkeypatch.setattr(clirun, "_zygote", None)
+    monkeypatch.setattr(clirun, "_no_zygote", None)
+    with pytest.warns(UserWarning, match="commands run fresh: the test zygote did not start"):
+        done = workbench("--version", timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("workbench ")
+    assert workbench("--version", timeout=120).returncode == 0  # no second try, no second warning

@@ -22,6 +22,7 @@ import json
 import os
 import select
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -69,13 +70,17 @@ def serve(path: str) -> None:
     import importlib
     import pkgutil
 
+    # A module that cannot be imported here (an optional package missing) is left to the commands that need it,
+    # which fail on it as a fresh interpreter does.
     for package in PACKAGES:
         importlib.import_module(package)
         for info in pkgutil.walk_packages(sys.modules[package].__path__, package + "."):
             if not info.name.endswith("__main__"):
-                importlib.import_module(info.name)
+                with contextlib.suppress(ImportError):
+                    importlib.import_module(info.name)
     for name in PRELOAD:
-        importlib.import_module(name)
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
     gc.freeze()  # the imports' objects are never collected by a child: its collections (and exit) skip them
     # fork copies only the calling thread: a lock another thread held would stay locked in every child
     assert [t.name for t in threading.enumerate()] == ["MainThread"], threading.enumerate()
@@ -196,21 +201,21 @@ class Zygote:
         self.env = dict(env)
         self.folder = tempfile.mkdtemp(prefix="wbz")
         self.path = os.path.join(self.folder, "s")
-        self.proc = subprocess.Popen([sys.executable, __file__, self.path], env=self.env, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        log = Path(self.folder) / "zygote.log"
+        with log.open("w") as err:
+            self.proc = subprocess.Popen([sys.executable, __file__, self.path], env=self.env, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=err, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if line.strip() != "ready":
-            raise RuntimeError(f"the test zygote did not start (exit {self.proc.wait()})")
+            raise RuntimeError(f"the test zygote did not start (exit {self.proc.wait()}):\n{log.read_text()[-3000:]}")
         atexit.register(self.close)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.proc.kill()
         self.proc.wait()
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
-            os.rmdir(self.folder)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def start(self, args: list[str], cwd: Path | None, env: dict[str, str]) -> Forked:
         """`workbench ARGS` forked from the zygote, in a session of its own; a subprocess.Popen look-alike."""
