@@ -62,6 +62,8 @@ def test_the_startup_bench_refuses_no_repeats(monkeypatch: pytest.MonkeyPatch,
 
     code, err = run_main("cli_startup", ["--repeats", "0"], monkeypatch, capsys)
     assert code == 2 and "--repeats: must be at least 1, got 0" in err
+    code, err = run_main("cli_startup", ["--entities", "3"], monkeypatch, capsys)
+    assert code == 2 and "--entities: a world needs at least 8 entities, got 3" in err
 
 
 def test_a_zygote_that_cannot_start_leaves_the_commands_fresh(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -167,9 +167,6 @@ def _finalize() -> None:
         if isinstance(obj, sqlite3.Connection) or (isinstance(obj, io.IOBase) and id(obj) not in std):
             with contextlib.suppress(Exception):
                 obj.close()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
 
 
 def _run_main(args: list[str]) -> int:
