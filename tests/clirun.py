@@ -30,8 +30,9 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", 
 
 
 #: Variables a command reads only while it runs (never at import), so a command forked from the zygote may be
-#: given other values than the zygote started with.
-RUNTIME_ENV = ("WORKBENCH_", "COLUMNS", "LINES", "PYTEST_")  # PYTEST_CURRENT_TEST: set per test phase
+#: given other values than the zygote started with. PYTEST_CURRENT_TEST is set per test phase; RAY_*: the zygote
+#: never imports ray (the pool imports it when built), and a command joining a test's cluster needs its auth mode.
+RUNTIME_ENV = ("WORKBENCH_", "COLUMNS", "LINES", "PYTEST_", "RAY_")
 _zygote: Zygote | None = None
 _no_zygote: str | None = None  # why the zygote could not start
 
@@ -115,12 +116,26 @@ def start(args: list[str], env: dict[str, str] | None = None, fresh: bool = Fals
     forked from the zygote where `workbench` would fork it (then stdout/stderr are read at the end), else a
     fresh interpreter with stdout/stderr pipes."""
     full = {**os.environ, **(env or {})}
-    zygote = None if fresh or os.environ.get("WORKBENCH_TEST_FRESH") or not _runtime_only(full, ENV) \
-        else _the_zygote()
+    # Decided on what the caller asks for, not on os.environ: in-process use of a library in this worker (the vllm
+    # backend sets VLLM_* variables) would otherwise send every later command of the worker to a fresh interpreter.
+    # The child gets `full` either way, as a fresh one would.
+    asked = {**ENV, **(env or {})}
+    zygote = None if fresh or os.environ.get("WORKBENCH_TEST_FRESH") or not _runtime_only(asked, ENV) else _the_zygote()
     if zygote is None:
         return subprocess.Popen([sys.executable, "-m", "hallucination_workbench", *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True, env=full)
     return zygote.start(args, None, full)
+
+
+def start_script(script: Path, args: list[str], cwd: Path | None = None) -> subprocess.Popen[str] | Forked:
+    """`python SCRIPT ARGS` (a test's own entry point, such as tests/jobworker.py) with this process's environment:
+    forked from the zygote where `start` would fork, else a fresh interpreter with stdout/stderr pipes. Read its
+    output with `communicate()`."""
+    zygote = None if os.environ.get("WORKBENCH_TEST_FRESH") else _the_zygote()
+    if zygote is None:
+        return subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, cwd=cwd)
+    return zygote.start(args, cwd, dict(os.environ), str(script))
 
 
 def finish(proc: subprocess.Popen[str] | Forked, timeout: float, t0: float | None = None) -> Finished:

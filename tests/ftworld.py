@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from clirun import start_script
 from transformers import TrainerCallback
+from zygote import Forked
 
 _MEMO: dict[str, Any] = {}
 #: LoRA on every linear layer learns the tiny world's facts in 100 steps (q/v alone: 3 of 8).
@@ -140,27 +141,25 @@ def max_diff(a: dict[str, Any], b: dict[str, Any]) -> float:
 
 
 def start_job(w: FtWorld, job: Path, *, resume: bool = False, step_delay: float = 0.0,
-              stall_save: str = "") -> subprocess.Popen[str]:
-    """The job process on JOB (one thread) through tests/jobworker.py: `step_delay` seconds after every step,
-    `stall_save` "STEP:SECONDS" stalls that checkpoint's save before its commit."""
+              stall_save: str = "") -> subprocess.Popen[str] | Forked:
+    """The job process on JOB (one thread) through tests/jobworker.py, forked from the zygote: `step_delay` seconds
+    after every step, `stall_save` "STEP:SECONDS" stalls that checkpoint's save before its commit."""
     from finetune.job.launcher import job_arguments
 
-    cmd = [sys.executable, str(Path(__file__).with_name("jobworker.py")),
-           *job_arguments(job, resume=resume, workspace=str(w.store.workspace), threads=1)]
+    cmd = job_arguments(job, resume=resume, workspace=str(w.store.workspace), threads=1)
     if step_delay:
         cmd += ["--step-delay", str(step_delay)]
     if stall_save:
         cmd += ["--stall-save", stall_save]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=Path(__file__).resolve().parents[1])
+    return start_script(Path(__file__).with_name("jobworker.py"), cmd, cwd=Path(__file__).resolve().parents[1])
 
 
-def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 300) -> None:
+def wait_for(path: Path, proc: subprocess.Popen[str] | Forked, timeout: float = 300) -> None:
     """Until `path` exists; the job's stderr if it ends first; the job killed on timeout."""
     t0 = time.monotonic()
     while not path.exists():
         if proc.poll() is not None:
-            raise AssertionError(f"job ended (rc {proc.returncode}) before {path} appeared:\n{proc.stderr.read()}")
+            raise AssertionError(f"job ended (rc {proc.returncode}) before {path} appeared:\n{proc.communicate()[1]}")
         if time.monotonic() - t0 > timeout:
             proc.kill()
             raise AssertionError(f"{path} did not appear in {timeout} s")

@@ -14,6 +14,7 @@ from typing import Any
 
 import psutil
 import pytest
+from clirun import start
 
 from workbench import procstat
 
@@ -86,9 +87,7 @@ def test_sigkilling_workbench_train_ends_its_job_process(w: Any, tmp_path: Path)
     job = tmp_path / "job.yaml"
     job.write_text(f"fixset: {w.fixset}\noutput_dir: job\nworkspace: {w.store.workspace}\n"
                    "trainer: {max_steps: 100000}\nlauncher: {kind: subprocess}\n")
-    cli = subprocess.Popen([sys.executable, "-m", "hallucination_workbench", "train", str(job), "--json"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                           env={**os.environ, "OMP_NUM_THREADS": "1"})
+    cli = start(["train", str(job), "--json"])  # its own session, OMP_NUM_THREADS=1 (tests/conftest.py)
     children: list[int] = []
     try:
         deadline = time.monotonic() + 300

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -16,7 +14,7 @@ from typing import Any
 
 import pytest
 from artifacts import planted
-from clirun import ENV, assert_refused, workbench
+from clirun import ENV, assert_refused, start, workbench
 
 from evals.world.generate import render
 from evals.world.planted import FREQUENCIES, PlantedConfig, make_planted, plant_facts, tier_of
@@ -156,22 +154,20 @@ def test_a_killed_build_resumes_from_its_checkpoint(tmp_path: Path) -> None:
 
     env = {**ENV, "WORKBENCH_MODELS_DIR": str(real_model_dir().parent)}
     out = tmp_path / "w"
-    args = [sys.executable, "-m", "hallucination_workbench", "world", "build", "--base", "smollm2", "--out",
-            str(out), "--entities", "2", "--frequencies", "1,2", "--steps", "10", "--batch", "2",
-            "--checkpoint-every", "2"]
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    args = ["world", "build", "--base", "smollm2", "--out", str(out), "--entities", "2", "--frequencies", "1,2",
+            "--steps", "10", "--batch", "2", "--checkpoint-every", "2"]
+    proc = start(args, env)  # its own session
     try:
         deadline = time.monotonic() + 300
         while not (out / "checkpoint" / "state.pt").exists():
-            assert proc.poll() is None, proc.communicate()[0][-3000:]
+            assert proc.poll() is None, "".join(proc.communicate())[-3000:]
             assert time.monotonic() < deadline, "no checkpoint within 300 s"
             time.sleep(0.05)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
     assert not (out / "world.json").exists()
-    again = workbench("world", "build", *args[5:], timeout=600, env=env)
+    again = workbench(*args, timeout=600, env=env)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resuming from step" in again.stdout, again.stdout
     step = int(again.stdout.split("resuming from step ")[1].split("/")[0])

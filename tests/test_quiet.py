@@ -78,7 +78,7 @@ def test_a_grpo_job_prints_no_trl_vllm_notice(w: FtWorld, tmp_path: Path) -> Non
     job = tmp_path / "job.yaml"  # the job process of the subprocess launcher is an entry point of its own
     job.write_text(f"fixset: {tmp_path / 'fix'}\nmethod: grpo\noutput_dir: {tmp_path / 'job'}\nworkspace: {ws}\n"
                    "trainer: {max_steps: 1}\nlauncher: {kind: subprocess}\n")
-    proc = workbench("train", str(job), "--force", env=ENV, timeout=300, fresh=True)
+    proc = workbench("train", str(job), "--force", env=ENV, timeout=300)  # the job process is fresh either way
     assert proc.returncode == 0, proc.stderr[-2000:]
     log = (tmp_path / "job" / "job.log").read_text()
     assert "job " in log and "TRL currently supports vLLM" not in log and TRITON not in log, log[-2000:]

@@ -16,6 +16,7 @@ from typing import Any
 
 import psutil
 import pytest
+from clirun import ENV, workbench
 from procs import free_port
 
 from evals.world import WorldPaths
@@ -152,9 +153,8 @@ def test_lost_actors_chunks_rescheduled_then_all_lost_and_a_rerun_makes_exactly_
 
 
 def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "hallucination_workbench", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=ROOT)
+    ray_env = {k: v for k, v in os.environ.items() if k.startswith("RAY_")}  # ray.init's auth mode, as inherited
+    return workbench(*args, cwd=ROOT, timeout=timeout, env={**ENV, **ray_env})  # ENV: OMP_NUM_THREADS=1
 
 
 def test_cli_eval_and_regress_join_a_cluster_by_address(world: WorldPaths, single: Answers, cluster: None,

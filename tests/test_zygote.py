@@ -33,6 +33,32 @@ def test_cwd_and_the_runtime_environment_reach_the_command(tmp_path: Path) -> No
     assert bad.returncode == 2 and "LOUD" in bad.stderr, bad.stderr
 
 
+SCRIPT = """
+import os, sys
+from helper_beside_it import WORD
+print(WORD, sys.argv[1:], os.getcwd(), os.environ.get("WORKBENCH_X"), flush=True)
+print("to stderr", file=sys.stderr)
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def test_a_forked_script_runs_as_python_script_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python SCRIPT ARGS` (tests/jobworker.py's way): argv, the script's folder first on sys.path, cwd, environment,
+    output and exit code as a fresh interpreter gives them."""
+    from clirun import start_script
+
+    (tmp_path / "s.py").write_text(SCRIPT)
+    (tmp_path / "helper_beside_it.py").write_text("WORD = 'imported'\n")
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.setenv("WORKBENCH_X", "seen")
+    forked = start_script(tmp_path / "s.py", ["3", "b c"], cwd=tmp_path / "cwd")
+    monkeypatch.setenv("WORKBENCH_TEST_FRESH", "1")
+    fresh = start_script(tmp_path / "s.py", ["3", "b c"], cwd=tmp_path / "cwd")
+    assert type(forked).__name__ == "Forked" and isinstance(fresh, subprocess.Popen)
+    got = [(p.wait(timeout=60), *p.communicate(timeout=60)) for p in (forked, fresh)]
+    assert got[0] == got[1] == (3, f"imported ['3', 'b c'] {tmp_path / 'cwd'} seen\n", "to stderr\n")
+
+
 @pytest.mark.slow  # over 5 s on 2 cores: the session world's build, when it is the first to need it
 def test_a_store_is_closed_at_exit(world: Any, tmp_path: Path) -> None:
     """SQLite folds its write-ahead log back when the last connection closes: a real exit closes it."""
@@ -52,7 +78,7 @@ def test_over_its_limit_a_command_is_killed(world: Any, tmp_path: Path) -> None:
     assert clirun._zygote is not None
     with pytest.raises(subprocess.TimeoutExpired):
         workbench("eval", "--model", str(world.model), "--probes", str(world.probes), "--workspace",
-                  str(tmp_path / "ws"), "--samples", "20", timeout=1.0)
+                  str(tmp_path / "ws"), "--samples", "1000", timeout=1.0)  # 20 samples end within 1 s on AVX-512
     assert procstat.descendants(clirun._zygote.proc.pid) == []
 
 

@@ -4,11 +4,12 @@ Why: a command that loads a model spends 5-14 s of a two-core machine importing 
 does anything, and the suite runs about a hundred of them (every other command pays 1-2 s of Python start-up). A
 zygote imports all that once per test worker; each command is then a fork of it: its own process (own pid,
 process group, cwd, environment, stdin/stdout/stderr, exit code), running `python -m hallucination_workbench`'s
-own `__main__` to its end, with a hard time limit that kills its process group. What a fork cannot show is
+own `__main__` (or a test's own script, `python SCRIPT`) to its end, with a hard time limit that kills its
+process group. What a fork cannot show is
 import-time behaviour (what a command imports, warnings printed while importing): the tests of that run a fresh
 interpreter (`workbench(..., fresh=True)`, `subprocess.run([sys.executable, ...])`).
 
-Protocol (a Unix socket): the client sends one JSON request (args, cwd, env) with three file descriptors (stdin,
+Protocol (a Unix socket): the client sends one JSON request (args, cwd, env, script) with three file descriptors (stdin,
 stdout, stderr); the zygote answers the child's pid, then its wait status when it ends.
 """
 
@@ -128,7 +129,8 @@ def serve(path: str) -> None:
 
 
 def _child(request: dict[str, object], fds: list[int]) -> NoReturn:
-    """Become `python -m hallucination_workbench ARGS` in `cwd` with `env`, and leave with its exit code."""
+    """Become `python -m hallucination_workbench ARGS` (or `python SCRIPT ARGS`) in `cwd` with `env`, and leave with
+    its exit code."""
     code = 1
     try:
         os.setsid()  # a session of its own (Popen's start_new_session): a timeout kills all it started
@@ -140,7 +142,8 @@ def _child(request: dict[str, object], fds: list[int]) -> NoReturn:
         assert isinstance(env, dict) and isinstance(args, list)
         os.environ.clear()
         os.environ.update(env)
-        code = _run_main([str(a) for a in args])
+        script = request.get("script")
+        code = _run_main([str(a) for a in args], str(script) if script else None)
         _finalize()
     except BaseException:
         traceback.print_exc()
@@ -169,14 +172,20 @@ def _finalize() -> None:
                 obj.close()
 
 
-def _run_main(args: list[str]) -> int:
-    """Run `python -m hallucination_workbench ARGS`'s `__main__`; its exit code as the interpreter makes it."""
+def _run_main(args: list[str], script: str | None) -> int:
+    """Run `python -m hallucination_workbench ARGS`'s `__main__` (or `python SCRIPT ARGS`); its exit code as the
+    interpreter makes it."""
     import runpy
 
-    sys.argv = [str(Path(__file__).resolve().parents[1] / "hallucination_workbench" / "__main__.py"), *args]
-    sys.path[0] = os.getcwd()  # -m puts the working directory first
     try:
-        runpy.run_module("hallucination_workbench", run_name="__main__", alter_sys=True)
+        if script is None:
+            sys.argv = [str(Path(__file__).resolve().parents[1] / "hallucination_workbench" / "__main__.py"), *args]
+            sys.path[0] = os.getcwd()  # -m puts the working directory first
+            runpy.run_module("hallucination_workbench", run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = [script, *args]
+            sys.path[0] = str(Path(script).resolve().parent)  # python SCRIPT puts the script's folder first
+            runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
         if e.code is None or isinstance(e.code, int):
             return e.code or 0
@@ -214,9 +223,10 @@ class Zygote:
         self.proc.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    def start(self, args: list[str], cwd: Path | None, env: dict[str, str]) -> Forked:
-        """`workbench ARGS` forked from the zygote, in a session of its own; a subprocess.Popen look-alike."""
-        return Forked(self.path, args, cwd, env)
+    def start(self, args: list[str], cwd: Path | None, env: dict[str, str], script: str | None = None) -> Forked:
+        """`workbench ARGS` (or `python SCRIPT ARGS`) forked from the zygote, in a session of its own; a
+        subprocess.Popen look-alike."""
+        return Forked(self.path, args, cwd, env, script)
 
     def run(self, args: list[str], cwd: Path | None, env: dict[str, str],
             timeout: float) -> subprocess.CompletedProcess[str]:
@@ -241,15 +251,16 @@ class Forked:
     stdout = None
     stderr = None
 
-    def __init__(self, path: str, args: list[str], cwd: Path | None, env: dict[str, str]) -> None:
-        self.args = [sys.executable, "-m", "hallucination_workbench", *args]
+    def __init__(self, path: str, args: list[str], cwd: Path | None, env: dict[str, str],
+                 script: str | None = None) -> None:
+        self.args = [sys.executable, *([script] if script else ["-m", "hallucination_workbench"]), *args]
         self.returncode: int | None = None
         self._out, self._err = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # noqa: SIM115  # read at the end
         self._buffer = b""
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.connect(path)
         with open(os.devnull, "rb") as stdin:
-            _send(self._sock, {"args": args, "cwd": str(cwd or os.getcwd()), "env": env},
+            _send(self._sock, {"args": args, "cwd": str(cwd or os.getcwd()), "env": env, "script": script},
                   [stdin.fileno(), self._out.fileno(), self._err.fileno()])
         pid = self._answer(60.0)
         if pid is None:
