@@ -3,8 +3,6 @@ small size through the CLI, checked by what it leaves in the store."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,9 +15,8 @@ from workbench.store import Store
 @pytest.mark.slow
 def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    proc = subprocess.run([sys.executable, "-m", "hallucination_workbench", "demo", "--workspace", str(ws),
-                           "--entities", "24", "--samples", "2", "--steps", "3", "--threads", "1"],
-                          capture_output=True, text=True, timeout=600)
+    proc = workbench("demo", "--workspace", str(ws), "--entities", "24", "--samples", "2", "--steps", "3", "--threads",
+                     "1", timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for method in ("sft", "dpo", "grpo"):
         assert f"gate {method}:" in proc.stdout

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from contextlib import closing
 from pathlib import Path
 
 import pytest
+from clirun import workbench
 
 from workbench.attribution import CorpusIndex, build_index
 from workbench.attribution.index import fts_phrase, split_chars
@@ -95,9 +94,7 @@ def test_split_and_phrase() -> None:
 
 def test_index_cli_on_a_chinese_corpus(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    out = subprocess.run([sys.executable, "-m", "hallucination_workbench",
-                          "index", str(_corpus(tmp_path)), "--workspace",
-                          str(ws), "--json"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    out = workbench("index", str(_corpus(tmp_path)), "--workspace", str(ws), "--json", timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["rows_total"] == len(DOCS)
     with CorpusIndex.open(ws) as ix:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clirun import workbench
 from indexkit import DOCS, HOSTILE, small_index, write_jsonl
 
 from workbench.attribution import infinigram
@@ -209,9 +210,7 @@ def test_model_tokens_and_span_tracing(world: Any, tmp_path: Path) -> None:
 
 
 def _cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "hallucination_workbench", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=ROOT)
+    return workbench(*args, cwd=ROOT, timeout=timeout)
 
 
 @pytest.mark.slow  # over 20 s on 2 cores

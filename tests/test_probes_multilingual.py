@@ -4,11 +4,10 @@ format, a `language` suite key, and the grader choosing its phrases from them.""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from clirun import workbench
 
 from workbench.errors import InputError, WorkbenchError
 from workbench.grading import MatchGrader
@@ -67,9 +66,7 @@ def test_generic_language_column_and_suite_key(tmp_path: Path) -> None:
 
 
 def test_validate_reads_chinese_simpleqa_as_a_subprocess() -> None:
-    out = subprocess.run([sys.executable, "-m", "hallucination_workbench",
-                          "validate", str(DATA / "chinese_simpleqa.jsonl"),
-                          "--json"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    out = workbench("validate", str(DATA / "chinese_simpleqa.jsonl"), "--json", timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["n"] == 2 and report["tags"]["地理"] == 1
