@@ -17,12 +17,15 @@ def test_longest_first_and_unknown_modules_count_as_short() -> None:
 
 
 def test_readers_of_a_shared_artifact_start_after_its_builder(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(schedule, "SHARED", {"chain": (200.0, ("r1.py", "r2.py"))})
+    monkeypatch.setattr(schedule, "SHARED", {"chain": ("r1.py", ("r1.py", "r2.py"))})  # the build: r1's seconds
     seconds = {"r1.py": 210.0, "r2.py": 205.0, "x.py": 100.0, "y.py": 90.0, "z.py": 20.0}
     order = plan(list(seconds), seconds, 2)
-    # r1 builds at 0 on one worker; r2 would wait 200 s on the other, so x, y and z go there first (0-210 s) and
+    # r1 builds at 0 on one worker; r2 would wait 210 s on the other, so x, y and z go there first (0-210 s) and
     # r2 starts once the chain is done.
     assert order == ["r1.py", "x.py", "y.py", "z.py", "r2.py"]
+    # The build's time is the measure module's: a 20 s build (z's) lets r2 start when x ends, before y.
+    monkeypatch.setattr(schedule, "SHARED", {"chain": ("z.py", ("r1.py", "r2.py"))})
+    assert plan(list(seconds), seconds, 2) == ["r1.py", "x.py", "r2.py", "y.py", "z.py"]
     # Without the shared artifact: the two longest first, side by side.
     monkeypatch.setattr(schedule, "SHARED", {})
     assert plan(list(seconds), seconds, 2)[:2] == ["r1.py", "r2.py"]
