@@ -5,12 +5,12 @@ does anything, and the suite runs about a hundred of them (every other command p
 zygote imports all that once per test worker; each command is then a fork of it: its own process (own pid,
 process group, cwd, environment, stdin/stdout/stderr, exit code), running `python -m hallucination_workbench`'s
 own `__main__` (or a test's own script, `python SCRIPT`) to its end, with a hard time limit that kills its
-process group. What a fork cannot show is
-import-time behaviour (what a command imports, warnings printed while importing): the tests of that run a fresh
-interpreter (`workbench(..., fresh=True)`, `subprocess.run([sys.executable, ...])`).
+process group. What a fork cannot show is import-time behaviour (what a command imports, warnings printed while
+importing): the tests of that run a fresh interpreter (`workbench(..., fresh=True)`,
+`subprocess.run([sys.executable, ...])`).
 
-Protocol (a Unix socket): the client sends one JSON request (args, cwd, env, script) with three file descriptors (stdin,
-stdout, stderr); the zygote answers the child's pid, then its wait status when it ends.
+Protocol (a Unix socket): the client sends one JSON request (args, cwd, env, script) with three file descriptors
+(stdin, stdout, stderr); the zygote answers the child's pid, then its wait status when it ends.
 """
 
 from __future__ import annotations
