@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/guard_flow.py --workspace WS [--sets nq,tqa] [--seeds 0,1] [--methods sft,dpo]
         [--questions 60] [--strategy auto] [--guard-pool FILE ...] [--fix-arg=ARG ...] [--baseline RUN]
-        [--label NAME] [--out FILE]
+        [--label NAME] [--rescale S,...] [--out FILE]
 
 For each question set (`nq`: the first `--questions` of the shipped 50-question NQ-open slice; `tqa`: the first
 `--questions` of ../shared/data/TruthfulQA.csv), one baseline run of SmolLM2-135M-Instruct as a team would make it
@@ -15,13 +15,16 @@ known-facts count and the wall times; and the goals: guard facts broken <= 2% an
 the probes at least halved. `--fix-arg` passes a flag to every `fix` (a lever to measure, e.g.
 `--fix-arg=--steps=59`). `--baseline-only` evaluates the sets' baselines and stops; `--baseline RUN` reuses a run
 already evaluated and attributed in the workspace (one set), so several copies of the bench can measure different
-levers in parallel on one GPU against the same baseline and guard set.
+levers in parallel on one GPU against the same baseline and guard set. `--rescale 0.5,1.0` also gates each run's
+adapter at those scales (a copy with `lora_alpha` rescaled, as the job's `adapter_scale` does; WiSE-FT): what the
+scale trades between hallucinations fixed and guard facts broken, without training again.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -76,31 +79,62 @@ def baseline(name: str, questions: int, ws: Path) -> tuple[str, float]:
     return str(run["run_id"]), time.monotonic() - t
 
 
-def one(ws: Path, run: str, method: str, seed: int, guard: list[str], strategy: str, fix_args: list[str],
-        label: str) -> dict[str, Any]:
-    out = ws / f"fix-{run}-{method}-{strategy}-{seed}-{label}"
+def gated(ws: Path, run: str, model: str, adapter: str, guard: list[str]) -> dict[str, Any]:
+    """`workbench regress` of base + adapter against the baseline run: guard, probes, hallucinations, verdict."""
     t = time.monotonic()
-    fix = workbench("fix", run, "--out", str(out), "--train", "--method", method, "--strategy", strategy,
-                    "--seed", str(seed), "--workspace", str(ws), *guard, *fix_args)
-    fix_s = time.monotonic() - t
-    job = fix["job"]
-    t = time.monotonic()
-    gate = workbench("regress", "--baseline", run, "--candidate", fix["fixset"]["model"], "--candidate-adapter",
-                     job["adapter"], "--workspace", str(ws), *guard)
-    gate_s = time.monotonic() - t
+    gate = workbench("regress", "--baseline", run, "--candidate", model, "--candidate-adapter", adapter,
+                     "--workspace", str(ws), *guard)
     scopes = {k["scope"]: k for k in gate["known_facts"]}
     g = scopes.get("guard", {})
     rows = {r["label"]: r for r in gate["headline"]["rows"]}
-    failed = [x["name"] for x in gate["gates"] if x.get("status") == "fail"]
-    return {"method": method, "strategy": strategy, "seed": seed, "verdict": gate["verdict"], "failed_gates": failed,
+    return {"verdict": gate["verdict"], "failed_gates": [x["name"] for x in gate["gates"] if x.get("status") == "fail"],
             "guard": g, "probes": scopes["probes"],
             "guard_broken_share": g["broken"] / g["known"] if g.get("known") else None,
             "guard_refused_share": g["refused"] / g["known"] if g.get("known") else None,
             "hallucinated_before": rows["hallucinated"]["baseline_count"],
-            "hallucinated_after": rows["hallucinated"]["candidate_count"],
-            "job_known_checked": job["known_checked"], "job_known_broken": len(job["known_broken"]),
-            "job_steps": job["steps"], "fix_s": round(fix_s), "gate_s": round(gate_s),
-            "fixset": fix["fixset"]["counts"], "guard_in_fixset": fix["fixset"].get("guard")}
+            "hallucinated_after": rows["hallucinated"]["candidate_count"], "gate_s": round(time.monotonic() - t)}
+
+
+def at_scale(adapter: Path, trained_scale: float, scale: float) -> Path:
+    """A copy of the job's adapter (saved at `trained_scale`) at `scale` of the trained LoRA."""
+    from finetune.job.scale import write_scale
+
+    copy = adapter.with_name(f"adapter-at-{scale:g}")
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(adapter, copy)
+    write_scale(copy, scale / trained_scale)
+    return copy
+
+
+def fix_dir(ws: Path, run: str, method: str, strategy: str, seed: int, label: str) -> Path:
+    return ws / f"fix-{run}-{method}-{strategy}-{seed}-{label}"
+
+
+def rescaled(ws: Path, r: dict[str, Any], guard: list[str], rescale: list[float]) -> dict[str, Any]:
+    """A finished run's adapter (a result of this bench, in `ws`) gated at each of `rescale`."""
+    out = fix_dir(ws, r["run"], r["method"], r["strategy"], r["seed"], r["label"])
+    model = json.loads((out / "fixset.json").read_text())["model"]
+    trained = float(json.loads((out / "job" / "result.json").read_text()).get("adapter_scale") or 1.0)
+    r["adapter_scale"] = trained
+    return {f"{a:g}": gated(ws, r["run"], model, str(at_scale(out / "job" / "adapter", trained, a)), guard)
+            for a in rescale if a != trained}
+
+
+def one(ws: Path, run: str, method: str, seed: int, guard: list[str], strategy: str, fix_args: list[str],
+        label: str, rescale: list[float]) -> dict[str, Any]:
+    out = fix_dir(ws, run, method, strategy, seed, label)
+    t = time.monotonic()
+    fix = workbench("fix", run, "--out", str(out), "--train", "--method", method, "--strategy", strategy,
+                    "--seed", str(seed), "--workspace", str(ws), *guard, *fix_args)
+    fix_s = time.monotonic() - t
+    job, model = fix["job"], fix["fixset"]["model"]
+    trained = float(job.get("adapter_scale") or 1.0)
+    scales = {f"{a:g}": gated(ws, run, model, str(at_scale(Path(job["adapter"]), trained, a)), guard)
+              for a in rescale if a != trained}
+    return {"method": method, "strategy": strategy, "seed": seed, **gated(ws, run, model, job["adapter"], guard),
+            "adapter_scale": trained, "job_known_checked": job["known_checked"],
+            "job_known_broken": len(job["known_broken"]), "job_steps": job["steps"], "fix_s": round(fix_s),
+            "fixset": fix["fixset"]["counts"], "guard_in_fixset": fix["fixset"].get("guard"), "at_scales": scales}
 
 
 def goals(r: dict[str, Any]) -> dict[str, bool | None]:
@@ -128,10 +162,32 @@ def main() -> None:
     p.add_argument("--baseline-only", action="store_true",
                    help="evaluate and attribute each set's baseline, print {set, run} per set and stop")
     p.add_argument("--label", default="defaults", help="the name of this lever in the results")
+    p.add_argument("--rescale", default="", metavar="S,...",
+                   help="also gate each adapter at these scales of the trained LoRA (0 < S <= 1), e.g. 0.5,1.0")
+    p.add_argument("--rescale-only", type=Path, metavar="RESULTS",
+                   help="no new runs: gate the adapters of a finished bench's results (its --out file, this "
+                        "--workspace) at the --rescale scales, and write them into --out")
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     if args.baseline and "," in args.sets:
         p.error("--baseline names the run of one set: give --sets one name")
+    try:
+        rescale = [float(a) for a in args.rescale.split(",") if a.strip()]
+    except ValueError:
+        p.error(f"--rescale: scales are numbers in (0, 1] separated by commas, got `{args.rescale}`")
+    if any(not 0 < a <= 1 for a in rescale):
+        p.error(f"--rescale: every scale must be in (0, 1], got `{args.rescale}`")
+    if args.rescale_only:
+        if not rescale:
+            p.error("--rescale-only needs --rescale S,... (the scales to gate at)")
+        done = json.loads(args.rescale_only.read_text())
+        guard = [a for g in args.guard_pool for a in ("--guard-pool", g)]
+        for res in done["results"]:
+            if "refused" not in res:
+                res["at_scales"] = {**res.get("at_scales", {}), **rescaled(args.workspace, res, guard, rescale)}
+                print(json.dumps({k: res[k] for k in ("set", "method", "seed", "at_scales")}), flush=True)
+        (args.out or args.rescale_only).write_text(json.dumps(done, indent=1) + "\n")
+        return
     results = []
     guard = [a for g in args.guard_pool for a in ("--guard-pool", g)]
     for name in args.sets.split(","):
@@ -146,7 +202,7 @@ def main() -> None:
                 r: dict[str, Any] = {"set": name, "label": args.label, "fix_args": args.fix_arg, "run": run,
                                      "baseline_s": round(eval_s)}
                 try:
-                    r.update(one(ws, run, method, seed, guard, args.strategy, args.fix_arg, args.label))
+                    r.update(one(ws, run, method, seed, guard, args.strategy, args.fix_arg, args.label, rescale))
                 except Refused as e:  # e.g. a fix set with no DPO pairs for --method dpo
                     r.update({"method": method, "strategy": args.strategy, "seed": seed, "refused": str(e)})
                 r["goals"] = goals(r)
@@ -164,6 +220,9 @@ def main() -> None:
               f"guard broken {g.get('broken')} of {g.get('known')} "
               f"(refused {g.get('refused')}), hallucinated {r['hallucinated_before']} -> {r['hallucinated_after']}, "
               f"gate {r['verdict']} {r['failed_gates']}, goals {r['goals']}")
+        for a, x in r.get("at_scales", {}).items():
+            print(f"     at scale {a}: guard broken {x['guard'].get('broken')} (refused {x['guard'].get('refused')}), "
+                  f"hallucinated {x['hallucinated_before']} -> {x['hallucinated_after']}, gate {x['verdict']}")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_help_names_the_levers() -> None:
     proc = _run("--help")
     assert proc.returncode == 0, proc.stderr
-    for option in ("--fix-arg", "--baseline", "--baseline-only", "--label", "--strategy", "--guard-pool"):
+    for option in ("--fix-arg", "--baseline", "--baseline-only", "--label", "--strategy", "--guard-pool", "--rescale",
+                   "--rescale-only"):
         assert option in proc.stdout
 
 
@@ -30,3 +31,15 @@ def test_one_baseline_run_serves_one_set(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "--baseline names the run of one set" in proc.stderr
     assert not (tmp_path / "ws").exists()  # refused before any workspace or model
+
+
+def test_bad_scales_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    for scales, needle in (("0.5,1.5", "--rescale: every scale must be in (0, 1], got `0.5,1.5`"),
+                           ("0,1", "--rescale: every scale must be in (0, 1]"),
+                           ("half", "--rescale: scales are numbers in (0, 1] separated by commas, got `half`")):
+        proc = _run("--workspace", str(ws), "--rescale", scales)
+        assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+    proc = _run("--workspace", str(ws), "--rescale-only", str(tmp_path / "results.json"))
+    assert proc.returncode == 2 and "--rescale-only needs --rescale S,..." in proc.stderr, proc.stderr
+    assert not ws.exists()
