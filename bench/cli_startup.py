@@ -70,8 +70,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.repeats < 1:
         ap.error(f"argument --repeats: must be at least 1, got {args.repeats}")
-    if args.entities < 8:  # the world generator's own minimum, refused here before a build starts
-        ap.error(f"argument --entities: a world needs at least 8 entities, got {args.entities}")
+    from evals.world import MIN_ENTITIES
+
+    if args.entities < MIN_ENTITIES:  # the world generator's own minimum, refused here before a build starts
+        ap.error(f"argument --entities: a world needs at least {MIN_ENTITIES} entities, got {args.entities}")
     CACHE.mkdir(exist_ok=True)
     world = cached_world(args.entities)
     import subprocess

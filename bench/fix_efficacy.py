@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 import torch
 import yaml
 
-from evals.world import WorldConfig, WorldPaths, build_world
+from evals.world import MIN_ENTITIES, WorldConfig, WorldPaths, build_world
 from finetune.fixset import DPO_CATEGORIES, REHEARSAL_RATIO, VALIDATION_SHARE, FixOptions, FixSetManifest, build_fixset
 from finetune.job import JobResult, JobSpec, from_dict, run_job
 from workbench.attribution.attribute import attribute_run
@@ -352,8 +352,8 @@ def parse(argv: list[str] | None = None, ap: argparse.ArgumentParser | None = No
         ap.error("--reserve-fraction must be in [0, 1) and --rehearsal >= 0")
     if args.world_dir and (names or not (Path(args.world_dir) / "truth.jsonl").is_file()):
         ap.error("--world-dir: a built world folder (with truth.jsonl), without --worlds")
-    if args.entities < 8 or args.threads < 1:
-        ap.error("--entities must be >= 8 and --threads >= 1")
+    if args.entities < MIN_ENTITIES or args.threads < 1:
+        ap.error(f"--entities must be >= {MIN_ENTITIES} and --threads >= 1")
     return args, names
 
 

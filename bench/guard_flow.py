@@ -110,14 +110,24 @@ def fix_dir(ws: Path, run: str, method: str, strategy: str, seed: int, label: st
     return ws / f"fix-{run}-{method}-{strategy}-{seed}-{label}"
 
 
-def rescaled(ws: Path, r: dict[str, Any], guard: list[str], rescale: list[float]) -> dict[str, Any]:
-    """A finished run's adapter (a result of this bench, in `ws`) gated at each of `rescale`."""
-    out = fix_dir(ws, r["run"], r["method"], r["strategy"], r["seed"], r["label"])
-    model = json.loads((out / "fixset.json").read_text())["model"]
-    trained = float(json.loads((out / "job" / "result.json").read_text()).get("adapter_scale") or 1.0)
-    r["adapter_scale"] = trained
-    return {f"{a:g}": gated(ws, r["run"], model, str(at_scale(out / "job" / "adapter", trained, a)), guard)
+def at_scales(ws: Path, run: str, model: str, adapter: Path, trained: float, guard: list[str],
+              rescale: list[float]) -> dict[str, Any]:
+    """The adapter (saved at `trained`) gated at each other scale of `rescale`."""
+    return {f"{a:g}": gated(ws, run, model, str(at_scale(adapter, trained, a)), guard)
             for a in rescale if a != trained}
+
+
+def finished(ws: Path, r: dict[str, Any]) -> tuple[str, Path, float]:
+    """(base model, adapter, its scale) of a finished run of this bench in `ws`; SystemExit naming what is missing."""
+    try:
+        out = fix_dir(ws, r["run"], r["method"], r["strategy"], r["seed"], r["label"])
+        model = str(json.loads((out / "fixset.json").read_text())["model"])
+        trained = float(json.loads((out / "job" / "result.json").read_text()).get("adapter_scale") or 1.0)
+    except KeyError as e:
+        raise SystemExit(f"--rescale-only: a result has no {e} (not a result of this bench?)") from None
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"--rescale-only: cannot read the run's fix set or job in {ws}: {e}") from None
+    return model, out / "job" / "adapter", trained
 
 
 def one(ws: Path, run: str, method: str, seed: int, guard: list[str], strategy: str, fix_args: list[str],
@@ -129,8 +139,7 @@ def one(ws: Path, run: str, method: str, seed: int, guard: list[str], strategy: 
     fix_s = time.monotonic() - t
     job, model = fix["job"], fix["fixset"]["model"]
     trained = float(job.get("adapter_scale") or 1.0)
-    scales = {f"{a:g}": gated(ws, run, model, str(at_scale(Path(job["adapter"]), trained, a)), guard)
-              for a in rescale if a != trained}
+    scales = at_scales(ws, run, model, Path(job["adapter"]), trained, guard, rescale)
     return {"method": method, "strategy": strategy, "seed": seed, **gated(ws, run, model, job["adapter"], guard),
             "adapter_scale": trained, "job_known_checked": job["known_checked"],
             "job_known_broken": len(job["known_broken"]), "job_steps": job["steps"], "fix_s": round(fix_s),
@@ -180,12 +189,18 @@ def main() -> None:
     if args.rescale_only:
         if not rescale:
             p.error("--rescale-only needs --rescale S,... (the scales to gate at)")
-        done = json.loads(args.rescale_only.read_text())
+        try:
+            done = json.loads(args.rescale_only.read_text())
+            runs = [res for res in done["results"] if "refused" not in res]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            p.error(f"--rescale-only: {args.rescale_only} is not a results file of this bench ({e!r})")
         guard = [a for g in args.guard_pool for a in ("--guard-pool", g)]
-        for res in done["results"]:
-            if "refused" not in res:
-                res["at_scales"] = {**res.get("at_scales", {}), **rescaled(args.workspace, res, guard, rescale)}
-                print(json.dumps({k: res[k] for k in ("set", "method", "seed", "at_scales")}), flush=True)
+        for res in runs:
+            model, adapter, trained = finished(args.workspace, res)
+            res["adapter_scale"] = trained
+            res["at_scales"] = {**res.get("at_scales", {}),
+                                **at_scales(args.workspace, res["run"], model, adapter, trained, guard, rescale)}
+            print(json.dumps({k: res[k] for k in ("set", "method", "seed", "at_scales")}), flush=True)
         (args.out or args.rescale_only).write_text(json.dumps(done, indent=1) + "\n")
         return
     results = []

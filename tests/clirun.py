@@ -44,12 +44,19 @@ def workbench(*args: str, cwd: Path | None = None, timeout: float = 180, env: di
     A fresh interpreter instead where import-time behaviour is what the test checks (`fresh`), under a
     `prefix`, or with an environment that differs from the zygote's in more than RUNTIME_ENV."""
     env = env or ENV
-    zygote = None if fresh or prefix or os.environ.get("WORKBENCH_TEST_FRESH") or not _runtime_only(env, ENV) \
-        else _the_zygote()
+    zygote = None if prefix else _fork_parent(env, fresh)
     if zygote is None:
         return subprocess.run([*prefix, sys.executable, "-m", "hallucination_workbench", *args], cwd=cwd, env=env,
                               capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     return zygote.run(list(args), cwd, env, timeout)
+
+
+def _fork_parent(env: dict[str, str], fresh: bool = False) -> Zygote | None:
+    """The zygote to fork a command with environment `env` from; None where it must run fresh: `fresh` asked,
+    `$WORKBENCH_TEST_FRESH` set, `env` differing from the zygote's in more than RUNTIME_ENV, or no zygote."""
+    if fresh or os.environ.get("WORKBENCH_TEST_FRESH") or not _runtime_only(env, ENV):
+        return None
+    return _the_zygote()
 
 
 def _the_zygote() -> Zygote | None:
@@ -119,8 +126,7 @@ def start(args: list[str], env: dict[str, str] | None = None, fresh: bool = Fals
     # Decided on what the caller asks for, not on os.environ: in-process use of a library in this worker (the vllm
     # backend sets VLLM_* variables) would otherwise send every later command of the worker to a fresh interpreter.
     # The child gets `full` either way, as a fresh one would.
-    asked = {**ENV, **(env or {})}
-    zygote = None if fresh or os.environ.get("WORKBENCH_TEST_FRESH") or not _runtime_only(asked, ENV) else _the_zygote()
+    zygote = _fork_parent({**ENV, **(env or {})}, fresh)
     if zygote is None:
         return subprocess.Popen([sys.executable, "-m", "hallucination_workbench", *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True, env=full)
@@ -131,10 +137,10 @@ def start_script(script: Path, args: list[str], cwd: Path | None = None) -> subp
     """`python SCRIPT ARGS` (a test's own entry point, such as tests/jobworker.py) with this process's environment:
     forked from the zygote where `start` would fork, else a fresh interpreter with stdout/stderr pipes. Read its
     output with `communicate()`."""
-    zygote = None if os.environ.get("WORKBENCH_TEST_FRESH") else _the_zygote()
-    if zygote is None:
+    zygote = _fork_parent(ENV)
+    if zygote is None:  # a session of its own, as a forked one has
         return subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, cwd=cwd)
+                                text=True, cwd=cwd, start_new_session=True)
     return zygote.start(args, cwd, dict(os.environ), str(script))
 
 

@@ -43,3 +43,18 @@ def test_bad_scales_are_refused_before_anything_runs(tmp_path: Path) -> None:
     proc = _run("--workspace", str(ws), "--rescale-only", str(tmp_path / "results.json"))
     assert proc.returncode == 2 and "--rescale-only needs --rescale S,..." in proc.stderr, proc.stderr
     assert not ws.exists()
+
+
+def test_a_results_file_that_is_not_this_benchs_is_a_clear_error(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (tmp_path / "other.json").write_text('{"rows": []}')
+    (tmp_path / "broken.json").write_text("{not json")
+    for name in ("missing.json", "other.json", "broken.json"):
+        proc = _run("--workspace", str(ws), "--rescale", "0.5", "--rescale-only", str(tmp_path / name))
+        assert proc.returncode == 2 and "is not a results file of this bench" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+    (tmp_path / "one.json").write_text('{"results": [{"run": "run-x", "method": "sft", "strategy": "auto", '
+                                       '"seed": 0, "label": "defaults"}]}')
+    proc = _run("--workspace", str(ws), "--rescale", "0.5", "--rescale-only", str(tmp_path / "one.json"))
+    assert proc.returncode == 1 and "--rescale-only: cannot read the run's fix set or job in" in proc.stderr
+    assert "Traceback" not in proc.stderr

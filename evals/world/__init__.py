@@ -18,8 +18,11 @@ import yaml
 
 from evals.world.generate import ANSWER_TOKENS, make_corpus, make_facts, make_probes, make_truth
 
-__all__ = ["ANSWER_TOKENS", "SUITES", "TEST_CONFIG", "WorldConfig", "WorldPaths", "build_world", "is_built",
-           "read_meta", "suite_yaml"]
+#: The fewest entities the generator builds a world from (the world command and the bench scripts refuse fewer).
+MIN_ENTITIES = 8
+
+__all__ = ["ANSWER_TOKENS", "MIN_ENTITIES", "SUITES", "TEST_CONFIG", "WorldConfig", "WorldPaths", "build_world",
+           "is_built", "read_meta", "suite_yaml"]
 
 #: The world's suite per language (suite.yaml, with the tokenizer's ANSWER_TOKENS as `max_tokens`); the Chinese
 #: world's prompt, stop string and abstention phrase ("I don't know") in Chinese.
@@ -136,8 +139,8 @@ def build_world(out: str | Path, config: WorldConfig = WorldConfig(), *, force: 
     if is_built(root, config) and not force:
         say(f"world at {root} is up to date")
         return paths
-    if config.entities < 8:
-        raise ValueError("a world needs at least 8 entities")
+    if config.entities < MIN_ENTITIES:
+        raise ValueError(f"a world needs at least {MIN_ENTITIES} entities")
     if config.arch not in ("llama", "gpt2") or config.style not in ("default", "alt"):
         raise ValueError(f"bad arch/style: {config.arch!r}/{config.style!r}")
     if config.lang not in LANGS or (config.lang != "en" and config.style != "default"):

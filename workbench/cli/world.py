@@ -37,8 +37,10 @@ def run(args: argparse.Namespace) -> int:
         return run_planted(args)
     check_no_planted_flags(args)
     args.entities = 120 if args.entities is None else args.entities
-    if args.entities < 8:
-        raise WorkbenchError(f"--entities must be at least 8 (got {args.entities})")
+    from evals.world import MIN_ENTITIES
+
+    if args.entities < MIN_ENTITIES:
+        raise WorkbenchError(f"--entities must be at least {MIN_ENTITIES} (got {args.entities})")
     if args.steps is not None and args.steps < 1:
         raise WorkbenchError(f"--steps must be positive (got {args.steps})")
     if args.threads < 1:
