@@ -201,8 +201,8 @@ def test_kl_term_under_gradient_accumulation_trains_as_one_batch(w: FtWorld, kl_
     read: list[tuple[int, list[str]]] = []
     real = sft.kl_batch
 
-    def spy(texts: list[str], seed: int, step: int, k: int, micro: int = 0) -> list[str]:
-        docs = real(texts, seed, step, k, micro)
+    def spy(texts: list[str], seed: int, step: int, k: int, micro: int = 0, name: str = "rehearsal") -> list[str]:
+        docs = real(texts, seed, step, k, micro, name)
         read.append((step, docs))
         return docs
 
@@ -253,3 +253,45 @@ def test_kl_job_resumed_under_gradient_accumulation_matches_an_uninterrupted_one
     resumed = run_job(spec("resumed"), w.store, resume=True)
     assert resumed.resumed_from and resumed.steps == whole.steps == 4 and whole.adapter and resumed.adapter
     assert max_diff(adapter_weights(Path(resumed.adapter)), adapter_weights(Path(whole.adapter))) <= RESUME_TOLERANCE
+
+
+@pytest.mark.slow
+def test_replay_kl_keeps_the_model_closer_to_base_on_replayed_facts(w: FtWorld, tmp_path: Path) -> None:
+    """`trainer.replay_kl`: the same SFT job with the KL term over the replay rows ends closer to the base model on
+    those rows (prompt and the model's own answer, as the job renders them) than without it; a fix set without
+    replay rows, and a DPO job, are clear errors naming the field; `workbench fix --replay-kl` sets it, and without
+    `--train` is refused."""
+    from datasets import load_from_disk
+
+    from finetune.fixset import build_fixset, load_manifest
+    from finetune.job import JobSpec, TrainerSpec, run_job
+    from finetune.job.methods.sft import _whole_text
+
+    fix = build_fixset(w.store, w.run_id, tmp_path / "fix")
+    model = load_manifest(fix.path).model
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model)
+    replay = [r for r in load_from_disk(fix.path)["sft"] if r["category"] == "replay" and r["split"] == "train"]
+    assert replay, "the test world's fix set replays known facts"
+    texts = [_whole_text(tok, r) for r in replay][:24]
+    assert texts[0].startswith(replay[0]["prompt"]) and texts[0].endswith(replay[0]["completion"])
+
+    def job(name: str, kl: float) -> float:
+        result = run_job(JobSpec(fixset=fix.path, output_dir=str(tmp_path / name), device="cpu",
+                                 trainer=TrainerSpec(max_steps=8, replay_kl=kl)), w.store)
+        assert result.status == "done" and result.adapter, result.message
+        return _mean_kl(result.adapter, model, texts)
+
+    plain, with_kl = job("plain", 0.0), job("kl", 30.0)
+    assert with_kl < 0.5 * plain, (with_kl, plain)
+    bare = build_fixset(w.store, w.run_id, tmp_path / "bare", replay_ratio=0.0)
+    with pytest.raises(WorkbenchError, match=r"trainer.replay_kl is 1.0 but fix set .* has no replay rows"):
+        run_job(JobSpec(fixset=bare.path, output_dir=str(tmp_path / "bad"), device="cpu",
+                        trainer=TrainerSpec(max_steps=2, replay_kl=1.0)), w.store)
+    with pytest.raises(WorkbenchError, match=r"`trainer.replay_kl` is an SFT term; a dpo job has none"):
+        run_job(JobSpec(fixset=fix.path, output_dir=str(tmp_path / "dpo"), device="cpu", method="dpo",
+                        trainer=TrainerSpec(max_steps=2, replay_kl=1.0)), w.store)
+    proc = workbench("fix", w.run_id, "--workspace", str(w.store.workspace), "--out", str(tmp_path / "cli"),
+                     "--replay-kl", "1", timeout=120)
+    assert proc.returncode == 2 and "--replay-kl needs --train" in proc.stderr, proc.stderr[-2000:]

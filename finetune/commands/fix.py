@@ -54,6 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "more targeted rows)")
     p.add_argument("--steps", type=int,
                    help="trainer.max_steps of the job (default: by epochs over the fix set, see README)")
+    p.add_argument("--replay-kl", type=float, metavar="WEIGHT",
+                   help="with --train (sft): trainer.replay_kl, a KL term to the base model over the replay rows "
+                   "(default 0: off)")
     p.add_argument("--report-to", metavar="TRACKERS",
                    help="with --train: tensorboard, mlflow, trackio, wandb (comma-separated) or none (default): where "
                    "the job's training curves also go")
@@ -67,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.rehearsal_ratio is not None and args.rehearsal is None:  # else silently no rehearsal at all
         raise WorkbenchError("--rehearsal-ratio needs --rehearsal INDEX (the corpus index to rehearse)")
+    if args.replay_kl is not None and not args.train:  # else silently no job to weigh it in
+        raise WorkbenchError("--replay-kl needs --train (it is a setting of the job)")
     if args.report_to is not None and not args.train:  # else silently no curves anywhere
         raise WorkbenchError("--report-to needs --train (it names where the job's training curves go)")
     if args.report_to is not None:  # a missing tracker is refused before the fix set is built
@@ -109,8 +114,10 @@ def run(args: argparse.Namespace) -> int:
             log.warning(note)
         spec = from_dict({"fixset": str(Path(args.out).resolve()), "method": method,
                           "output_dir": str((Path(args.out) / "job").resolve()),
-                          "trainer": {"max_steps": args.steps} if args.steps else {},
-                          "report_to": split_names(args.report_to or "none")}, where="--method/--steps/--report-to")
+                          "trainer": {k: v for k, v in (("max_steps", args.steps), ("replay_kl", args.replay_kl))
+                                      if v is not None},
+                          "report_to": split_names(args.report_to or "none")},
+                         where="--method/--steps/--replay-kl/--report-to")
         result = run_job(spec, store, progress=None if args.json else functools.partial(print, flush=True))
         out["job_yaml"] = str(Path(result.output_dir) / "job.yaml")
         out["job"] = result.to_dict()
