@@ -9,9 +9,10 @@ known facts the fix broke (now wrong, or refused).
 The job's settings are the job's own rules for a model of SmolLM2's size (finetune/job/defaults.py), as `workbench
 fix --train` gets them: the learning rate by width (`default_lr`: 6.7e-4 at 576), the rest by size (the table's
 pretrained-size row: LoRA r 8 on q/v, batch 8, 4 epochs and at least 30 steps, adapter scale auto: the settings this
-demo carried as its own before, measured against the others in README "The real-model demo"), length 128 (a chat
-prompt + a sentence answer is 40-90 tokens), and no trainable embedding rows (the tokenizer spells "I don't know."
-and the model has trained those tokens). `--steps`, `--lr`, `--adapter-scale` set the spec's fields only when given.
+demo carried as its own before, measured against the others in README "The real-model demo"; and for SFT a KL term
+to the base model over the replay rows, weight 10), length 128 (a chat prompt + a sentence answer is 40-90 tokens),
+and no trainable embedding rows (the tokenizer spells "I don't know." and the model has trained those tokens).
+`--steps`, `--lr`, `--adapter-scale` set the spec's fields only when given.
 """
 
 from __future__ import annotations

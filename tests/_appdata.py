@@ -159,9 +159,10 @@ def make_real_workspace(model: Path, root: Path) -> RealAppData:
     spec = root / "abstain.yaml"
     spec.write_text(f"base_model: {model}\nfixset: {fixset}\nmethod: sft\noutput_dir: {job}\n"
                     "lora: {r: 8, alpha: 16, target_modules: [q_proj, v_proj]}\n"
-                    # adapter_scale 1.0: the auto sweep (half of this job's time) is the real demo's test's to check
+                    # adapter_scale 1.0: the auto sweep (half of this job's time) is the real demo's test's to check;
+                    # replay_kl 0: the KL term (a third of it) is test_rehearsal's and the real demo's test's
                     "trainer: {max_steps: 8, per_device_batch_size: 4, max_length: 80, learning_rate: 0.003, "
-                    "adapter_scale: 1.0}\n")
+                    "adapter_scale: 1.0, replay_kl: 0}\n")
     ok("train", "train", str(spec), timeout=600)
     gate = json.loads(ok("regress", "regress", "--baseline", base, "--candidate", str(model), "--candidate-adapter",
                          str(job / "adapter"), *guard, "--json", timeout=900, codes=(0, 1, 3)))

@@ -48,6 +48,8 @@ def test_real_demo_runs_the_loop_on_the_real_model(tmp_path: Path) -> None:
     assert gate["adapter"] and Path(gate["report"]).is_file()
     manifest = json.loads(next((ws / "fix-real").glob("*/fixset/fixset.json")).read_text())
     assert manifest["template"] == "chat"  # the fix set is in chat form, as the run was
+    job_yaml = next((ws / "fix-real").glob("*/sft/job.yaml")).read_text()
+    assert "replay_kl: 10.0" in job_yaml  # the pretrained row's KL term over the replay rows, decided and recorded
     runs = Store.open(ws).list_runs()
     assert all(r.options["template"] == "chat" and r.suite_config["system_prompt"] for r in runs)
 

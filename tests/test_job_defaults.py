@@ -30,7 +30,7 @@ def test_every_default_has_a_reason_and_a_benchmark_page_that_exists() -> None:
     assert {m for _, m in JOB_DEFAULTS} == {"sft", "dpo", "grpo"} and len(JOB_DEFAULTS) == 5
     for (size, method), row in JOB_DEFAULTS.items():
         assert (row.size, row.method) == (size, method)
-        assert len(row.values()) == 9
+        assert len(row.values()) == 10
         for name, d in row.values().items():
             assert d.why.strip() and "\n" not in d.why and len(d.why) <= 110, (size, method, name)
             page, _, anchor = d.source.partition("#")
@@ -84,6 +84,7 @@ def test_train_explain_prints_the_row_without_training(w: FtWorld, tmp_path: Pat
     values = {v["key"]: v for v in got["values"]}
     assert values["lora.target_modules"]["value"] == "attention" and not values["lora.r"]["given"]
     assert values["trainer.learning_rate"]["value"].startswith("0.00067 (sft 0.003 x 128 / width 576)")
+    assert values["trainer.replay_kl"]["value"] == 10.0 and not values["trainer.replay_kl"]["given"]
     assert all(v["why"] and v["source"].startswith("docs/benchmarks/") for v in got["values"])
     # a job whose fix set is missing: refused naming it, exit 2
     assert_refused(workbench("train", "--explain", str(_job(tmp_path, tmp_path / "nope")), timeout=120), "nope")

@@ -285,6 +285,9 @@ def test_replay_kl_keeps_the_model_closer_to_base_on_replayed_facts(w: FtWorld, 
 
     plain, with_kl = job("plain", 0.0), job("kl", 30.0)
     assert with_kl < 0.5 * plain, (with_kl, plain)
+    world = run_job(JobSpec(fixset=fix.path, output_dir=str(tmp_path / "row"), device="cpu",
+                            trainer=TrainerSpec(max_steps=1)), w.store)  # a world's model: the row's 0, recorded
+    assert "replay_kl: 0.0" in (Path(world.output_dir) / "job.yaml").read_text()
     bare = build_fixset(w.store, w.run_id, tmp_path / "bare", replay_ratio=0.0)
     with pytest.raises(WorkbenchError, match=r"trainer.replay_kl is 1.0 but fix set .* has no replay rows"):
         run_job(JobSpec(fixset=bare.path, output_dir=str(tmp_path / "bad"), device="cpu",

@@ -31,6 +31,7 @@ REAL_JOBS = _BENCH + "real_model.md#job-defaults"
 REAL_LR = _BENCH + "real_model.md#the-learning-rates-width-rule"
 ADAPTER_SCALE = _BENCH + "adapter_scale.md#latest-what-auto-does-2026-11-24"
 ADAPTER_SCALE_GRPO = _BENCH + "adapter_scale.md#grpo"
+GUARD_KL = _BENCH + "guard_flow.md#replay-kl-on-the-308-fact-guard-2026-11-27"
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class JobDefaults:
             LR_REFERENCE_WIDTH / width (`default_lr`).
         adapter_scale: `trainer.adapter_scale` (a number, or "auto": the smallest of 0.25 / 0.5 / 0.75 that still
             fixes 80% of the targets).
+        replay_kl: `trainer.replay_kl`, the weight of the KL term over the replay rows (SFT; 0: off).
     """
 
     size: SizeName
@@ -73,6 +75,7 @@ class JobDefaults:
     min_steps: Default[int]
     learning_rate: Default[float]
     adapter_scale: Default[Scale]
+    replay_kl: Default[float]
 
     def __post_init__(self) -> None:
         if (self.epochs.value is None) == (self.fixed_steps.value is None):
@@ -119,6 +122,8 @@ P_BATCH = _(8, "60 rows: 4 epochs at batch 8 are 30 steps (110-261 s); the world
             REAL_JOBS)
 P_EPOCHS = _(4.0, "8 or 13 epochs broke 2-3 of 20 unseen known facts; 4 epochs 2 of 80 over 4 seeds", REAL_JOBS)
 P_FLOOR = _(30, "the steps measured: 4 epochs of 60 rows at batch 8", REAL_JOBS)
+W_NO_KL = _(0.0, "not measured on the worlds' models", GUARD_KL)
+NO_KL = _(0.0, "an SFT term: DPO and GRPO jobs have no cross-entropy rows to add it to", GUARD_KL)
 P_LR = _(3e-3, "the world's rate x 128 / width: 6.7e-4 on SmolLM2 broke 3 of 68 known facts, 5e-4 broke 7", REAL_LR)
 
 #: (size class, method) -> the defaults a job gets where its spec gives no value. grpo has no pretrained-size row:
@@ -127,12 +132,12 @@ JOB_DEFAULTS: dict[tuple[SizeName, str], JobDefaults] = {
     ("world-size", "sft"): JobDefaults(
         "world-size", "sft", targets=W_ALL, lora_r=W_R, lora_alpha=W_ALPHA, batch=W_BATCH,
         epochs=_(20.0, "at 15 epochs alt-gpt2-5 fixed 63.6% of its targets, at 20 81.8%", FIX_EFFICACY),
-        fixed_steps=NO_FIXED, min_steps=W_FLOOR, learning_rate=W_LR, adapter_scale=AUTO),
+        fixed_steps=NO_FIXED, min_steps=W_FLOOR, learning_rate=W_LR, adapter_scale=AUTO, replay_kl=W_NO_KL),
     ("world-size", "dpo"): JobDefaults(
         "world-size", "dpo", targets=W_ALL, lora_r=W_R, lora_alpha=W_ALPHA, batch=W_BATCH,
         epochs=_(15.0, "keeps the default world's 313 steps; the old fixed 300 steps were ~75 epochs on small worlds",
                  FIX_EFFICACY),
-        fixed_steps=NO_FIXED, min_steps=W_FLOOR, learning_rate=W_LR, adapter_scale=AUTO),
+        fixed_steps=NO_FIXED, min_steps=W_FLOOR, learning_rate=W_LR, adapter_scale=AUTO, replay_kl=NO_KL),
     ("world-size", "grpo"): JobDefaults(
         "world-size", "grpo", targets=W_ALL, lora_r=W_R, lora_alpha=W_ALPHA, batch=W_BATCH,
         epochs=_(None, "its share fixed did not grow with its steps; an epochs rule is not measured across worlds",
@@ -142,17 +147,19 @@ JOB_DEFAULTS: dict[tuple[SizeName, str], JobDefaults] = {
         learning_rate=_(1e-3, "3e-3 tripped the reward-hacking watchdog at step 117 (2.1% broken); 1e-3 broke 0.9%",
                         FIX_RL),
         adapter_scale=_(1.0, "GRPO fixed 33-53% of its targets, under auto's 80%: auto would keep 1.0",
-                        ADAPTER_SCALE_GRPO)),
+                        ADAPTER_SCALE_GRPO),
+        replay_kl=NO_KL),
     ("pretrained-size", "sft"): JobDefaults(
         "pretrained-size", "sft", targets=P_QV, lora_r=P_R, lora_alpha=P_ALPHA, batch=P_BATCH, epochs=P_EPOCHS,
         fixed_steps=NO_FIXED, min_steps=P_FLOOR, learning_rate=P_LR,
-        adapter_scale=_("auto", "SmolLM2: broken known facts 3 -> 1 of 68 against 1.0", ADAPTER_SCALE)),
+        adapter_scale=_("auto", "SmolLM2: broken known facts 3 -> 1 of 68 against 1.0", ADAPTER_SCALE),
+        replay_kl=_(10.0, "SmolLM2, 2 sets x 2 seeds: 3-6 of 308 guard facts broken, 14-23 without it", GUARD_KL)),
     ("pretrained-size", "dpo"): JobDefaults(
         "pretrained-size", "dpo", targets=P_QV, lora_r=P_R, lora_alpha=P_ALPHA, batch=P_BATCH, epochs=P_EPOCHS,
         fixed_steps=NO_FIXED, min_steps=P_FLOOR,
         learning_rate=_(3e-3, "x 128 / width (6.7e-4 on SmolLM2): 2e-4 / 1e-4 stopped the fix, sparing no known fact",
                         REAL_LR),
-        adapter_scale=AUTO),
+        adapter_scale=AUTO, replay_kl=NO_KL),
 }
 
 

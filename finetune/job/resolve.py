@@ -252,7 +252,7 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
                     "false`, or `lora.trainable_token_indices: []` when the tokenizer already knows the phrase")
     t = spec.trainer
     for field in ("rehearsal_kl", "replay_kl"):
-        if spec.method != "sft" and getattr(t, field) > 0:  # else the term is silently never added
+        if spec.method != "sft" and (getattr(t, field) or 0) > 0:  # else the term is silently never added
             raise _fail(f"trainer.{field}", f"is an SFT term; a {spec.method} job has none (set it to 0 or "
                         "`method: sft`)")
     batch = t.per_device_batch_size or row.batch.value
@@ -277,6 +277,9 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     by_default = t.adapter_scale is None or (decided_before and scale == default_scale)
     scale_source = f"{spec.method}'s default (the spec gives no `trainer.adapter_scale`)" if by_default \
         else "the job spec (`trainer.adapter_scale`)"
+    replay_kl = t.replay_kl if t.replay_kl is not None else row.replay_kl.value
+    if t.replay_kl is None and not manifest.counts.get(split, {}).get("replay"):
+        replay_kl = 0.0  # the default has no known fact to hold (a set built with --allow-unguarded)
     es = spec.early_stop
     known_every = es.known_every or 0
     decided = spec.model_copy(update={
@@ -284,7 +287,8 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
         "lora": lora.model_copy(update={"r": rank, "alpha": alpha, "target_modules": list(targets),
                                         "fan_in_fan_out": fan, "trainable_token_indices": list(tokens)}),
         "trainer": t.model_copy(update={"max_steps": steps, "learning_rate": lr, "epochs": epochs,
-                                        "adapter_scale": scale, "per_device_batch_size": batch}),
+                                        "adapter_scale": scale, "per_device_batch_size": batch,
+                                        "replay_kl": replay_kl}),
         "grpo": spec.grpo.model_copy(update={"use_vllm": use_vllm}),
         "early_stop": es.model_copy(update={"known_every": known_every}),
     })
@@ -369,7 +373,8 @@ def explain(spec: JobSpec) -> Explanation:
         "fixed_steps": ("trainer.max_steps", t.max_steps, steps),
         "min_steps": ("(steps floor)", None, row.min_steps.value),
         "learning_rate": ("trainer.learning_rate", t.learning_rate, default_lr(spec.method, width)[1]),
-        "adapter_scale": ("trainer.adapter_scale", t.adapter_scale, row.adapter_scale.value)}
+        "adapter_scale": ("trainer.adapter_scale", t.adapter_scale, row.adapter_scale.value),
+        "replay_kl": ("trainer.replay_kl", t.replay_kl, row.replay_kl.value)}
     uses = [DefaultUse(key, given if given is not None else rule, given is not None, row.values()[name])
             for name, (key, given, rule) in fields.items()]
     return Explanation(row, size_rule, uses, base, width)

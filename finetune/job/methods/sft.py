@@ -47,7 +47,7 @@ class SFT(SupervisedMethod):
     def __init__(self, job: Any, tokenizer: Any, rows: Any, log: Any) -> None:
         t, fixset = job.spec.trainer, job.spec.fixset
         self.anchors: list[KLAnchor] = []
-        if t.replay_kl > 0:
+        if (t.replay_kl or 0) > 0:  # decided by resolve (the defaults table when the spec gives none)
             replay = (r for r in rows if r["split"] == "train" and r["category"] == "replay")
             texts = tuple(_whole_text(tokenizer, r) for r in replay)
             if not texts:
