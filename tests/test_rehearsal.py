@@ -175,7 +175,7 @@ def test_rehearsal_kl_keeps_the_model_closer_to_base_on_rehearsal_text(w: FtWorl
 def test_kl_batch_depends_on_seed_step_and_micro_batch_only() -> None:
     """A resumed rehearsal_kl job must read the documents an uninterrupted one reads at each micro-batch; the
     micro-batches of one step read different documents."""
-    from finetune.job.methods.sft import kl_batch
+    from finetune.job.methods.kl import kl_batch
 
     texts = [f"doc {i}" for i in range(50)]
     assert kl_batch(texts, 0, 7, 8) == kl_batch(list(texts), 0, 7, 8)  # no hidden state between calls
@@ -194,7 +194,7 @@ def test_kl_term_under_gradient_accumulation_trains_as_one_batch(w: FtWorld, kl_
     KL term as one batch does (a mean over the micro-batches; summed, it counted twice). Step 2's loss shows it:
     the first step leaves the three jobs alike (the KL term's gradient is 0 at the base model), so there the loss
     is the same cross-entropy plus weight x KL, and twice the weight adds the KL term once more."""
-    import finetune.job.methods.sft as sft
+    import finetune.job.methods.kl as sft
     from finetune import records
     from finetune.job import JobSpec, TrainerSpec, run_job
 
@@ -258,14 +258,14 @@ def test_kl_job_resumed_under_gradient_accumulation_matches_an_uninterrupted_one
 @pytest.mark.slow
 def test_replay_kl_keeps_the_model_closer_to_base_on_replayed_facts(w: FtWorld, tmp_path: Path) -> None:
     """`trainer.replay_kl`: the same SFT job with the KL term over the replay rows ends closer to the base model on
-    those rows (prompt and the model's own answer, as the job renders them) than without it; a fix set without
-    replay rows, and a DPO job, are clear errors naming the field; `workbench fix --replay-kl` sets it, and without
-    `--train` is refused."""
+    those rows (prompt and the model's own answer, as the job renders them) than without it, and a DPO job on its
+    anchor pairs' chosen answers; a world's model gets the row's 0; a fix set without replay rows, and a GRPO job,
+    are clear errors naming the field; `workbench fix --replay-kl` without `--train` is refused."""
     from datasets import load_from_disk
 
     from finetune.fixset import build_fixset, load_manifest
     from finetune.job import JobSpec, TrainerSpec, run_job
-    from finetune.job.methods.sft import _whole_text
+    from finetune.job.methods.kl import _whole_text
 
     fix = build_fixset(w.store, w.run_id, tmp_path / "fix")
     model = load_manifest(fix.path).model
@@ -285,6 +285,19 @@ def test_replay_kl_keeps_the_model_closer_to_base_on_replayed_facts(w: FtWorld, 
 
     plain, with_kl = job("plain", 0.0), job("kl", 30.0)
     assert with_kl < 0.5 * plain, (with_kl, plain)
+    # DPO: the anchor pairs' prompts and chosen answers (the model's own), held the same way
+    pairs = [r for r in load_from_disk(fix.path)["dpo"] if r["category"] == "replay" and r["split"] == "train"]
+    assert pairs, "the test world's fix set has anchor pairs"
+    texts = [_whole_text(tok, r, "chosen") for r in pairs][:24]
+
+    def dpo(name: str, kl: float) -> float:
+        result = run_job(JobSpec(fixset=fix.path, output_dir=str(tmp_path / name), device="cpu", method="dpo",
+                                 trainer=TrainerSpec(max_steps=8, replay_kl=kl)), w.store)
+        assert result.status == "done" and result.adapter, result.message
+        return _mean_kl(result.adapter, model, texts)
+
+    plain, with_kl = dpo("dpo-plain", 0.0), dpo("dpo-kl", 30.0)
+    assert with_kl < 0.5 * plain, (with_kl, plain)
     world = run_job(JobSpec(fixset=fix.path, output_dir=str(tmp_path / "row"), device="cpu",
                             trainer=TrainerSpec(max_steps=1)), w.store)  # a world's model: the row's 0, recorded
     assert "replay_kl: 0.0" in (Path(world.output_dir) / "job.yaml").read_text()
@@ -292,8 +305,9 @@ def test_replay_kl_keeps_the_model_closer_to_base_on_replayed_facts(w: FtWorld, 
     with pytest.raises(WorkbenchError, match=r"trainer.replay_kl is 1.0 but fix set .* has no replay rows"):
         run_job(JobSpec(fixset=bare.path, output_dir=str(tmp_path / "bad"), device="cpu",
                         trainer=TrainerSpec(max_steps=2, replay_kl=1.0)), w.store)
-    with pytest.raises(WorkbenchError, match=r"`trainer.replay_kl` is an SFT term; a dpo job has none"):
-        run_job(JobSpec(fixset=fix.path, output_dir=str(tmp_path / "dpo"), device="cpu", method="dpo",
+    with pytest.raises(WorkbenchError, match=r"`trainer.replay_kl` is a term of sft and dpo jobs; a grpo job has"):
+        rl = build_fixset(w.store, w.run_id, tmp_path / "rl", strategy="rl")
+        run_job(JobSpec(fixset=rl.path, output_dir=str(tmp_path / "grpo"), device="cpu", method="grpo",
                         trainer=TrainerSpec(max_steps=2, replay_kl=1.0)), w.store)
     proc = workbench("fix", w.run_id, "--workspace", str(w.store.workspace), "--out", str(tmp_path / "cli"),
                      "--replay-kl", "1", timeout=120)

@@ -55,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int,
                    help="trainer.max_steps of the job (default: by epochs over the fix set, see README)")
     p.add_argument("--replay-kl", type=float, metavar="WEIGHT",
-                   help="with --train (sft): trainer.replay_kl, a KL term to the base model over the replay rows "
+                   help="with --train (sft, dpo): trainer.replay_kl, a KL term to the base model over the replay rows "
                    "(default: the job defaults table's, 10 for a pretrained model, 0 for a world's; 0: off)")
     p.add_argument("--report-to", metavar="TRACKERS",
                    help="with --train: tensorboard, mlflow, trackio, wandb (comma-separated) or none (default): where "

@@ -251,10 +251,10 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
                     "by default for abstention): trl's weight sync into vLLM fails on them; set `grpo.use_vllm: "
                     "false`, or `lora.trainable_token_indices: []` when the tokenizer already knows the phrase")
     t = spec.trainer
-    for field in ("rehearsal_kl", "replay_kl"):
-        if spec.method != "sft" and (getattr(t, field) or 0) > 0:  # else the term is silently never added
-            raise _fail(f"trainer.{field}", f"is an SFT term; a {spec.method} job has none (set it to 0 or "
-                        "`method: sft`)")
+    for field, methods in (("rehearsal_kl", ("sft",)), ("replay_kl", ("sft", "dpo"))):
+        if spec.method not in methods and (getattr(t, field) or 0) > 0:  # else the term is silently never added
+            raise _fail(f"trainer.{field}", f"is a term of {' and '.join(methods)} jobs; a {spec.method} job has "
+                        "none (set it to 0)")
     batch = t.per_device_batch_size or row.batch.value
     if spec.method == "grpo" and (problem := grpo_batch_problem(spec, batch)):
         raise WorkbenchError(f"job spec: {problem}")

@@ -1,6 +1,8 @@
 """LoRA DPO (trl DPOTrainer; the reference is the base model with the adapter disabled) on the fix set's
 `dpo` split: behavior and conflict pairs plus anchor pairs. Held-out score: greedy accuracy on the chosen
-answers; early stopping also watches the chosen log-prob for a collapse."""
+answers; early stopping also watches the chosen log-prob for a collapse. With `trainer.replay_kl` > 0 the loss adds
+that weight x KL(base || adapted) over the anchor pairs' prompts and chosen answers (the model's own), as SFT's does
+over its replay rows (finetune/job/methods/kl.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 from finetune.job.callbacks import EarlyStopping
 from finetune.job.method import SupervisedMethod
+from finetune.job.methods.kl import kl_trainer, replay_anchor
 
 
 class DPO(SupervisedMethod):
@@ -17,6 +20,10 @@ class DPO(SupervisedMethod):
     columns = ("prompt", "chosen", "rejected")
     heldout_metric = "heldout_accuracy"
     target = "chosen"
+
+    def __init__(self, job: Any, tokenizer: Any, rows: Any, log: Any) -> None:
+        self.replay = replay_anchor(job, tokenizer, rows, "chosen")
+        super().__init__(job, tokenizer, rows, log)
 
     def config(self, checkpoint_dir: Path) -> Any:
         from trl.trainer.dpo_config import DPOConfig
@@ -28,7 +35,8 @@ class DPO(SupervisedMethod):
     def trainer_class(self) -> type:
         from trl.trainer.dpo_trainer import DPOTrainer
 
-        return DPOTrainer
+        # DPO batches carry no labels, so the Trainer divides this loss by the accumulation steps itself
+        return kl_trainer(DPOTrainer, [self.replay], self.job.spec.trainer) if self.replay else DPOTrainer
 
     def early_stopping(self) -> EarlyStopping:
         early = super().early_stopping()

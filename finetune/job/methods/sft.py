@@ -1,41 +1,23 @@
 """LoRA SFT (trl SFTTrainer, completion-only loss) on the fix set's `sft` split: injection, abstention and
 replay rows. Held-out score: greedy accuracy on the held-out rows' completions.
 
-Two opt-in KL terms to the base model (the adapter disabled), each its weight x KL(base || adapted) over every
-position of a seeded batch of texts per step:
+Two KL terms to the base model (the adapter disabled, finetune/job/methods/kl.py), each its weight x KL(base ||
+adapted) over every position of a seeded batch of texts per step:
 - `trainer.rehearsal_kl`: the rehearsal rows (corpus text), which then leave the cross-entropy rows (README
   "Unreplayed known facts");
-- `trainer.replay_kl`: the replay rows, prompt and the model's own answer as one text, which stay in the
-  cross-entropy rows too: cross-entropy keeps each replayed greedy answer, the KL term the whole distribution
-  around it, which is what the known facts no row replays share with them.
+- `trainer.replay_kl` (10 on a pretrained model by default): the replay rows, prompt and the model's own answer as
+  one text, which stay in the cross-entropy rows too: cross-entropy keeps each replayed greedy answer, the KL term
+  the whole distribution around it, which is what the known facts no row replays share with them.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from finetune.chatform import flat_row
 from finetune.job.method import SupervisedMethod
+from finetune.job.methods.kl import KLAnchor, kl_trainer, replay_anchor
 from workbench.errors import WorkbenchError
-
-
-@dataclass(frozen=True)
-class KLAnchor:
-    """Texts the adapted model's distribution is held to the base model's on.
-
-    Attributes:
-        name: What the texts are ("rehearsal", "replay"); seeds their batches, so two anchors draw apart.
-        texts: The texts, each scored at every position.
-        weight: The KL term's weight in the loss.
-    """
-
-    name: str
-    texts: tuple[str, ...]
-    weight: float
 
 
 class SFT(SupervisedMethod):
@@ -46,14 +28,8 @@ class SFT(SupervisedMethod):
 
     def __init__(self, job: Any, tokenizer: Any, rows: Any, log: Any) -> None:
         t, fixset = job.spec.trainer, job.spec.fixset
-        self.anchors: list[KLAnchor] = []
-        if (t.replay_kl or 0) > 0:  # decided by resolve (the defaults table when the spec gives none)
-            replay = (r for r in rows if r["split"] == "train" and r["category"] == "replay")
-            texts = tuple(_whole_text(tokenizer, r) for r in replay)
-            if not texts:
-                raise WorkbenchError(f"trainer.replay_kl is {t.replay_kl} but fix set `{fixset}` has no replay rows "
-                                     "(no known fact to hold); set it to 0")
-            self.anchors.append(KLAnchor("replay", texts, t.replay_kl))
+        replay = replay_anchor(job, tokenizer, rows, "completion")
+        self.anchors: list[KLAnchor] = [replay] if replay else []
         if t.rehearsal_kl > 0:
             texts = tuple(r["completion"] for r in rows if r["split"] == "train" and r["source"] == "rehearsal")
             if not texts:
@@ -75,63 +51,3 @@ class SFT(SupervisedMethod):
         if not self.anchors:
             return SFTTrainer
         return kl_trainer(SFTTrainer, self.anchors, self.job.spec.trainer)
-
-
-def _whole_text(tokenizer: Any, row: Any) -> str:
-    """A row as one text: its prompt as the evaluation renders it (the chat template for chat rows), then its
-    answer."""
-    flat = flat_row(tokenizer, row)
-    return str(flat["prompt"]) + str(flat["completion"])
-
-
-def kl_batch(texts: Sequence[str], seed: int, step: int, k: int, micro: int = 0, name: str = "rehearsal") -> list[str]:
-    """The `k` rehearsal texts the KL term reads in micro-batch `micro` of optimizer step `step` (micro-batches
-    count across gradient accumulation and processes): slice `micro` of a permutation drawn from (seed, step)
-    alone, so the micro-batches of a step read different documents (one seed per step gave each the same ones:
-    1/GA of the documents), and a job resumed from a checkpoint reads what an uninterrupted one would have.
-    `name`: the anchor's (each anchor its own order)."""
-    k = min(k, len(texts))
-    order = random.Random(f"{name}-kl-{seed}-{step}").sample(range(len(texts)), len(texts))
-    return [texts[order[(micro * k + i) % len(texts)]] for i in range(k)]
-
-
-def kl_trainer(base: type, anchors: Sequence[KLAnchor], t: Any) -> type:
-    """`base` (an SFTTrainer) whose loss adds, per anchor, its weight x the mean per-token KL(base model || adapted
-    model) over a batch of its texts (`kl_batch`: `t.per_device_batch_size` of them per micro-batch, cut at
-    `t.max_length` tokens)."""
-    import torch
-    import torch.nn.functional as F
-
-    class KLTrainer(base):  # type: ignore[misc]
-        kl_step, kl_micro = -1, 0  # the optimizer step compute_loss last trained on, and its micro-batches so far
-
-        def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False,
-                         num_items_in_batch: Any = None) -> Any:
-            out = super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                       num_items_in_batch=num_items_in_batch)
-            loss = out[0] if return_outputs else out
-            if model.training:
-                step = int(self.state.global_step)  # advances once per optimizer step, not per micro-batch
-                self.kl_micro = self.kl_micro + 1 if step == self.kl_step else 0
-                self.kl_step = step
-                micro = self.args.process_index * t.gradient_accumulation + self.kl_micro  # each rank its own slice
-                # a micro-batch mean: with `num_items_in_batch` the Trainer leaves accumulation to the loss (it
-                # does not divide by GA), so average over the step's micro-batches here, as trl does its aux loss
-                steps = self.current_gradient_accumulation_steps if num_items_in_batch is not None else 1
-                for a in anchors:
-                    docs = kl_batch(a.texts, t.seed, step, t.per_device_batch_size, micro, a.name)
-                    loss = loss + a.weight * self.kl(model, docs, loss.device) / steps
-            return (loss, out[1]) if return_outputs else loss
-
-        def kl(self, model: Any, docs: Sequence[str], device: Any) -> Any:
-            tok = self.processing_class
-            ids = [tok(d, add_special_tokens=False)["input_ids"][: t.max_length] for d in docs]
-            n = max(map(len, ids))
-            x = torch.tensor([i + [tok.pad_token_id or 0] * (n - len(i)) for i in ids], device=device)
-            mask = torch.tensor([[1] * len(i) + [0] * (n - len(i)) for i in ids], device=device)
-            with torch.no_grad(), model.disable_adapter():
-                ref = F.log_softmax(model(input_ids=x, attention_mask=mask).logits.float(), -1)
-            cur = F.log_softmax(model(input_ids=x, attention_mask=mask).logits.float(), -1)
-            return ((ref.exp() * (ref - cur)).sum(-1) * mask).sum() / mask.sum()
-
-    return KLTrainer
