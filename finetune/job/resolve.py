@@ -277,9 +277,7 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     by_default = t.adapter_scale is None or (decided_before and scale == default_scale)
     scale_source = f"{spec.method}'s default (the spec gives no `trainer.adapter_scale`)" if by_default \
         else "the job spec (`trainer.adapter_scale`)"
-    replay_kl = t.replay_kl if t.replay_kl is not None else row.replay_kl.value
-    if t.replay_kl is None and not manifest.counts.get(split, {}).get("replay"):
-        replay_kl = 0.0  # the default has no known fact to hold (a set built with --allow-unguarded)
+    replay_kl = _replay_kl(t.replay_kl, row, manifest, split)
     es = spec.early_stop
     known_every = es.known_every or 0
     decided = spec.model_copy(update={
@@ -298,6 +296,14 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
                        target_modules=tuple(targets), fan_in_fan_out=fan, trainable_tokens=tuple(tokens),
                        use_vllm=use_vllm, tokens_decision=decision, steps_rule=steps_rule, lr_rule=lr_rule,
                        scale_source=scale_source, size_rule=size_rule)
+
+
+def _replay_kl(given: float | None, row: JobDefaults, manifest: FixSetManifest, split: str) -> float:
+    """`trainer.replay_kl`: the spec's, else the row's, but 0 on a split with no replay rows (a set built with
+    --allow-unguarded: the default has no known fact to hold)."""
+    if given is not None:
+        return given
+    return row.replay_kl.value if manifest.counts.get(split, {}).get("replay") else 0.0
 
 
 @dataclass(frozen=True)
@@ -374,7 +380,7 @@ def explain(spec: JobSpec) -> Explanation:
         "min_steps": ("(steps floor)", None, row.min_steps.value),
         "learning_rate": ("trainer.learning_rate", t.learning_rate, default_lr(spec.method, width)[1]),
         "adapter_scale": ("trainer.adapter_scale", t.adapter_scale, row.adapter_scale.value),
-        "replay_kl": ("trainer.replay_kl", t.replay_kl, row.replay_kl.value)}
+        "replay_kl": ("trainer.replay_kl", t.replay_kl, _replay_kl(None, row, manifest, split))}
     uses = [DefaultUse(key, given if given is not None else rule, given is not None, row.values()[name])
             for name, (key, given, rule) in fields.items()]
     return Explanation(row, size_rule, uses, base, width)
