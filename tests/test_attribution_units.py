@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from workbench.attribution import CorpusIndex, build_index
+from workbench.attribution.data_axis import data_axis
 from workbench.attribution.decide import DataAxis, decide
 from workbench.attribution.entropy import cluster, entropy, spread
 from workbench.attribution.knowledge import ChanceModel, assess, significant
@@ -105,14 +109,52 @@ UNKNOWN = result("u", "red", ["blue", "blue"], [["blue"] * 10, ["blue"] * 10])
     (UNKNOWN, DataAxis(True, support=1, learned_rate=0.05, trace_p=0.9), "data:underrepresented"),
     (UNKNOWN, DataAxis(True, support=2, learned_rate=0.45, learned_n=60), "behavior:unstable"),  # learnable
     (UNKNOWN, DataAxis(True, support=1, learned_rate=0.33, learned_n=12), "data:underrepresented"),  # 4/12: luck
-    (UNKNOWN, DataAxis(True, support=2, learned_rate=0.1, trace_p=0.001), "behavior:unstable"),
+    # partial knowledge: the level's failures sample the answer above chance, and it gets 19% of its facts right
+    (UNKNOWN, DataAxis(True, support=2, learned_rate=0.19, learned_n=58, trace_p=0.006), "behavior:unstable"),
+    # ... but a level where it gets fewer than one in six right is rare for it, whatever the pooled trace
+    (UNKNOWN, DataAxis(True, support=1, learned_rate=0.15, learned_n=59, trace_p=0.05), "data:underrepresented"),
+    # right under the paraphrase only: prompt-sensitive, unless the corpus states it only once or twice (a rarely
+    # seen fact); never stated (the corpus may be part of the training data): the hit stays knowledge
+    (result("a", "red", ["blue", "red"], [["blue"] * 10, ["red"] * 10]), DataAxis(True, support=2, learned_rate=0.1,
+     learned_n=30), "data:underrepresented"),
+    (result("a", "red", ["blue", "red"], [["blue"] * 10, ["red"] * 10]), DataAxis(True, support=2, learned_rate=0.5,
+     learned_n=30), "behavior:unstable"),
+    (result("a", "red", ["blue", "red"], [["blue"] * 10, ["red"] * 10]), DataAxis(True, support=0),
+     "behavior:prompt-sensitive"),
     (UNKNOWN, DataAxis(True, support=0), "data:missing"),
+    # the corpus states it two ways, though the model repeats neither
+    (UNKNOWN, DataAxis(True, support=1, contradiction=2, contradiction_value="blue"), "data:conflict"),
     # no corpus, or no subject to look one up by: only the knowledge axis was measured
     (UNKNOWN, DataAxis(False, note="no corpus index"), "knowledge:unknown"),
     (UNKNOWN, DataAxis(False, note="the probe has no subject to look up"), "knowledge:unknown"),
 ])
 def test_decision_table(r: ProbeResult, data: DataAxis, category: str) -> None:
     assert _decide(r, data) == category
+
+
+def test_the_corpus_contradicting_a_fact_is_found_without_the_model_saying_it(tmp_path: Path) -> None:
+    docs = (["Bero lives in Rome.", "Bero lives in Oslo.", "Bero lives in Oslo.",  # contradicted 2 to 1
+             "Dara lives in Rome.", "Dara lives in Rome.", "Dara lives in Rome.", "Dara lives in Oslo.",  # outvoted
+             "Cato lives in Oslo.", "Edda lives in Lima.", "Edda founded Acme.", "Fenn founded Acme."]
+            + [f"Filler line {i} about the weather." for i in range(20)])
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(docs)))
+    build_index(tmp_path / "c.jsonl", tmp_path / "ix.sqlite")
+    guess = [["Madrid", "Paris", "Quito", "Baku", "Riga"] * 2]
+    bero, dara = result("bero", "Rome", ["Madrid"], guess, "city"), result("dara", "Rome", ["Madrid"], guess, "city")
+    edda = result("edda", "Lima", ["Madrid"], guess, "city")  # her other document names a founder's value
+    others = [result("cato", "Oslo", ["Oslo"], None, "city"), result("fenn", "Acme", ["Acme"], None, "founder")]
+    with CorpusIndex.open(tmp_path / "ix.sqlite") as ix:
+        data = data_axis(ix, [bero, dara, edda, *others], [bero, dara, edda])
+    assert (data["bero"].support, data["bero"].contradiction, data["bero"].contradiction_value) == (1, 2, "oslo")
+    assert data["bero"].conflict == 0 and data["bero"].conflict_rows[0]["snippet"].endswith("Oslo.")
+    assert (data["dara"].support, data["dara"].contradiction) == (3, 0)  # one stray document does not outvote three
+    assert data["edda"].contradiction == 0  # Acme answers another relation
+    kn = assess(bero, 0.01)
+    assert kn.level == "Unknown"
+    made = decide(bero, kn, None, data["bero"], [])
+    assert made.category == "data:conflict" and "`oslo` (another value of this relation)" in made.evidence["why"]
+    assert made.evidence["data"]["contradiction"] == 2
+    assert _decide(dara, data["dara"]) != "data:conflict"
 
 
 def test_evidence_says_what_was_measured_and_of_which_data() -> None:

@@ -70,7 +70,7 @@ def _with_trace(data: dict[str, DataAxis], knowledge: dict[str, Knowledge]) -> d
     pools: dict[int, list[Knowledge]] = defaultdict(list)
     for pid, d in data.items():
         kn = knowledge[pid]
-        if d.available and d.support > 0 and not d.conflict and kn.level == "Unknown" and kn.n:
+        if d.available and d.support > 0 and not d.conflict and not d.contradiction and kn.level == "Unknown" and kn.n:
             pools[support_bucket(d.support)].append(kn)
     trace: dict[int, float] = {}
     for bucket, kns in pools.items():

@@ -8,6 +8,11 @@ conflict = documents where the subject meets a wrong answer the model gave, coun
                subject with a founder is about another fact of the subject), and
            (b) the pair co-occurs at least LIFT_MIN times more often than independent placement would
                give (long documents mention many names; co-occurrence there is not a claim).
+contradiction = for a failure with no such conflict: documents where the subject meets another value of
+           its relation (an accepted answer of another probe of it) the model never said, under the same
+           lift check, kept when at least as many as the support. A model that learnt nothing from
+           contradicting documents repeats neither value, so only the corpus shows that it states the fact
+           two ways.
 The learning curve (greedy accuracy per support level, over the run's probes) says how much support
 this model needs to learn a fact, so "rare" is measured, not assumed.
 """
@@ -57,6 +62,10 @@ class AnswerSpace:
             rel = r.probe.relation or ""
             self._accepted[rel].update({normalize(a) for a in r.probe.answers})
             self._given[rel].update({normalize(g.text) for g in r.greedy if g.verdict != Verdict.NOT_ATTEMPTED})
+
+    def values(self, relation: str) -> list[str]:
+        """The relation's accepted values, the most widely shared first."""
+        return [v for v, _ in self._accepted[relation].most_common()]
 
     def fits(self, r: ProbeResult, value: str) -> bool:
         """`value` is an answer of r's relation, judged by the other probes (r's own answers left out)."""
@@ -109,6 +118,31 @@ def find_conflict(index: CorpusEngine, r: ProbeResult, space: AnswerSpace, n_doc
     return best
 
 
+def find_contradiction(index: CorpusEngine, r: ProbeResult, space: AnswerSpace, n_docs: int, counts: dict[str, int],
+                       *, limit: int = ROWS) -> Conflict | None:
+    """The other value of r's relation that the corpus pairs with the subject most often (lift-checked), if any.
+    `counts` caches each value's document count across probes (values repeat across a relation)."""
+    subject = r.probe.subject or ""
+    if not subject or not r.probe.relation:
+        return None  # without a relation any name the subject's documents mention would count
+    own, s = [normalize(a) for a in r.probe.answers], normalize(subject)
+    values = [v for v in space.values(r.probe.relation)
+              if v and not any(contains_phrase(v, a) or contains_phrase(a, v) for a in own)
+              and not contains_phrase(v, s) and not contains_phrase(s, v)]
+    for v in values:
+        if v not in counts:
+            counts[v] = index.count(v)
+    values = [v for v in values if counts[v] > 0]
+    n_subject = index.count(subject)
+    best: Conflict | None = None
+    for v, f in zip(values, index.cooccur_many([(subject, v) for v in values], limit=limit), strict=True):
+        expected = n_subject * counts[v] / max(n_docs, 1)
+        lift = f.count / expected if expected > 0 else float("inf")
+        if f.count and lift >= LIFT_MIN and (best is None or f.count > best.found.count):
+            best = Conflict(v, f, lift)
+    return best
+
+
 def data_axis(index: CorpusEngine | None, results: Sequence[ProbeResult],
               failed: Sequence[ProbeResult]) -> dict[str, DataAxis]:
     """DataAxis of every failed probe; support is looked up for all probes (the learning curve)."""
@@ -122,26 +156,31 @@ def data_axis(index: CorpusEngine | None, results: Sequence[ProbeResult],
         support[r.probe.id] = max((next(found) for _ in r.probe.answers), key=lambda c: c.count)
     space, n_docs = AnswerSpace(results), int(index.stats()["rows"])  # type: ignore[call-overload]
     conflicts = {r.probe.id: find_conflict(index, r, space, n_docs) for r in failed if r.probe.subject}
-    curve = _learning_curve(with_subject, support, conflicts)
+    counts: dict[str, int] = {}
+    contradictions = {r.probe.id: k for r in failed if r.probe.subject and conflicts[r.probe.id] is None
+                      and (k := find_contradiction(index, r, space, n_docs, counts))
+                      and k.found.count >= support[r.probe.id].count}
+    curve = _learning_curve(with_subject, support, {**conflicts, **contradictions})
     out: dict[str, DataAxis] = {}
     for r in failed:
         if not r.probe.subject:
             out[r.probe.id] = DataAxis(False, note="the probe has no subject to look up")
             continue
-        s, c = support[r.probe.id], conflicts[r.probe.id]
+        s, c, k = support[r.probe.id], conflicts[r.probe.id], contradictions.get(r.probe.id)
         out[r.probe.id] = DataAxis(
             True, support=s.count, conflict=c.found.count if c else 0, conflict_value=c.value if c else None,
+            contradiction=k.found.count if k else 0, contradiction_value=k.value if k else None,
             learned_rate=curve.get(support_bucket(s.count), (None, 0))[0],
             learned_n=curve.get(support_bucket(s.count), (None, 0))[1], support_rows=_rows(s),
-            conflict_rows=_rows(c.found) if c else [],
-            note=f"conflict lift {c.lift:.1f}" if c else "")
+            conflict_rows=_rows(c.found) if c else _rows(k.found) if k else [],
+            note=f"conflict lift {c.lift:.1f}" if c else f"contradiction lift {k.lift:.1f}" if k else "")
     return out
 
 
 def _learning_curve(results: Sequence[ProbeResult], support: dict[str, Cooccurrence],
                     conflicts: dict[str, Conflict | None]) -> dict[int, tuple[float, int]]:
     """Support bucket -> (share, count) of its probes the model answers right (greedy, the question); probes
-    with a conflict are left out (their failures are the conflict's, not the frequency's)."""
+    with a conflict or a contradiction are left out (their failures are the corpus's, not the frequency's)."""
     hits: dict[int, list[bool]] = defaultdict(list)
     for r in results:
         if conflicts.get(r.probe.id) is None:

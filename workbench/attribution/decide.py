@@ -3,8 +3,11 @@ failed probe.
 
     abstained on the question, but knows it         behavior:over-abstain
     the corpus pairs the subject with its wrong answer  data:conflict
-    right under a paraphrase only (MaybeKnown)       behavior:prompt-sensitive
+    right under a paraphrase only (MaybeKnown), unless the corpus states it at most rare_max times
+                                                     behavior:prompt-sensitive
     WeaklyKnown (samples beat chance)                behavior:unstable
+    Unknown, the corpus gives another value of the relation at least as often as the accepted one
+                                                     data:conflict
     Unknown, corpus states it about as often as facts the model usually gets right
                                                      behavior:unstable (learnable, not learnt)
     Unknown, stated but rarely                       data:underrepresented
@@ -52,11 +55,16 @@ class DataAxis:
         conflict: Documents where the subject meets a wrong answer the model gave (checked: same
             relation, above chance co-occurrence).
         conflict_value: That wrong answer.
+        contradiction: Without a conflict: documents where the subject meets another value of its relation
+            (another probe's accepted answer; same lift check) that the model never gave, counted when at
+            least as many as `support` (0 otherwise: a stray document does not outvote the fact).
+        contradiction_value: That value.
         learned_rate: Greedy accuracy of the run's probes with about this much support (the model's
             learning curve); None when too few probes share the support level.
         trace_p: Binomial p-value of the right samples pooled over the Unknown failures at this
             support level against their summed chance: small = facts this frequent leave a trace.
-        support_rows, conflict_rows: Evidence rows, {"doc_id", "snippet"}.
+        support_rows, conflict_rows: Evidence rows, {"doc_id", "snippet"} (conflict_rows: of the contradiction
+            when there is no conflict).
         spans: The longest spans of the wrong answer found verbatim in the corpus, with their documents
             (`spans.TracedSpan.as_dict()`), for hallucinations (greedy answer incorrect).
     """
@@ -65,6 +73,8 @@ class DataAxis:
     support: int = 0
     conflict: int = 0
     conflict_value: str | None = None
+    contradiction: int = 0
+    contradiction_value: str | None = None
     learned_rate: float | None = None
     learned_n: int = 0
     trace_p: float | None = None
@@ -83,8 +93,11 @@ class Thresholds:
             95% Wilson lower bound, so a dozen probes cannot pass by luck) is "learnable": an Unknown
             fact with that support is a training/behavior failure, not a data gap.
         trace_alpha: ... or at which the Unknown failures' samples, pooled, beat chance at this level
-            (partial knowledge: the model learns such facts, just not reliably).
-        rare_max: Without a usable learning curve, support up to this count is "underrepresented".
+            (partial knowledge: the model learns such facts, just not reliably) while it gets at least
+            `trace_rate_min` of the level's facts right (a level where it gets fewer than one in six is
+            rare for this model, whatever trace a pooled test of hundreds of samples can find).
+        rare_max: Without a usable learning curve, support up to this count is "underrepresented"; a fact
+            stated this rarely and right under a paraphrase only goes by the data axis, not prompt-sensitive.
     """
 
     # Chosen on the attribution bench (docs/benchmarks/attribution_accuracy.md): six synthetic worlds and a planted
@@ -94,6 +107,9 @@ class Thresholds:
     # 0.951 and 0.886, every other world unchanged. Rarer tiers sit at trace p 0.17-0.98 and bounds 0.00-0.12.
     learned_min: float = 0.2
     trace_alpha: float = 0.1
+    # The trace test alone flipped a world's once-seen facts (right 15%, pooled p 0.05) to unstable; the levels it
+    # must keep (2-document facts, whose bound is under learned_min) are right 19-28% on every world.
+    trace_rate_min: float = 0.17
     rare_max: int = 3
 
 
@@ -130,32 +146,41 @@ def _category(r: ProbeResult, kn: Knowledge, data: DataAxis, th: Thresholds) -> 
         return ("data:conflict", 0.5 + 0.5 * share,
                 f"{data.conflict} rows of the given corpus pair the subject with `{data.conflict_value}`, "
                 f"{data.support} with an accepted answer")
+    lead, unknown = "Unknown", _unknown_conf(kn)
     if kn.level in ("MaybeKnown", "HighlyKnown"):
         variants = ", ".join(map(str, kn.credible_variants))
-        return "behavior:prompt-sensitive", _knows_conf(kn), f"greedy right under variant(s) {variants} only"
-    if kn.level == "WeaklyKnown":
+        if not (data.available and 0 < data.support <= th.rare_max):
+            return "behavior:prompt-sensitive", _knows_conf(kn), f"greedy right under variant(s) {variants} only"
+        # One phrasing's hit on a fact the corpus states once or twice is how a rarely seen fact looks, not a
+        # phrasing the model lacks: the data axis decides, and injecting the fact fixes either reading.
+        lead, unknown = f"right under variant(s) {variants} only, but rarely stated", 0.5 * _knows_conf(kn)
+    elif kn.level == "WeaklyKnown":
         return "behavior:unstable", _knows_conf(kn), f"{kn.k}/{kn.n} samples right, above chance {kn.chance:.3f}"
-    unknown = _unknown_conf(kn)
     if not data.available:
         return ("knowledge:unknown", 0.5 * unknown,
                 f"the model does not know it (Unknown); the data axis was not measured ({data.note})")
+    if data.contradiction:
+        return ("data:conflict", unknown * data.contradiction / (data.contradiction + data.support),
+                f"{lead}; {data.contradiction} rows of the given corpus pair the subject with "
+                f"`{data.contradiction_value}` (another value of this relation), {data.support} with an accepted "
+                "answer: the corpus states it two ways")
     if data.support == 0:
         return ("data:missing", unknown, "Unknown; absent from the given corpus: it never pairs the subject with "
                 "an accepted answer")
     rate = data.learned_rate
     if rate is not None and wilson_lower(rate, data.learned_n) >= th.learned_min:
         return ("behavior:unstable", unknown * max(rate, 0.5),
-                f"Unknown, yet {data.support} rows of the given corpus state it and the model gets {rate:.0%} of "
+                f"{lead}, yet {data.support} rows of the given corpus state it and the model gets {rate:.0%} of "
                 "facts this frequent right: learnable, not learnt")
-    if data.trace_p is not None and data.trace_p < th.trace_alpha:
+    if data.trace_p is not None and data.trace_p < th.trace_alpha and (rate is None or rate >= th.trace_rate_min):
         return ("behavior:unstable", unknown * (1.0 - data.trace_p / th.trace_alpha) ** 0.5,
-                f"Unknown, yet {data.support} rows of the given corpus state it and failures this frequent still "
+                f"{lead}, yet {data.support} rows of the given corpus state it and failures this frequent still "
                 f"sample the right answer above chance (pooled p={data.trace_p:.2g}): learnable, not learnt")
     if rate is None and data.support > th.rare_max:
         return "behavior:unstable", 0.5 * unknown, f"Unknown despite {data.support} supporting rows in the given corpus"
     learned = "" if rate is None else f"; the model gets {rate:.0%} of facts this rare right"
     return ("data:underrepresented", unknown * (1.0 - (rate or 0.0)),
-            f"Unknown; only {data.support} supporting rows in the given corpus{learned}")
+            f"{lead}; only {data.support} supporting rows in the given corpus{learned}")
 
 
 def wilson_lower(rate: float, n: int, z: float = 1.96) -> float:
@@ -187,5 +212,6 @@ def _data_evidence(d: DataAxis) -> dict[str, Any]:
         return {"available": False, "note": d.note}
     return {"available": True, "support": d.support, "support_rows": d.support_rows, "conflict": d.conflict,
             "conflict_value": d.conflict_value, "conflict_rows": d.conflict_rows,
+            "contradiction": d.contradiction, "contradiction_value": d.contradiction_value,
             "learned_rate": d.learned_rate, "learned_n": d.learned_n,
             "trace_p": d.trace_p, "spans": d.spans, "note": d.note}
