@@ -3,6 +3,7 @@
     .venv/bin/python bench/guard_flow.py --workspace WS [--sets nq,tqa] [--seeds 0,1] [--methods sft,dpo]
         [--questions 60] [--strategy auto] [--guard-pool FILE ...] [--fix-arg=ARG ...] [--baseline RUN]
         [--label NAME] [--rescale S,...] [--out FILE]
+    .venv/bin/python bench/guard_flow.py --workspace WS --sets planted --world PLANTED_DIR [--methods sft] ...
 
 For each question set (`nq`: the first `--questions` of the shipped 50-question NQ-open slice; `tqa`: the first
 `--questions` of ../shared/data/TruthfulQA.csv), one baseline run of SmolLM2-135M-Instruct as a team would make it
@@ -18,6 +19,13 @@ already evaluated and attributed in the workspace (one set), so several copies o
 levers in parallel on one GPU against the same baseline and guard set. `--rescale 0.5,1.0` also gates each run's
 adapter at those scales (a copy with `lora_alpha` rescaled, as the job's `adapter_scale` does; WiSE-FT): what the
 scale trades between hallucinations fixed and guard facts broken, without training again.
+
+`--sets planted --world DIR`: the team's questions are a planted world's probes (`workbench world build --base ...`)
+and its model is the baseline, evaluated as the attribution bench does (its suite, 10 samples and the paraphrases)
+and attributed against its corpus (indexed into the workspace), so its failures carry the data axis's categories,
+and the guard set is that model's own. Each run also reports the fix set's targets of the method's split fixed
+(abstention targets: abstained or right; the others: right) and its held-out targets, before and after: the goals
+there are >= 80% of targets fixed and guard facts broken <= 1%.
 """
 
 from __future__ import annotations
@@ -70,9 +78,16 @@ def probe_file(name: str, questions: int, ws: Path) -> tuple[Path, str]:
     return path, "truthfulqa"
 
 
-def baseline(name: str, questions: int, ws: Path) -> tuple[str, float]:
-    probes, fmt = probe_file(name, questions, ws)
+def baseline(name: str, questions: int, ws: Path, world: Path | None = None) -> tuple[str, float]:
     t = time.monotonic()
+    if name == "planted":
+        assert world is not None  # main() refuses --sets planted without it
+        workbench("index", str(world / "corpus.jsonl"), "--workspace", str(ws))
+        run = workbench("eval", "--model", str(world / "model"), "--probes", str(world / "suite.yaml"),
+                        "--samples", "10", "--paraphrases", "--workspace", str(ws))
+        workbench("attribute", run["run_id"], "--workspace", str(ws))
+        return str(run["run_id"]), time.monotonic() - t
+    probes, fmt = probe_file(name, questions, ws)
     run = workbench("eval", "--model", "smollm2", "--probes", str(probes), "--format", fmt, "--template", "chat",
                     "--system-prompt", SYSTEM, "--max-tokens", "48", "--samples", "3", "--workspace", str(ws))
     workbench("attribute", run["run_id"], "--workspace", str(ws))
@@ -85,6 +100,7 @@ def gated(ws: Path, run: str, model: str, adapter: str, guard: list[str]) -> dic
     gate = workbench("regress", "--baseline", run, "--candidate", model, "--candidate-adapter", adapter,
                      "--workspace", str(ws), *guard)
     scopes = {k["scope"]: k for k in gate["known_facts"]}
+    candidate = gate.get("candidate_run") or gate["candidate"]["run_id"]
     g = scopes.get("guard", {})
     rows = {r["label"]: r for r in gate["headline"]["rows"]}
     return {"verdict": gate["verdict"], "failed_gates": [x["name"] for x in gate["gates"] if x.get("status") == "fail"],
@@ -92,7 +108,38 @@ def gated(ws: Path, run: str, model: str, adapter: str, guard: list[str]) -> dic
             "guard_broken_share": g["broken"] / g["known"] if g.get("known") else None,
             "guard_refused_share": g["refused"] / g["known"] if g.get("known") else None,
             "hallucinated_before": rows["hallucinated"]["baseline_count"],
-            "hallucinated_after": rows["hallucinated"]["candidate_count"], "gate_s": round(time.monotonic() - t)}
+            "hallucinated_after": rows["hallucinated"]["candidate_count"], "candidate_run": candidate,
+            "gate_s": round(time.monotonic() - t)}
+
+
+ABSTAIN_OK = ("data:missing", "knowledge:unknown")  # an abstention fixes these; every other category: right
+
+
+def targets_fixed(ws: Path, run: str, candidate: str, fixset: Path, method: str) -> dict[str, Any]:
+    """The fix set's targets of `method`'s split (trained and held out) in the baseline and candidate runs."""
+    from workbench.results import load_results
+    from workbench.store import Store
+    from workbench.types import Verdict
+
+    meta = json.loads((fixset / "fixset.json").read_text())
+    split = set(meta["counts"].get(method, {})) - {"replay"}
+    heldout = set(meta.get("heldout_probe_ids", []))
+    store = Store.open(ws)
+    before = {r.probe.id: r.verdict for r in load_results(store, run).probes}
+    after = {r.probe.id: r.verdict for r in load_results(store, candidate).probes}
+
+    def ok(v: Verdict | None, category: str) -> bool:
+        return v == Verdict.CORRECT or (category in ABSTAIN_OK and v == Verdict.NOT_ATTEMPTED)
+
+    out: dict[str, Any] = {}
+    for name, held in (("trained", False), ("heldout", True)):
+        rows = [t for t in meta["targets"] if t["category"] in split and (t["probe_id"] in heldout) == held]
+        out[f"targets_{name}"] = len(rows)
+        out[f"targets_{name}_fixed_before"] = sum(ok(before.get(t["probe_id"]), t["category"]) for t in rows)
+        out[f"targets_{name}_fixed"] = sum(ok(after.get(t["probe_id"]), t["category"]) for t in rows)
+    n = out["targets_trained"]
+    out["targets_fixed_share"] = out["targets_trained_fixed"] / n if n else None
+    return out
 
 
 def at_scale(adapter: Path, trained_scale: float, scale: float) -> Path:
@@ -140,7 +187,9 @@ def one(ws: Path, run: str, method: str, seed: int, guard: list[str], strategy: 
     job, model = fix["job"], fix["fixset"]["model"]
     trained = float(job.get("adapter_scale") or 1.0)
     scales = at_scales(ws, run, model, Path(job["adapter"]), trained, guard, rescale)
-    return {"method": method, "strategy": strategy, "seed": seed, **gated(ws, run, model, job["adapter"], guard),
+    gate = gated(ws, run, model, job["adapter"], guard)
+    return {"method": method, "strategy": strategy, "seed": seed, **gate,
+            **(targets_fixed(ws, run, gate["candidate_run"], out, method) if gate["candidate_run"] else {}),
             "adapter_scale": trained, "job_known_checked": job["known_checked"],
             "job_known_broken": len(job["known_broken"]), "job_steps": job["steps"], "fix_s": round(fix_s),
             "fixset": fix["fixset"]["counts"], "guard_in_fixset": fix["fixset"].get("guard"), "at_scales": scales}
@@ -150,15 +199,21 @@ def goals(r: dict[str, Any]) -> dict[str, bool | None]:
     if "refused" in r:
         return {}
     b, a = r["hallucinated_before"], r["hallucinated_after"]
-    return {"guard_broken_le_2pct": None if r["guard_broken_share"] is None else r["guard_broken_share"] <= 0.02,
-            "guard_refused_le_2pct": None if r["guard_refused_share"] is None else r["guard_refused_share"] <= 0.02,
-            "hallucinations_halved": a <= b / 2}
+    out = {"guard_broken_le_2pct": None if r["guard_broken_share"] is None else r["guard_broken_share"] <= 0.02,
+           "guard_refused_le_2pct": None if r["guard_refused_share"] is None else r["guard_refused_share"] <= 0.02,
+           "hallucinations_halved": a <= b / 2}
+    if r["set"] == "planted":  # the planted world's goals: a fix that works, on ground truth
+        share = r.get("targets_fixed_share")
+        out["guard_broken_le_1pct"] = None if r["guard_broken_share"] is None else r["guard_broken_share"] <= 0.01
+        out["targets_fixed_ge_80pct"] = None if share is None else share >= 0.8
+    return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workspace", required=True, type=Path)
-    p.add_argument("--sets", default="nq,tqa")
+    p.add_argument("--sets", default="nq,tqa", help="nq, tqa, planted (with --world)")
+    p.add_argument("--world", type=Path, metavar="DIR", help="the planted world of --sets planted")
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--methods", default="sft,dpo")
     p.add_argument("--questions", type=int, default=60)
@@ -180,6 +235,15 @@ def main() -> None:
     args = p.parse_args()
     if args.baseline and "," in args.sets:
         p.error("--baseline names the run of one set: give --sets one name")
+    unknown = [n for n in args.sets.split(",") if n not in (*SETS, "planted")]
+    if unknown:
+        p.error(f"--sets: unknown set(s) {', '.join(unknown)}; known: {', '.join(SETS)}, planted")
+    if "planted" in args.sets.split(","):
+        if args.world is None:
+            p.error("--sets planted needs --world DIR (a world built by `workbench world build --base ...`)")
+        lacking = [f for f in ("corpus.jsonl", "suite.yaml", "truth.jsonl", "model") if not (args.world / f).exists()]
+        if lacking:
+            p.error(f"--world {args.world}: not a built world (no {', '.join(lacking)})")
     try:
         rescale = [float(a) for a in args.rescale.split(",") if a.strip()]
     except ValueError:
@@ -208,7 +272,7 @@ def main() -> None:
     for name in args.sets.split(","):
         ws = args.workspace  # one workspace: the guard set is built once for every set, method and seed
         ws.mkdir(parents=True, exist_ok=True)
-        run, eval_s = (args.baseline, 0.0) if args.baseline else baseline(name, args.questions, ws)
+        run, eval_s = (args.baseline, 0.0) if args.baseline else baseline(name, args.questions, ws, args.world)
         if args.baseline_only:
             print(json.dumps({"set": name, "run": run, "baseline_s": round(eval_s)}), flush=True)
             continue
@@ -235,6 +299,11 @@ def main() -> None:
               f"guard broken {g.get('broken')} of {g.get('known')} "
               f"(refused {g.get('refused')}), hallucinated {r['hallucinated_before']} -> {r['hallucinated_after']}, "
               f"gate {r['verdict']} {r['failed_gates']}, goals {r['goals']}")
+        if "targets_trained" in r:
+            print(f"     targets fixed {r['targets_trained_fixed']} of {r['targets_trained']} "
+                  f"(before {r['targets_trained_fixed_before']}), held out {r['targets_heldout_fixed_before']} -> "
+                  f"{r['targets_heldout_fixed']} of {r['targets_heldout']}; probes known broken "
+                  f"{r['probes'].get('broken')} of {r['probes'].get('known')}")
         for a, x in r.get("at_scales", {}).items():
             print(f"     at scale {a}: guard broken {x['guard'].get('broken')} (refused {x['guard'].get('refused')}), "
                   f"hallucinated {x['hallucinated_before']} -> {x['hallucinated_after']}, gate {x['verdict']}")

@@ -1,8 +1,10 @@
 """bench/guard_flow.py without the real model: its argument contract as a user runs it (a subprocess with a hard time
-limit): the levers' flags in `--help`, and `--baseline` refused for more than one set before anything runs."""
+limit): the levers' flags in `--help`, and `--baseline` refused for more than one set before anything runs; and how it
+counts a fix set's targets fixed (on a store written here)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +24,7 @@ def test_help_names_the_levers() -> None:
     proc = _run("--help")
     assert proc.returncode == 0, proc.stderr
     for option in ("--fix-arg", "--baseline", "--baseline-only", "--label", "--strategy", "--guard-pool", "--rescale",
-                   "--rescale-only"):
+                   "--rescale-only", "--world"):
         assert option in proc.stdout
 
 
@@ -31,6 +33,19 @@ def test_one_baseline_run_serves_one_set(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "--baseline names the run of one set" in proc.stderr
     assert not (tmp_path / "ws").exists()  # refused before any workspace or model
+
+
+def test_sets_are_checked_before_anything_runs(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "corpus.jsonl").write_text("")
+    for args, needle in ((("--sets", "nq,popqa"), "--sets: unknown set(s) popqa; known: nq, tqa, planted"),
+                         (("--sets", "planted"), "--sets planted needs --world DIR"),
+                         (("--sets", "planted", "--world", str(tmp_path / "half")),
+                          f"--world {tmp_path / 'half'}: not a built world (no suite.yaml, truth.jsonl, model)")):
+        proc = _run("--workspace", str(ws), *args)
+        assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+    assert not ws.exists()
 
 
 def test_bad_scales_are_refused_before_anything_runs(tmp_path: Path) -> None:
@@ -58,3 +73,43 @@ def test_a_results_file_that_is_not_this_benchs_is_a_clear_error(tmp_path: Path)
     proc = _run("--workspace", str(ws), "--rescale", "0.5", "--rescale-only", str(tmp_path / "one.json"))
     assert proc.returncode == 1 and "--rescale-only: cannot read the run's fix set or job in" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_targets_fixed_counts_the_methods_split_and_its_held_out_targets(tmp_path: Path) -> None:
+    """An abstention fixes a missing fact and nothing else; the other split's targets are not the method's."""
+    from benchload import load_bench
+
+    from workbench.store import Store
+
+    bench = load_bench("guard_flow")
+    store = Store.open(tmp_path)
+    ids = ("miss", "rare", "rare2", "held", "unst")
+    probes = [{"id": p, "question": f"{p}?", "answers": ["x"]} for p in ids]
+    kw: dict[str, object] = {"adapter": None, "backend": "hf", "fingerprint": "f", "suite": "s", "suite_config": {},
+                             "options": {}, "n_probes": len(probes), "skipped_bad": 0}
+
+    def run(verdicts: dict[str, str]) -> str:
+        rid = store.create_run(model="m", **kw)  # type: ignore[arg-type]
+        store.add_probes(rid, probes)
+        store.add_answers(rid, [{"probe_id": p, "variant": 0, "kind": "greedy", "sample_index": 0, "prompt": "",
+                                 "text": "", "verdict": v, "mean_logprob": None, "finish_reason": "stop"}
+                                for p, v in verdicts.items()])
+        return rid
+
+    wrong = dict.fromkeys(ids, "incorrect")
+    before = run(wrong)
+    after = run({**wrong, "miss": "not_attempted", "rare": "correct", "rare2": "not_attempted", "held": "correct",
+                 "unst": "correct"})
+    cats = {"miss": "data:missing", "rare": "data:underrepresented", "rare2": "data:underrepresented",
+            "held": "data:underrepresented", "unst": "behavior:unstable"}
+    (tmp_path / "fix").mkdir()
+    (tmp_path / "fix" / "fixset.json").write_text(json.dumps({
+        "counts": {"sft": {"data:missing": 1, "data:underrepresented": 4, "replay": 9},
+                   "dpo": {"behavior:unstable": 1}},
+        "heldout_probe_ids": ["held"], "targets": [{"probe_id": p, "category": c} for p, c in cats.items()]}))
+    got = bench.targets_fixed(tmp_path, before, after, tmp_path / "fix", "sft")
+    assert (got["targets_trained"], got["targets_trained_fixed_before"], got["targets_trained_fixed"]) == (3, 0, 2)
+    assert (got["targets_heldout"], got["targets_heldout_fixed"]) == (1, 1)
+    assert got["targets_fixed_share"] == 2 / 3
+    dpo = bench.targets_fixed(tmp_path, before, after, tmp_path / "fix", "dpo")
+    assert (dpo["targets_trained"], dpo["targets_trained_fixed"]) == (1, 1)
