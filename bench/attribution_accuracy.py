@@ -10,6 +10,7 @@ the failed probes against truth.jsonl's expected category (read here only, never
     .venv/bin/python bench/attribution_accuracy.py [--out /tmp/attr_bench] [--worlds default,s1,...]
     .venv/bin/python bench/attribution_accuracy.py --world-dir PLANTED_DIR   # a planted world (real model)
     .venv/bin/python bench/attribution_accuracy.py --reuse ...   # attribute the stored runs again, no eval
+    .venv/bin/python bench/attribution_accuracy.py --engine infini-gram ...   # the data axis from suffix arrays
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import torch
 from evals.world import WorldConfig, WorldPaths, build_world
 from workbench.attribution.attribute import attribute_run
 from workbench.attribution.build import build_index
-from workbench.attribution.index import CorpusIndex, default_index_path
+from workbench.attribution.engine import ENGINES, Engine, infinigram_dir, open_engine
+from workbench.attribution.index import default_index_path
+from workbench.attribution.infinigram_build import build_infinigram
 from workbench.attribution.types import CATEGORIES
 from workbench.probes import resolve_probes
 from workbench.runner import EvalOptions, run_eval
@@ -74,11 +77,11 @@ def score(pairs: list[tuple[str, str]]) -> dict[str, object]:
             "n": len(pairs)}
 
 
-def run_world(name: str, out: Path, reuse: bool = False) -> dict[str, object]:
-    return measure(name, build_world(out / name, WORLDS[name]), out / name / "ws", reuse)
+def run_world(name: str, out: Path, reuse: bool = False, engine: Engine = "fts5") -> dict[str, object]:
+    return measure(name, build_world(out / name, WORLDS[name]), out / name / "ws", reuse, engine)
 
 
-def measure(name: str, paths: WorldPaths, ws: Path, reuse: bool = False) -> dict[str, object]:
+def measure(name: str, paths: WorldPaths, ws: Path, reuse: bool = False, engine: Engine = "fts5") -> dict[str, object]:
     """Eval (10 samples + paraphrases), index the corpus, attribute, score against truth.jsonl: any world folder in
     the synthetic world's layout (a planted world on a real model too). `reuse`: attribute the workspace's last
     finished run of this model again (the eval is the slow part; a change to the attribution needs only this)."""
@@ -92,16 +95,20 @@ def measure(name: str, paths: WorldPaths, ws: Path, reuse: bool = False) -> dict
         run_id = run_eval(store, ModelSpec(model=str(paths.model), dtype="float32"), suite, loaded,
                           EvalOptions(samples=10, paraphrases=True)).run_id
     t_eval = time.perf_counter() - t0
-    build_index(paths.corpus, default_index_path(ws))
+    if engine == "fts5":
+        build_index(paths.corpus, default_index_path(ws))
+    else:  # folded bytes, whole words, co-occurrence anywhere in a document (as FTS5 counts it)
+        build_infinigram(paths.corpus, infinigram_dir(ws), window=0)
     t0 = time.perf_counter()
-    with CorpusIndex.open(ws) as index:
+    with open_engine(default_index_path(ws) if engine == "fts5" else infinigram_dir(ws)) as index:
         items = attribute_run(store, run_id, index=index)
     t_attr = time.perf_counter() - t0
     truth = {row["probe_id"]: row for row in map(json.loads, paths.truth.read_text().splitlines())}
     # A failed known fact has no expected category (the world has no answer key for it): not scored.
     pairs = [(truth[a.probe_id]["expected_category"], a.category) for a in items
              if truth[a.probe_id]["expected_category"]]
-    return {"world": name, **score(pairs), "unscored_known_failures": len(items) - len(pairs), "run_id": run_id,
+    return {"world": name, "engine": engine, **score(pairs), "unscored_known_failures": len(items) - len(pairs),
+            "run_id": run_id,
             "reused": reuse and bool(done), "eval_s": round(t_eval, 1), "attribute_s": round(t_attr, 2)}
 
 
@@ -132,6 +139,8 @@ def main() -> None:
                          "repeatable; with it, --worlds defaults to none")
     ap.add_argument("--reuse", action="store_true",
                     help="attribute each workspace's last finished eval run again instead of evaluating anew")
+    ap.add_argument("--engine", choices=ENGINES, default="fts5",
+                    help="the corpus index of the data axis (infini-gram: `pip install -e \".[infinigram]\"`)")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -139,9 +148,9 @@ def main() -> None:
     unknown = [n for n in names if n not in WORLDS]
     if unknown:
         ap.error(f"--worlds: unknown world(s) {', '.join(unknown)}; known: {', '.join(WORLDS)}")
-    results = [run_world(name, Path(args.out), args.reuse) for name in names]
-    results += [measure(Path(d).name, WorldPaths.under(Path(d)), Path(args.out) / f"{Path(d).name}-ws", args.reuse)
-                for d in args.world_dir]
+    results = [run_world(name, Path(args.out), args.reuse, args.engine) for name in names]
+    results += [measure(Path(d).name, WorldPaths.under(Path(d)), Path(args.out) / f"{Path(d).name}-ws", args.reuse,
+                        args.engine) for d in args.world_dir]
     for r in results:
         report(r)
     if args.json:
