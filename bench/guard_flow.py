@@ -116,7 +116,9 @@ ABSTAIN_OK = ("data:missing", "knowledge:unknown")  # an abstention fixes these;
 
 
 def targets_fixed(ws: Path, run: str, candidate: str, fixset: Path, method: str) -> dict[str, Any]:
-    """The fix set's targets of `method`'s split (trained and held out) in the baseline and candidate runs."""
+    """The fix set's targets of `method`'s split in the baseline and candidate runs: those it trained on, and the
+    failures of those categories it held out (their categories from the run's attributions)."""
+    from workbench.attribution.types import load_attributions
     from workbench.results import load_results
     from workbench.store import Store
     from workbench.types import Verdict
@@ -132,8 +134,12 @@ def targets_fixed(ws: Path, run: str, candidate: str, fixset: Path, method: str)
         return v == Verdict.CORRECT or (category in ABSTAIN_OK and v == Verdict.NOT_ATTEMPTED)
 
     out: dict[str, Any] = {}
-    for name, held in (("trained", False), ("heldout", True)):
-        rows = [t for t in meta["targets"] if t["category"] in split and (t["probe_id"] in heldout) == held]
+    attributed = load_attributions(store, run)
+    held_rows = [{"probe_id": pid, "category": attributed[pid].category} for pid in sorted(heldout)
+                 if pid in attributed]
+    trained = [t for t in meta["targets"] if t["probe_id"] not in heldout]
+    for name, targets in (("trained", trained), ("heldout", held_rows)):
+        rows = [t for t in targets if t["category"] in split]
         out[f"targets_{name}"] = len(rows)
         out[f"targets_{name}_fixed_before"] = sum(ok(before.get(t["probe_id"]), t["category"]) for t in rows)
         out[f"targets_{name}_fixed"] = sum(ok(after.get(t["probe_id"]), t["category"]) for t in rows)

@@ -79,6 +79,7 @@ def test_targets_fixed_counts_the_methods_split_and_its_held_out_targets(tmp_pat
     """An abstention fixes a missing fact and nothing else; the other split's targets are not the method's."""
     from benchload import load_bench
 
+    from workbench.attribution.types import Attribution, save_attributions
     from workbench.store import Store
 
     bench = load_bench("guard_flow")
@@ -102,11 +103,14 @@ def test_targets_fixed_counts_the_methods_split_and_its_held_out_targets(tmp_pat
                  "unst": "correct"})
     cats = {"miss": "data:missing", "rare": "data:underrepresented", "rare2": "data:underrepresented",
             "held": "data:underrepresented", "unst": "behavior:unstable"}
+    save_attributions(store, before, [Attribution(probe_id=p, category=c, confidence=1.0, knowledge="Unknown",
+                                                  fix="inject", evidence={}) for p, c in cats.items()])
     (tmp_path / "fix").mkdir()
     (tmp_path / "fix" / "fixset.json").write_text(json.dumps({
         "counts": {"sft": {"data:missing": 1, "data:underrepresented": 4, "replay": 9},
                    "dpo": {"behavior:unstable": 1}},
-        "heldout_probe_ids": ["held"], "targets": [{"probe_id": p, "category": c} for p, c in cats.items()]}))
+        "heldout_probe_ids": ["held"],  # the manifest lists the trained targets only
+        "targets": [{"probe_id": p, "category": c} for p, c in cats.items() if p != "held"]}))
     got = bench.targets_fixed(tmp_path, before, after, tmp_path / "fix", "sft")
     assert (got["targets_trained"], got["targets_trained_fixed_before"], got["targets_trained_fixed"]) == (3, 0, 2)
     assert (got["targets_heldout"], got["targets_heldout_fixed"]) == (1, 1)
