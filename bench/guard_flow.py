@@ -113,6 +113,7 @@ def gated(ws: Path, run: str, model: str, adapter: str, guard: list[str]) -> dic
 
 
 ABSTAIN_OK = ("data:missing", "knowledge:unknown")  # an abstention fixes these; every other category: right
+SPLIT = {"grpo": "prompts"}  # the fix set's split a method trains on, where the names differ
 
 
 def targets_fixed(ws: Path, run: str, candidate: str, fixset: Path, method: str) -> dict[str, Any]:
@@ -124,7 +125,7 @@ def targets_fixed(ws: Path, run: str, candidate: str, fixset: Path, method: str)
     from workbench.types import Verdict
 
     meta = json.loads((fixset / "fixset.json").read_text())
-    split = set(meta["counts"].get(method, {})) - {"replay"}
+    split = set(meta["counts"].get(SPLIT.get(method, method), {})) - {"replay"}
     heldout = set(meta.get("heldout_probe_ids", []))
     store = Store.open(ws)
     before = {r.probe.id: r.verdict for r in load_results(store, run).probes}

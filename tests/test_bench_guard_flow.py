@@ -108,7 +108,7 @@ def test_targets_fixed_counts_the_methods_split_and_its_held_out_targets(tmp_pat
     (tmp_path / "fix").mkdir()
     (tmp_path / "fix" / "fixset.json").write_text(json.dumps({
         "counts": {"sft": {"data:missing": 1, "data:underrepresented": 4, "replay": 9},
-                   "dpo": {"behavior:unstable": 1}},
+                   "dpo": {"behavior:unstable": 1}, "prompts": {"data:missing": 1, "behavior:unstable": 1}},
         "heldout_probe_ids": ["held"],  # the manifest lists the trained targets only
         "targets": [{"probe_id": p, "category": c} for p, c in cats.items() if p != "held"]}))
     got = bench.targets_fixed(tmp_path, before, after, tmp_path / "fix", "sft")
@@ -117,3 +117,5 @@ def test_targets_fixed_counts_the_methods_split_and_its_held_out_targets(tmp_pat
     assert got["targets_fixed_share"] == 2 / 3
     dpo = bench.targets_fixed(tmp_path, before, after, tmp_path / "fix", "dpo")
     assert (dpo["targets_trained"], dpo["targets_trained_fixed"]) == (1, 1)
+    grpo = bench.targets_fixed(tmp_path, before, after, tmp_path / "fix", "grpo")  # GRPO trains the prompts split
+    assert (grpo["targets_trained"], grpo["targets_trained_fixed"]) == (2, 2)
