@@ -137,7 +137,8 @@ def test_the_corpus_contradicting_a_fact_is_found_without_the_model_saying_it(tm
              "Dara lives in Rome.", "Dara lives in Rome.", "Dara lives in Rome.", "Dara lives in Oslo.",  # outvoted
              "Cato lives in Oslo.", "Edda lives in Lima.", "Edda founded Acme.", "Fenn founded Acme."]
             + [f"Filler line {i} about the weather." for i in range(20)])
-    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(docs)))
+    rows = [json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(docs)]
+    (tmp_path / "c.jsonl").write_text("".join(rows))
     build_index(tmp_path / "c.jsonl", tmp_path / "ix.sqlite")
     guess = [["Madrid", "Paris", "Quito", "Baku", "Riga"] * 2]
     bero, dara = result("bero", "Rome", ["Madrid"], guess, "city"), result("dara", "Rome", ["Madrid"], guess, "city")
