@@ -101,17 +101,24 @@ def wrong_answers(r: ProbeResult) -> list[str]:
 def find_conflict(index: CorpusEngine, r: ProbeResult, space: AnswerSpace, n_docs: int, *,
                   limit: int = ROWS) -> Conflict | None:
     """The wrong answer of r that the corpus pairs with the subject most often (checked), if any."""
-    subject = r.probe.subject or ""
     values = [v for v in wrong_answers(r) if space.fits(r, v)]
+    return _strongest(index, r.probe.subject or "", values, n_docs, {}, limit)
+
+
+def _strongest(index: CorpusEngine, subject: str, values: Sequence[str], n_docs: int, counts: dict[str, int],
+               limit: int) -> Conflict | None:
+    """The value the corpus pairs with `subject` most often at a lift of at least LIFT_MIN, if any. `counts`
+    caches each value's document count (values repeat across the probes of a relation)."""
     if not subject or not values:
         return None
-    found = index.cooccur_many([(subject, v) for v in values], limit=limit)
     n_subject = index.count(subject)
     best: Conflict | None = None
-    for v, f in zip(values, found, strict=True):
+    for v, f in zip(values, index.cooccur_many([(subject, v) for v in values], limit=limit), strict=True):
         if f.count == 0:
             continue
-        expected = n_subject * index.count(v) / max(n_docs, 1)
+        if v not in counts:
+            counts[v] = index.count(v)
+        expected = n_subject * counts[v] / max(n_docs, 1)
         lift = f.count / expected if expected > 0 else float("inf")
         if lift >= LIFT_MIN and (best is None or f.count > best.found.count):
             best = Conflict(v, f, lift)
@@ -120,27 +127,14 @@ def find_conflict(index: CorpusEngine, r: ProbeResult, space: AnswerSpace, n_doc
 
 def find_contradiction(index: CorpusEngine, r: ProbeResult, space: AnswerSpace, n_docs: int, counts: dict[str, int],
                        *, limit: int = ROWS) -> Conflict | None:
-    """The other value of r's relation that the corpus pairs with the subject most often (lift-checked), if any.
-    `counts` caches each value's document count across probes (values repeat across a relation)."""
-    subject = r.probe.subject or ""
-    if not subject or not r.probe.relation:
+    """The other value of r's relation that the corpus pairs with the subject most often (lift-checked), if any."""
+    if not r.probe.relation:
         return None  # without a relation any name the subject's documents mention would count
-    own, s = [normalize(a) for a in r.probe.answers], normalize(subject)
+    own, s = [normalize(a) for a in r.probe.answers], normalize(r.probe.subject or "")
     values = [v for v in space.values(r.probe.relation)
               if v and not any(contains_phrase(v, a) or contains_phrase(a, v) for a in own)
               and not contains_phrase(v, s) and not contains_phrase(s, v)]
-    for v in values:
-        if v not in counts:
-            counts[v] = index.count(v)
-    values = [v for v in values if counts[v] > 0]
-    n_subject = index.count(subject)
-    best: Conflict | None = None
-    for v, f in zip(values, index.cooccur_many([(subject, v) for v in values], limit=limit), strict=True):
-        expected = n_subject * counts[v] / max(n_docs, 1)
-        lift = f.count / expected if expected > 0 else float("inf")
-        if f.count and lift >= LIFT_MIN and (best is None or f.count > best.found.count):
-            best = Conflict(v, f, lift)
-    return best
+    return _strongest(index, r.probe.subject or "", values, n_docs, counts, limit)
 
 
 def data_axis(index: CorpusEngine | None, results: Sequence[ProbeResult],
