@@ -14,6 +14,7 @@ import pytest
 from clirun import ENV, assert_refused, workbench
 from ftworld import FtWorld
 
+from finetune.fixset.manifest import INJECTION_SOURCES, FixSetManifest, load_manifest
 from finetune.job.defaults import JOB_DEFAULTS, Default, row_for
 from finetune.job.resolve import default_lr, size_defaults
 
@@ -30,7 +31,7 @@ def test_every_default_has_a_reason_and_a_benchmark_page_that_exists() -> None:
     assert {m for _, m in JOB_DEFAULTS} == {"sft", "dpo", "grpo"} and len(JOB_DEFAULTS) == 5
     for (size, method), row in JOB_DEFAULTS.items():
         assert (row.size, row.method) == (size, method)
-        assert len(row.values()) == 10
+        assert len(row.values()) == 11
         for name, d in row.values().items():
             assert d.why.strip() and "\n" not in d.why and len(d.why) <= 110, (size, method, name)
             page, _, anchor = d.source.partition("#")
@@ -52,6 +53,31 @@ def test_a_table_line_is_what_jobs_get(monkeypatch: pytest.MonkeyPatch) -> None:
     assert row_for("sft", 64)[0].lora_r.value == 16
     with pytest.raises(ValueError, match="give `epochs` or `fixed_steps`"):
         replace(row, fixed_steps=Default(10, "both", row.fixed_steps.source))
+
+
+def test_a_fix_set_that_injects_facts_gets_the_rows_injection_epochs() -> None:
+    """Abstention rows share one phrase; each injected fact is its own answer: a pretrained SFT job on a set with
+    any injection row gets the row's `injection_epochs`, one without gets `epochs`; rows without the field keep
+    theirs either way."""
+    plain = FixSetManifest(path="fs", run_id="r", model="m", strategy="auto", counts={},
+                           sources={"sft": {"abstain": 46, "guard": 146, "replay": 2}, "dpo": {"inject": 3}},
+                           train_rows={"sft": 194, "dpo": 3}, sha256="", abstention_phrase="", new_tokens=[],
+                           heldout_probe_ids=[])
+    row = JOB_DEFAULTS[("pretrained-size", "sft")]
+    assert not plain.injects("sft") and plain.injects("dpo")  # each method reads its own split
+    assert row.epochs_for(plain.injects("sft")) is row.epochs
+    for source in INJECTION_SOURCES:
+        injecting = replace(plain, sources={"sft": {"abstain": 46, source: 1}})
+        assert injecting.injects("sft")
+        assert row.epochs_for(injecting.injects("sft")) is row.injection_epochs
+    assert row.injection_epochs.value is not None and row.epochs.value is not None
+    assert row.injection_epochs.value > row.epochs.value
+    assert "when it injects facts" in row.describe()
+    world = JOB_DEFAULTS[("world-size", "sft")]
+    assert world.injection_epochs.value is None and world.epochs_for(True) is world.epochs
+    grpo = JOB_DEFAULTS[("world-size", "grpo")]
+    with pytest.raises(ValueError, match="`injection_epochs` needs `epochs`"):
+        replace(grpo, injection_epochs=Default(5.0, "steps are fixed", grpo.epochs.source))
 
 
 def _job(tmp_path: Path, fixset: Path, **extra: object) -> Path:
@@ -85,6 +111,11 @@ def test_train_explain_prints_the_row_without_training(w: FtWorld, tmp_path: Pat
     assert values["lora.target_modules"]["value"] == "attention" and not values["lora.r"]["given"]
     assert values["trainer.learning_rate"]["value"].startswith("0.00067 (sft 0.003 x 128 / width 576)")
     assert values["trainer.replay_kl"]["value"] == 10.0 and not values["trainer.replay_kl"]["given"]
+    # the world's fix set injects facts: on a pretrained model that is the row's injection epochs
+    assert load_manifest(w.fixset).injects("sft")
+    row = JOB_DEFAULTS[("pretrained-size", "sft")]
+    assert values["trainer.epochs"]["value"] == row.injection_epochs.value
+    assert values["trainer.epochs"]["why"] == row.injection_epochs.why
     assert all(v["why"] and v["source"].startswith("docs/benchmarks/") for v in got["values"])
     # a job whose fix set is missing: refused naming it, exit 2
     assert_refused(workbench("train", "--explain", str(_job(tmp_path, tmp_path / "nope")), timeout=120), "nope")

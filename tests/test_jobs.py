@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from sqlalchemy import func, select
 
 from finetune import records
 from finetune.fixset import load_manifest
+from finetune.fixset.manifest import INJECTION_SOURCES
 from finetune.job import (
     EarlyStopSpec,
     JobSpec,
@@ -242,9 +244,9 @@ SMOLLM2_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", 
 @pytest.mark.slow
 def test_size_rule_gives_a_pretrained_model_its_defaults(w: FtWorld, tmp_path: Path) -> None:
     """A model wider than the worlds (SmolLM2-135M's shape) gets LoRA r 8 / alpha 16 on q/v, batch 8, 4 epochs at
-    least 30 steps (measured on SmolLM2, docs/benchmarks/real_model.md); the world's model keeps r 16 / 32 on
-    every linear layer, batch 32, 20 epochs at least 100 steps; both take sft's adapter scale `auto`; a value in the
-    spec wins."""
+    least 30 steps (measured on SmolLM2, docs/benchmarks/real_model.md), 12 epochs when the fix set injects facts
+    (the world's does; docs/benchmarks/guard_flow.md); the world's model keeps r 16 / 32 on every linear layer, batch
+    32, 20 epochs at least 100 steps; both take sft's adapter scale `auto`; a value in the spec wins."""
     model = tmp_path / "smollm2-shape"
     model.mkdir()
     (model / "config.json").write_text(json.dumps(SMOLLM2_CONFIG))
@@ -253,15 +255,27 @@ def test_size_rule_gives_a_pretrained_model_its_defaults(w: FtWorld, tmp_path: P
     big = resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "big"), base_model=str(model), lora=no_rows))
     assert (big.lora_r, big.lora_alpha, big.batch) == (8, 16, 8)
     assert big.target_modules == ("q_proj", "v_proj") and big.spec.lora.target_modules == ["q_proj", "v_proj"]
-    assert big.max_steps == max(30, math.ceil(4 * rows / 8)) and big.steps_rule.startswith(f"{big.max_steps} (4 epochs")
+    assert load_manifest(w.fixset).injects("sft")
+    assert big.max_steps == max(30, math.ceil(12 * rows / 8))
+    assert big.steps_rule.startswith(f"{big.max_steps} (12 epochs")
+    assert "12 epochs: its rows inject facts" in big.steps_rule and big.spec.trainer.epochs == 12
     assert big.spec.trainer.adapter_scale == "auto" and big.scale_source.startswith("sft's default")
     assert big.learning_rate == 6.7e-4  # the width rule, as before
     assert big.size_rule.startswith("pretrained-size (width 576 > 128): LoRA r 8 alpha 16 on the attention's q/v, "
-                                    "batch 8, 4 epochs, at least 30 steps")
+                                    "batch 8, 4 epochs (12 when it injects facts), at least 30 steps")
     # the decided spec records them, and resolving it again (a launcher's child, --resume) decides the same
     again = resolve(load_spec(save_spec(big.spec, tmp_path / "big.yaml")))
     assert again.spec == big.spec and (again.size_rule, again.steps_rule) == (big.size_rule, big.steps_rule)
     assert (again.spec.lora.r, again.spec.trainer.per_device_batch_size) == (8, 8)
+    # the same rows with no injection among them (abstention and replay only): the 4 epochs
+    plain = tmp_path / "plain-fix"
+    shutil.copytree(w.fixset, plain)
+    manifest = json.loads((plain / "fixset.json").read_text())
+    manifest["sources"]["sft"] = {k: v for k, v in manifest["sources"]["sft"].items() if k not in INJECTION_SOURCES}
+    (plain / "fixset.json").write_text(json.dumps(manifest))
+    four = resolve(JobSpec(fixset=str(plain), output_dir=str(tmp_path / "four"), base_model=str(model), lora=no_rows))
+    assert four.max_steps == max(30, math.ceil(4 * rows / 8))
+    assert four.steps_rule.startswith(f"{four.max_steps} (4 epochs") and four.spec.trainer.epochs == 4
     # the world's model (width 64): the defaults it was tuned with, exactly
     small = resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "small"), lora=no_rows))
     assert (small.lora_r, small.lora_alpha, small.batch) == (16, 32, 32)

@@ -26,6 +26,9 @@ FIELD_TARGETS = {"inject": "answer", "dpo": "answer", "abstain": "abstain", "dpo
 #: The summary's words per target, in the order it lists them.
 _FIELD_WORDS = {"answer": "taught their reference answer", "abstain": "abstention", "rl": "GRPO prompts",
                 "skipped": "skipped", "known": "answered right (kept as known facts)"}
+#: Row sources that teach an answer the model did not give (knowledge injection: the probe's answer, a --facts
+#: answer, a reviewer's reference answer); the defaults give such a set more epochs (finetune/job/defaults.py).
+INJECTION_SOURCES = ("inject", "facts", "field")
 #: The split each job method trains on.
 METHOD_SPLIT = {"sft": "sft", "dpo": "dpo", "grpo": "prompts"}
 
@@ -135,6 +138,11 @@ class FixSetManifest:
         LoRARequest can load, so jobs that do not need them stay plain LoRA."""
         source = "targeted" if method == "grpo" else "abstain"  # rl: every targeted prompt may pay for silence
         return self.sources.get(METHOD_SPLIT[method], {}).get(source, 0) > 0
+
+    def injects(self, method: str) -> bool:
+        """Whether a job of `method` on this set trains on knowledge-injection rows (INJECTION_SOURCES)."""
+        sources = self.sources.get(METHOD_SPLIT[method], {})
+        return any(sources.get(s, 0) > 0 for s in INJECTION_SOURCES)
 
     def require_rows(self, method: str) -> str:
         """The split `method` trains on; a clear error when this set has no training rows there."""

@@ -32,6 +32,7 @@ REAL_LR = _BENCH + "real_model.md#the-learning-rates-width-rule"
 ADAPTER_SCALE = _BENCH + "adapter_scale.md#latest-what-auto-does-2026-11-24"
 ADAPTER_SCALE_GRPO = _BENCH + "adapter_scale.md#grpo"
 GUARD_KL = _BENCH + "guard_flow.md#replay-kl-on-the-308-fact-guard-2026-11-27"
+GUARD_PLANTED = _BENCH + "guard_flow.md#the-planted-world-fixes-against-ground-truth-2026-11-27"
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,9 @@ class JobDefaults:
         lora_r, lora_alpha: `lora.r`, `lora.alpha`.
         batch: `trainer.per_device_batch_size`.
         epochs: `trainer.epochs`, passes over the method's training rows that give the steps; None: `fixed_steps`.
+        injection_epochs: `trainer.epochs` instead of `epochs` when the method's training rows teach answers
+            (knowledge injection, `FixSetManifest.injects`); None: `epochs` either way. A fact needs more passes to be
+            stored than the one abstention phrase every abstention row shares.
         fixed_steps: `trainer.max_steps` when `epochs` is None.
         min_steps: The steps' floor when they come from `epochs` (the ceiling is MAX_DEFAULT_STEPS).
         learning_rate: `trainer.learning_rate` at widths <= LR_REFERENCE_WIDTH; a wider model gets it x
@@ -71,6 +75,7 @@ class JobDefaults:
     lora_alpha: Default[int]
     batch: Default[int]
     epochs: Default[float | None]
+    injection_epochs: Default[float | None]
     fixed_steps: Default[int | None]
     min_steps: Default[int]
     learning_rate: Default[float]
@@ -81,6 +86,13 @@ class JobDefaults:
         if (self.epochs.value is None) == (self.fixed_steps.value is None):
             raise ValueError(f"job defaults {self.size} / {self.method}: give `epochs` or `fixed_steps`, not both "
                              "or neither")
+        if self.injection_epochs.value is not None and self.epochs.value is None:
+            raise ValueError(f"job defaults {self.size} / {self.method}: `injection_epochs` needs `epochs`")
+
+    def epochs_for(self, injects: bool) -> Default[float | None]:
+        """The epochs default a job gets: `injection_epochs` when its training rows teach answers and the row has
+        one, else `epochs`."""
+        return self.injection_epochs if injects and self.injection_epochs.value is not None else self.epochs
 
     @property
     def steps_fixed(self) -> int:
@@ -98,6 +110,8 @@ class JobDefaults:
         targets = "every linear layer" if self.targets.value == "all-linear" else "the attention's q/v"
         epochs = self.epochs.value
         steps = f"{epochs:g} epochs, at least {self.min_steps.value} steps" if epochs else "fixed steps"
+        if (inject := self.injection_epochs.value) is not None:
+            steps = f"{epochs:g} epochs ({inject:g} when it injects facts), at least {self.min_steps.value} steps"
         lora = f"LoRA r {self.lora_r.value} alpha {self.lora_alpha.value} on {targets}"
         return f"{lora}, batch {self.batch.value}, {steps}"
 
@@ -114,6 +128,7 @@ W_LR = _(3e-3, "1e-3 / 5e-4 fixed 2% / 10% of targets; DPO 2e-3 75%, 3e-3 78%; S
 AUTO: Default[Scale] = _("auto", "halved DPO's broken unreplayed facts on seven worlds (32 -> 17), SFT's 29 -> 22",
                          ADAPTER_SCALE)
 NO_FIXED = _(None, "steps come from the epochs", FIX_EFFICACY)
+SAME_EPOCHS = _(None, "the worlds' epochs were measured on fix sets that inject facts", FIX_EFFICACY)
 P_QV: Default[Targets] = _("attention", "SmolLM2, r 8: q/v broke 2 of 80 unseen known facts (4 seeds), all layers 4",
                            REAL_JOBS)
 P_R = _(8, "q/v at r 8 broke 2 of 80 unseen known facts over 4 seeds; r 16 2 of 20 on one seed", REAL_JOBS)
@@ -121,6 +136,8 @@ P_ALPHA = _(16, "alpha / r 2, as on the worlds", REAL_JOBS)
 P_BATCH = _(8, "60 rows: 4 epochs at batch 8 are 30 steps (110-261 s); the world's batch 32 job took 3042 s",
             REAL_JOBS)
 P_EPOCHS = _(4.0, "8 or 13 epochs broke 2-3 of 20 unseen known facts; 4 epochs 2 of 80 over 4 seeds", REAL_JOBS)
+P_INJECT = _(12.0, "planted SmolLM2, 2 seeds: 4 epochs fixed 32-45% of 31 injected facts, 12 fixed 90-94%",
+             GUARD_PLANTED)
 P_FLOOR = _(30, "the steps measured: 4 epochs of 60 rows at batch 8", REAL_JOBS)
 W_NO_KL = _(0.0, "not measured on the worlds' models", GUARD_KL)
 NO_KL = _(0.0, "GRPO holds its replay by its own anchor (grpo.replay_anchor); the term is SFT's and DPO's", GUARD_KL)
@@ -132,16 +149,19 @@ JOB_DEFAULTS: dict[tuple[SizeName, str], JobDefaults] = {
     ("world-size", "sft"): JobDefaults(
         "world-size", "sft", targets=W_ALL, lora_r=W_R, lora_alpha=W_ALPHA, batch=W_BATCH,
         epochs=_(20.0, "at 15 epochs alt-gpt2-5 fixed 63.6% of its targets, at 20 81.8%", FIX_EFFICACY),
-        fixed_steps=NO_FIXED, min_steps=W_FLOOR, learning_rate=W_LR, adapter_scale=AUTO, replay_kl=W_NO_KL),
+        injection_epochs=SAME_EPOCHS, fixed_steps=NO_FIXED, min_steps=W_FLOOR, learning_rate=W_LR, adapter_scale=AUTO,
+        replay_kl=W_NO_KL),
     ("world-size", "dpo"): JobDefaults(
         "world-size", "dpo", targets=W_ALL, lora_r=W_R, lora_alpha=W_ALPHA, batch=W_BATCH,
         epochs=_(15.0, "keeps the default world's 313 steps; the old fixed 300 steps were ~75 epochs on small worlds",
                  FIX_EFFICACY),
-        fixed_steps=NO_FIXED, min_steps=W_FLOOR, learning_rate=W_LR, adapter_scale=AUTO, replay_kl=W_NO_KL),
+        injection_epochs=SAME_EPOCHS, fixed_steps=NO_FIXED, min_steps=W_FLOOR, learning_rate=W_LR, adapter_scale=AUTO,
+        replay_kl=W_NO_KL),
     ("world-size", "grpo"): JobDefaults(
         "world-size", "grpo", targets=W_ALL, lora_r=W_R, lora_alpha=W_ALPHA, batch=W_BATCH,
         epochs=_(None, "its share fixed did not grow with its steps; an epochs rule is not measured across worlds",
                  FIX_RL),
+        injection_epochs=_(None, "its steps are fixed", FIX_RL),
         fixed_steps=_(300, "1.5 passes over the default world's 788 prompts at 4 prompts a step", FIX_RL),
         min_steps=W_FLOOR,
         learning_rate=_(1e-3, "3e-3 tripped the reward-hacking watchdog at step 117 (2.1% broken); 1e-3 broke 0.9%",
@@ -151,11 +171,12 @@ JOB_DEFAULTS: dict[tuple[SizeName, str], JobDefaults] = {
         replay_kl=NO_KL),
     ("pretrained-size", "sft"): JobDefaults(
         "pretrained-size", "sft", targets=P_QV, lora_r=P_R, lora_alpha=P_ALPHA, batch=P_BATCH, epochs=P_EPOCHS,
-        fixed_steps=NO_FIXED, min_steps=P_FLOOR, learning_rate=P_LR,
+        injection_epochs=P_INJECT, fixed_steps=NO_FIXED, min_steps=P_FLOOR, learning_rate=P_LR,
         adapter_scale=_("auto", "SmolLM2: broken known facts 3 -> 1 of 68 against 1.0", ADAPTER_SCALE),
         replay_kl=_(10.0, "SmolLM2, 2 sets x 2 seeds: 3-6 of 308 guard facts broken, 14-23 without it", GUARD_KL)),
     ("pretrained-size", "dpo"): JobDefaults(
         "pretrained-size", "dpo", targets=P_QV, lora_r=P_R, lora_alpha=P_ALPHA, batch=P_BATCH, epochs=P_EPOCHS,
+        injection_epochs=_(None, "DPO's chosen answers were measured at its epochs only", GUARD_PLANTED),
         fixed_steps=NO_FIXED, min_steps=P_FLOOR,
         learning_rate=_(3e-3, "x 128 / width (6.7e-4 on SmolLM2): 2e-4 / 1e-4 stopped the fix, sparing no known fact",
                         REAL_LR),

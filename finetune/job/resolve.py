@@ -258,7 +258,8 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     batch = t.per_device_batch_size or row.batch.value
     if spec.method == "grpo" and (problem := grpo_batch_problem(spec, batch)):
         raise WorkbenchError(f"job spec: {problem}")
-    epochs = t.epochs or row.epochs.value
+    epochs_default = row.epochs_for(manifest.injects(spec.method))
+    epochs = t.epochs or epochs_default.value
     per_step = rows_per_step(spec, batch)
     if epochs is None:
         rule_steps = row.steps_fixed
@@ -266,6 +267,8 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     else:
         rule_steps, steps_rule = default_steps(epochs, manifest.train_rows.get(split, 0), per_step,
                                                row.min_steps.value)
+        if epochs_default is row.injection_epochs and epochs == epochs_default.value:  # as a saved job.yaml reads
+            steps_rule += f"; {epochs:g} epochs: its rows inject facts"
     # a saved job.yaml names its epochs
     decided_before = t.epochs is not None or row.fixed_steps.value is not None
     steps, steps_rule = _given_or_rule(t.max_steps, rule_steps, steps_rule, "trainer.max_steps", decided_before)
@@ -368,20 +371,22 @@ def explain(spec: JobSpec) -> Explanation:
     row, size_rule = row_for(spec.method, width)
     lora, t = (_adapter_lora(spec.init_adapter) if spec.init_adapter else spec.lora), spec.trainer
     batch = t.per_device_batch_size or row.batch.value
-    epochs = t.epochs or row.epochs.value
+    epochs_default = row.epochs_for(manifest.injects(spec.method))
+    epochs = t.epochs or epochs_default.value
     steps = row.steps_fixed if epochs is None else default_steps(
         epochs, manifest.train_rows.get(split, 0), rows_per_step(spec, batch), row.min_steps.value)[1]
     fields: dict[str, tuple[str, Any, Any]] = {  # row field -> (spec key, the spec's value, the table's in use)
         "targets": ("lora.target_modules", lora.target_modules, row.targets.value),
         "lora_r": ("lora.r", lora.r, row.lora_r.value), "lora_alpha": ("lora.alpha", lora.alpha, row.lora_alpha.value),
         "batch": ("trainer.per_device_batch_size", t.per_device_batch_size, batch),
-        "epochs": ("trainer.epochs", t.epochs, row.epochs.value),
+        "epochs": ("trainer.epochs", t.epochs, epochs_default.value),
         "fixed_steps": ("trainer.max_steps", t.max_steps, steps),
         "min_steps": ("(steps floor)", None, row.min_steps.value),
         "learning_rate": ("trainer.learning_rate", t.learning_rate, default_lr(spec.method, width)[1]),
         "adapter_scale": ("trainer.adapter_scale", t.adapter_scale, row.adapter_scale.value),
         "replay_kl": ("trainer.replay_kl", t.replay_kl, _replay_kl(None, row, manifest, split))}
-    uses = [DefaultUse(key, given if given is not None else rule, given is not None, row.values()[name])
+    table = {**row.values(), "epochs": epochs_default}  # the epochs line in use: a set that injects facts gets its own
+    uses = [DefaultUse(key, given if given is not None else rule, given is not None, table[name])
             for name, (key, given, rule) in fields.items()]
     return Explanation(row, size_rule, uses, base, width)
 
