@@ -136,7 +136,7 @@ P_ALPHA = _(16, "alpha / r 2, as on the worlds", REAL_JOBS)
 P_BATCH = _(8, "60 rows: 4 epochs at batch 8 are 30 steps (110-261 s); the world's batch 32 job took 3042 s",
             REAL_JOBS)
 P_EPOCHS = _(4.0, "8 or 13 epochs broke 2-3 of 20 unseen known facts; 4 epochs 2 of 80 over 4 seeds", REAL_JOBS)
-P_INJECT = _(12.0, "planted SmolLM2, 2 seeds: 4 epochs fixed 32-45% of 31 injected facts, 12 fixed 90-94%",
+P_INJECT = _(12.0, "2 SmolLM2 planted worlds, 5 runs: 90-100% of targets fixed, 0.25-1.31% of guard facts broken",
              GUARD_PLANTED)
 P_FLOOR = _(30, "the steps measured: 4 epochs of 60 rows at batch 8", REAL_JOBS)
 W_NO_KL = _(0.0, "not measured on the worlds' models", GUARD_KL)
