@@ -107,3 +107,32 @@ def test_the_app_throttles_wrong_passwords_per_user_and_client(tmp_path: Path) -
         assert [login("wrong").status_code for _ in range(3)] == [400] * 3  # and forgives the earlier failures
     finally:
         demo.close()
+
+
+@pytest.mark.slow  # gradio starts (about 10 s)
+def test_launch_asks_again_when_gradios_self_check_times_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gradio asks its own server for the page once it is up and gives up on the first answer slower than 3 s (a
+    busy machine's first page build): the app closes that server and launches again, up to SELF_CHECKS times, and
+    only then fails with gradio's error."""
+    import gradio.networking as networking
+
+    import app
+
+    real, calls = networking.url_ok, []
+
+    def slow_first(url: str) -> bool:
+        calls.append(url)
+        return len(calls) > 1 and real(url)
+
+    monkeypatch.setattr(networking, "url_ok", slow_first)
+    demo, url = app.launch(tmp_path / "ws", port=free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        assert len(calls) == 2
+        assert httpx.get(url, timeout=30).status_code == 200
+    finally:
+        demo.close()
+    never: list[str] = []
+    monkeypatch.setattr(networking, "url_ok", lambda url: never.append(url) is not None)  # always False
+    with pytest.raises(ValueError, match="localhost is not accessible"):
+        app.launch(tmp_path / "ws", port=free_port(), prevent_thread_lock=True, quiet=True)
+    assert len(never) == app.SELF_CHECKS
