@@ -59,10 +59,6 @@ def check_bind(host: str, auth_file: str | None) -> None:
 MAX_UPLOAD = "1mb"
 
 
-#: Launches tried when gradio's own check of its server times out on a busy machine (`launch`).
-SELF_CHECKS = 3
-
-
 def launch(workspace: str | Path, *, host: str = "127.0.0.1", port: int | None = None,
            auth_file: str | None = None, prevent_thread_lock: bool = False, quiet: bool = False) -> tuple[Any, str]:
     """Build and launch the app; returns (blocks, local url). Raises WorkbenchError on an unsafe bind."""
@@ -80,28 +76,19 @@ def launch(workspace: str | Path, *, host: str = "127.0.0.1", port: int | None =
     from starlette.middleware import Middleware
 
     from apptabs import assets
+    from apptabs.launching import launch_checked
     from workbench.appguard import LoginOnlyRoutes, LoginThrottle, NoApiInfoBeforeLogin
 
     # No FastAPI schema (/openapi.json lists every route, unauthenticated), no API description and no heartbeat
     # stream before login; failed sign-ins slow the next ones down, per user and per client address.
     app_kwargs = {"openapi_url": None, "middleware": [Middleware(NoApiInfoBeforeLogin), Middleware(LoginOnlyRoutes),
                                                       Middleware(LoginThrottle)]}
-    for attempt in range(SELF_CHECKS):
-        try:
-            _, url, _ = demo.launch(server_name=host, server_port=port, share=False, auth=auth, allowed_paths=[],
-                                    prevent_thread_lock=prevent_thread_lock, quiet=quiet, show_error=True,
-                                    ssr_mode=False, mcp_server=False, max_file_size=MAX_UPLOAD, js=assets.KEYS_JS,
-                                    css=assets.CSS, footer_links=["api"], app_kwargs=app_kwargs,
-                                    auth_message="Hallucination Workbench: sign in" if auth else None)
-            return demo, str(url)
-        except ValueError as e:
-            # gradio asks its own server for the page once it is up, and gives up on the first answer slower than
-            # 3 s ("localhost is not accessible"): a busy machine's first page build, not a network problem. The
-            # server is running by then; close it and ask again (the page is built faster the second time).
-            if "localhost is not accessible" not in str(e) or attempt == SELF_CHECKS - 1:
-                raise
-            demo.close(verbose=False)
-    raise AssertionError("unreachable")
+    url = launch_checked(demo, server_name=host, server_port=port, share=False, auth=auth, allowed_paths=[],
+                         prevent_thread_lock=prevent_thread_lock, quiet=quiet, show_error=True, ssr_mode=False,
+                         mcp_server=False, max_file_size=MAX_UPLOAD, js=assets.KEYS_JS, css=assets.CSS,
+                         footer_links=["api"], app_kwargs=app_kwargs,
+                         auth_message="Hallucination Workbench: sign in" if auth else None)
+    return demo, url
 
 
 def add_arguments(p: argparse.ArgumentParser, *, workspace: bool = True) -> None:

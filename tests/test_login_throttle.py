@@ -117,6 +117,7 @@ def test_launch_asks_again_when_gradios_self_check_times_out(tmp_path: Path, mon
     import gradio.networking as networking
 
     import app
+    from apptabs.launching import SELF_CHECKS
 
     real, calls = networking.url_ok, []
 
@@ -135,4 +136,4 @@ def test_launch_asks_again_when_gradios_self_check_times_out(tmp_path: Path, mon
     monkeypatch.setattr(networking, "url_ok", lambda url: never.append(url) is not None)  # always False
     with pytest.raises(ValueError, match="localhost is not accessible"):
         app.launch(tmp_path / "ws", port=free_port(), prevent_thread_lock=True, quiet=True)
-    assert len(never) == app.SELF_CHECKS
+    assert len(never) == SELF_CHECKS
