@@ -108,10 +108,9 @@ class JobDefaults:
     def describe(self) -> str:
         """The row in words, as a job's `size_rule` records it."""
         targets = "every linear layer" if self.targets.value == "all-linear" else "the attention's q/v"
-        epochs = self.epochs.value
-        steps = f"{epochs:g} epochs, at least {self.min_steps.value} steps" if epochs else "fixed steps"
-        if (inject := self.injection_epochs.value) is not None:
-            steps = f"{epochs:g} epochs ({inject:g} when it injects facts), at least {self.min_steps.value} steps"
+        epochs, inject = self.epochs.value, self.injection_epochs.value
+        more = f" ({inject:g} when it injects facts)" if inject is not None else ""
+        steps = f"{epochs:g} epochs{more}, at least {self.min_steps.value} steps" if epochs else "fixed steps"
         lora = f"LoRA r {self.lora_r.value} alpha {self.lora_alpha.value} on {targets}"
         return f"{lora}, batch {self.batch.value}, {steps}"
 
