@@ -20,8 +20,13 @@ def test_reads_a_process_and_finds_its_descendants(tmp_path: Path) -> None:
     child = subprocess.Popen(["sh", "-c", '"$0" -c "import time; time.sleep(30)" & wait', str(odd)],
                              start_new_session=True)
     try:
+        def execed() -> bool:  # sh forks, then the fork execs: until then the grandchild is named "sh"
+            kids = procstat.descendants(child.pid)
+            stat = procstat.read(kids[0]) if len(kids) == 1 else None
+            return stat is not None and stat.name.startswith("odd")
+
         deadline = time.monotonic() + 10
-        while len(procstat.descendants(child.pid)) < 1 and time.monotonic() < deadline:
+        while not execed() and time.monotonic() < deadline:
             time.sleep(0.05)
         (grandchild,) = procstat.descendants(child.pid)
         assert child.pid in procstat.descendants(os.getpid())
