@@ -31,7 +31,7 @@ def test_every_default_has_a_reason_and_a_benchmark_page_that_exists() -> None:
     assert {m for _, m in JOB_DEFAULTS} == {"sft", "dpo", "grpo"} and len(JOB_DEFAULTS) == 5
     for (size, method), row in JOB_DEFAULTS.items():
         assert (row.size, row.method) == (size, method)
-        assert len(row.values()) == 11
+        assert len(row.values()) == 12
         for name, d in row.values().items():
             assert d.why.strip() and "\n" not in d.why and len(d.why) <= 110, (size, method, name)
             page, _, anchor = d.source.partition("#")
@@ -73,8 +73,16 @@ def test_a_fix_set_that_injects_facts_gets_the_rows_injection_epochs() -> None:
     assert row.injection_epochs.value is not None and row.epochs.value is not None
     assert row.injection_epochs.value > row.epochs.value
     assert "when it injects facts" in row.describe()
+    # its longer job holds the base model's answers harder: the replay KL weight rises with it
+    assert row.replay_kl_for(False) is row.replay_kl
+    assert row.injection_replay_kl.value is not None and row.injection_replay_kl.value > row.replay_kl.value
+    assert row.replay_kl_for(True).value == row.injection_replay_kl.value
+    assert row.replay_kl_for(True).why == row.injection_replay_kl.why
     world = JOB_DEFAULTS[("world-size", "sft")]
     assert world.injection_epochs.value is None and world.epochs_for(True) is world.epochs
+    for other in JOB_DEFAULTS.values():  # the weight rises on the pretrained SFT row only
+        if other is not row:
+            assert other.injection_replay_kl.value is None and other.replay_kl_for(True) is other.replay_kl
     grpo = JOB_DEFAULTS[("world-size", "grpo")]
     with pytest.raises(ValueError, match="`injection_epochs` needs `epochs`"):
         replace(grpo, injection_epochs=Default(5.0, "steps are fixed", grpo.epochs.source))
@@ -110,12 +118,14 @@ def test_train_explain_prints_the_row_without_training(w: FtWorld, tmp_path: Pat
     values = {v["key"]: v for v in got["values"]}
     assert values["lora.target_modules"]["value"] == "attention" and not values["lora.r"]["given"]
     assert values["trainer.learning_rate"]["value"].startswith("0.00067 (sft 0.003 x 128 / width 576)")
-    assert values["trainer.replay_kl"]["value"] == 10.0 and not values["trainer.replay_kl"]["given"]
-    # the world's fix set injects facts: on a pretrained model that is the row's injection epochs
+    # the world's fix set injects facts: on a pretrained model that is the row's injection epochs and replay KL
     assert load_manifest(w.fixset).injects("sft")
     row = JOB_DEFAULTS[("pretrained-size", "sft")]
     assert values["trainer.epochs"]["value"] == row.injection_epochs.value
     assert values["trainer.epochs"]["why"] == row.injection_epochs.why
+    assert values["trainer.replay_kl"]["value"] == row.injection_replay_kl.value == 20.0
+    kl = values["trainer.replay_kl"]
+    assert kl["why"] == row.injection_replay_kl.why and not kl["given"]
     assert all(v["why"] and v["source"].startswith("docs/benchmarks/") for v in got["values"])
     # a job whose fix set is missing: refused naming it, exit 2
     assert_refused(workbench("train", "--explain", str(_job(tmp_path, tmp_path / "nope")), timeout=120), "nope")

@@ -259,6 +259,7 @@ def test_size_rule_gives_a_pretrained_model_its_defaults(w: FtWorld, tmp_path: P
     assert big.max_steps == max(30, math.ceil(12 * rows / 8))
     assert big.steps_rule.startswith(f"{big.max_steps} (12 epochs")
     assert "12 epochs: its rows inject facts" in big.steps_rule and big.spec.trainer.epochs == 12
+    assert big.spec.trainer.replay_kl == 20  # the longer job's KL weight
     assert big.spec.trainer.adapter_scale == "auto" and big.scale_source.startswith("sft's default")
     assert big.learning_rate == 6.7e-4  # the width rule, as before
     assert big.size_rule.startswith("pretrained-size (width 576 > 128): LoRA r 8 alpha 16 on the attention's q/v, "
@@ -276,6 +277,7 @@ def test_size_rule_gives_a_pretrained_model_its_defaults(w: FtWorld, tmp_path: P
     four = resolve(JobSpec(fixset=str(plain), output_dir=str(tmp_path / "four"), base_model=str(model), lora=no_rows))
     assert four.max_steps == max(30, math.ceil(4 * rows / 8))
     assert four.steps_rule.startswith(f"{four.max_steps} (4 epochs") and four.spec.trainer.epochs == 4
+    assert four.spec.trainer.replay_kl == 10
     # the world's model (width 64): the defaults it was tuned with, exactly
     small = resolve(JobSpec(fixset=str(w.fixset), output_dir=str(tmp_path / "small"), lora=no_rows))
     assert (small.lora_r, small.lora_alpha, small.batch) == (16, 32, 32)

@@ -66,6 +66,8 @@ class JobDefaults:
         adapter_scale: `trainer.adapter_scale` (a number, or "auto": the smallest of 0.25 / 0.5 / 0.75 that still
             fixes 80% of the targets).
         replay_kl: `trainer.replay_kl`, the weight of the KL term over the replay rows (SFT; 0: off).
+        injection_replay_kl: `trainer.replay_kl` instead of `replay_kl` when the method's training rows teach
+            answers; None: `replay_kl` either way. Their longer job drifts further from the base model.
     """
 
     size: SizeName
@@ -81,6 +83,7 @@ class JobDefaults:
     learning_rate: Default[float]
     adapter_scale: Default[Scale]
     replay_kl: Default[float]
+    injection_replay_kl: Default[float | None]
 
     def __post_init__(self) -> None:
         if (self.epochs.value is None) == (self.fixed_steps.value is None):
@@ -93,6 +96,12 @@ class JobDefaults:
         """The epochs default a job gets: `injection_epochs` when its training rows teach answers and the row has
         one, else `epochs`."""
         return self.injection_epochs if injects and self.injection_epochs.value is not None else self.epochs
+
+    def replay_kl_for(self, injects: bool) -> Default[float]:
+        """The replay KL default a job gets: `injection_replay_kl` when its training rows teach answers and the row
+        has one, else `replay_kl`."""
+        kl = self.injection_replay_kl
+        return Default(kl.value, kl.why, kl.source) if injects and kl.value is not None else self.replay_kl
 
     @property
     def steps_fixed(self) -> int:
@@ -135,11 +144,14 @@ P_ALPHA = _(16, "alpha / r 2, as on the worlds", REAL_JOBS)
 P_BATCH = _(8, "60 rows: 4 epochs at batch 8 are 30 steps (110-261 s); the world's batch 32 job took 3042 s",
             REAL_JOBS)
 P_EPOCHS = _(4.0, "8 or 13 epochs broke 2-3 of 20 unseen known facts; 4 epochs 2 of 80 over 4 seeds", REAL_JOBS)
-P_INJECT = _(12.0, "2 SmolLM2 planted worlds, 5 runs: 90-100% of targets fixed, 0.25-1.31% of guard facts broken",
+P_INJECT = _(12.0, "2 SmolLM2 planted worlds, 5 runs: 81-96% of targets fixed (KL 20), 32-58% at 4 epochs (KL 10)",
              GUARD_PLANTED)
+P_INJECT_KL = _(20.0, "the same 5 runs at 12 epochs: 0-0.87% of 689-801 guard facts broken; at 10 0.25-1.31%",
+                GUARD_PLANTED)
 P_FLOOR = _(30, "the steps measured: 4 epochs of 60 rows at batch 8", REAL_JOBS)
 W_NO_KL = _(0.0, "not measured on the worlds' models", GUARD_KL)
 NO_KL = _(0.0, "GRPO holds its replay by its own anchor (grpo.replay_anchor); the term is SFT's and DPO's", GUARD_KL)
+SAME_KL = _(None, "one weight for every fix set", GUARD_KL)
 P_LR = _(3e-3, "the world's rate x 128 / width: 6.7e-4 on SmolLM2 broke 3 of 68 known facts, 5e-4 broke 7", REAL_LR)
 
 #: (size class, method) -> the defaults a job gets where its spec gives no value. grpo has no pretrained-size row:
@@ -149,13 +161,13 @@ JOB_DEFAULTS: dict[tuple[SizeName, str], JobDefaults] = {
         "world-size", "sft", targets=W_ALL, lora_r=W_R, lora_alpha=W_ALPHA, batch=W_BATCH,
         epochs=_(20.0, "at 15 epochs alt-gpt2-5 fixed 63.6% of its targets, at 20 81.8%", FIX_EFFICACY),
         injection_epochs=SAME_EPOCHS, fixed_steps=NO_FIXED, min_steps=W_FLOOR, learning_rate=W_LR, adapter_scale=AUTO,
-        replay_kl=W_NO_KL),
+        replay_kl=W_NO_KL, injection_replay_kl=SAME_KL),
     ("world-size", "dpo"): JobDefaults(
         "world-size", "dpo", targets=W_ALL, lora_r=W_R, lora_alpha=W_ALPHA, batch=W_BATCH,
         epochs=_(15.0, "keeps the default world's 313 steps; the old fixed 300 steps were ~75 epochs on small worlds",
                  FIX_EFFICACY),
         injection_epochs=SAME_EPOCHS, fixed_steps=NO_FIXED, min_steps=W_FLOOR, learning_rate=W_LR, adapter_scale=AUTO,
-        replay_kl=W_NO_KL),
+        replay_kl=W_NO_KL, injection_replay_kl=SAME_KL),
     ("world-size", "grpo"): JobDefaults(
         "world-size", "grpo", targets=W_ALL, lora_r=W_R, lora_alpha=W_ALPHA, batch=W_BATCH,
         epochs=_(None, "its share fixed did not grow with its steps; an epochs rule is not measured across worlds",
@@ -167,12 +179,13 @@ JOB_DEFAULTS: dict[tuple[SizeName, str], JobDefaults] = {
                         FIX_RL),
         adapter_scale=_(1.0, "GRPO fixed 33-53% of its targets, under auto's 80%: auto would keep 1.0",
                         ADAPTER_SCALE_GRPO),
-        replay_kl=NO_KL),
+        replay_kl=NO_KL, injection_replay_kl=SAME_KL),
     ("pretrained-size", "sft"): JobDefaults(
         "pretrained-size", "sft", targets=P_QV, lora_r=P_R, lora_alpha=P_ALPHA, batch=P_BATCH, epochs=P_EPOCHS,
         injection_epochs=P_INJECT, fixed_steps=NO_FIXED, min_steps=P_FLOOR, learning_rate=P_LR,
         adapter_scale=_("auto", "SmolLM2: broken known facts 3 -> 1 of 68 against 1.0", ADAPTER_SCALE),
-        replay_kl=_(10.0, "SmolLM2, 2 sets x 2 seeds: 3-6 of 308 guard facts broken, 14-23 without it", GUARD_KL)),
+        replay_kl=_(10.0, "SmolLM2, 2 sets x 2 seeds: 3-6 of 308 guard facts broken, 14-23 without it", GUARD_KL),
+        injection_replay_kl=P_INJECT_KL),
     ("pretrained-size", "dpo"): JobDefaults(
         "pretrained-size", "dpo", targets=P_QV, lora_r=P_R, lora_alpha=P_ALPHA, batch=P_BATCH, epochs=P_EPOCHS,
         injection_epochs=_(None, "DPO's chosen answers were measured at its epochs only", GUARD_PLANTED),
@@ -181,7 +194,8 @@ JOB_DEFAULTS: dict[tuple[SizeName, str], JobDefaults] = {
                         REAL_LR),
         adapter_scale=AUTO,
         replay_kl=_(0.0, "SmolLM2, NQ, --strategy dpo: 10 broke 15 of 308 guard facts, 0 broke 21; both over 2%",
-                    GUARD_KL)),
+                    GUARD_KL),
+        injection_replay_kl=SAME_KL),
 }
 
 

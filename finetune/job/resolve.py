@@ -280,7 +280,7 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     by_default = t.adapter_scale is None or (decided_before and scale == default_scale)
     scale_source = f"{spec.method}'s default (the spec gives no `trainer.adapter_scale`)" if by_default \
         else "the job spec (`trainer.adapter_scale`)"
-    replay_kl = _replay_kl(t.replay_kl, row, manifest, split)
+    replay_kl = _replay_kl(t.replay_kl, row, manifest, spec.method, split)
     es = spec.early_stop
     known_every = es.known_every or 0
     decided = spec.model_copy(update={
@@ -301,12 +301,12 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
                        scale_source=scale_source, size_rule=size_rule)
 
 
-def _replay_kl(given: float | None, row: JobDefaults, manifest: FixSetManifest, split: str) -> float:
-    """`trainer.replay_kl`: the spec's, else the row's, but 0 on a split with no replay rows (a set built with
-    --allow-unguarded: the default has no known fact to hold)."""
+def _replay_kl(given: float | None, row: JobDefaults, manifest: FixSetManifest, method: str, split: str) -> float:
+    """`trainer.replay_kl`: the spec's, else the row's (its injection weight on a set whose rows teach answers), but 0
+    on a split with no replay rows (a set built with --allow-unguarded: the default has no known fact to hold)."""
     if given is not None:
         return given
-    return row.replay_kl.value if manifest.counts.get(split, {}).get("replay") else 0.0
+    return row.replay_kl_for(manifest.injects(method)).value if manifest.counts.get(split, {}).get("replay") else 0.0
 
 
 @dataclass(frozen=True)
@@ -384,8 +384,10 @@ def explain(spec: JobSpec) -> Explanation:
         "min_steps": ("(steps floor)", None, row.min_steps.value),
         "learning_rate": ("trainer.learning_rate", t.learning_rate, default_lr(spec.method, width)[1]),
         "adapter_scale": ("trainer.adapter_scale", t.adapter_scale, row.adapter_scale.value),
-        "replay_kl": ("trainer.replay_kl", t.replay_kl, _replay_kl(None, row, manifest, split))}
-    table = {**row.values(), "epochs": epochs_default}  # the epochs line in use: a set that injects facts gets its own
+        "replay_kl": ("trainer.replay_kl", t.replay_kl, _replay_kl(None, row, manifest, spec.method, split))}
+    injects = manifest.injects(spec.method)
+    # the lines in use: a set that injects facts gets its own epochs and replay KL where the row has them
+    table = {**row.values(), "epochs": epochs_default, "replay_kl": row.replay_kl_for(injects)}
     uses = [DefaultUse(key, given if given is not None else rule, given is not None, table[name])
             for name, (key, given, rule) in fields.items()]
     return Explanation(row, size_rule, uses, base, width)
