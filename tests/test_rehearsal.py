@@ -302,13 +302,16 @@ def test_replay_kl_keeps_the_model_closer_to_base_on_replayed_facts(w: FtWorld, 
                             trainer=TrainerSpec(max_steps=1)), w.store)  # a world's model: the row's 0, recorded
     assert "replay_kl: 0.0" in (Path(world.output_dir) / "job.yaml").read_text()
     bare = build_fixset(w.store, w.run_id, tmp_path / "bare", replay_ratio=0.0)
-    # a pretrained-size model (its config.json is all explain reads) gets the row's 10, but 0 with no replay rows
+    # a pretrained-size model (its config.json is all explain reads) gets the row's 10, 20 on a set that injects
+    # facts (the world's default set does), but 0 with no replay rows
     from finetune.job.resolve import explain
 
     wide = tmp_path / "wide"
     wide.mkdir()
     (wide / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 576}))
-    for fixset, want in ((fix.path, 10.0), (bare.path, 0.0)):
+    abstain = build_fixset(w.store, w.run_id, tmp_path / "abstain", strategy="abstain")
+    assert load_manifest(fix.path).injects("sft") and not load_manifest(abstain.path).injects("sft")
+    for fixset, want in ((fix.path, 20.0), (abstain.path, 10.0), (bare.path, 0.0)):
         uses = explain(JobSpec(fixset=fixset, output_dir=str(tmp_path / "x"), base_model=str(wide))).uses
         assert next(u.value for u in uses if u.key == "trainer.replay_kl") == want, fixset
     with pytest.raises(WorkbenchError, match=r"trainer.replay_kl is 1.0 but fix set .* has no replay rows"):
