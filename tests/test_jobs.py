@@ -263,7 +263,8 @@ def test_size_rule_gives_a_pretrained_model_its_defaults(w: FtWorld, tmp_path: P
     assert big.spec.trainer.adapter_scale == "auto" and big.scale_source.startswith("sft's default")
     assert big.learning_rate == 6.7e-4  # the width rule, as before
     assert big.size_rule.startswith("pretrained-size (width 576 > 128): LoRA r 8 alpha 16 on the attention's q/v, "
-                                    "batch 8, 4 epochs (12 when it injects facts), at least 30 steps")
+                                    "batch 8, 4 epochs (12 when it injects facts), at least 30 steps, "
+                                    "replay KL 10 (20 when it injects facts)")
     # the decided spec records them, and resolving it again (a launcher's child, --resume) decides the same
     again = resolve(load_spec(save_spec(big.spec, tmp_path / "big.yaml")))
     assert again.spec == big.spec and (again.size_rule, again.steps_rule) == (big.size_rule, big.steps_rule)

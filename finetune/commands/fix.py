@@ -56,7 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="trainer.max_steps of the job (default: by epochs over the fix set, see README)")
     p.add_argument("--replay-kl", type=float, metavar="WEIGHT",
                    help="with --train (sft, dpo): trainer.replay_kl, a KL term to the base model over the replay rows "
-                   "(default: the job defaults table's, 10 for a pretrained model, 0 for a world's; 0: off)")
+                   "(default: the job defaults table's: for SFT on a pretrained model 10, 20 when the set injects "
+                   "facts; 0 otherwise; 0: off)")
     p.add_argument("--report-to", metavar="TRACKERS",
                    help="with --train: tensorboard, mlflow, trackio, wandb (comma-separated) or none (default): where "
                    "the job's training curves also go")

@@ -101,6 +101,7 @@ class JobDefaults:
         """The replay KL default a job gets: `injection_replay_kl` when its training rows teach answers and the row
         has one, else `replay_kl`."""
         kl = self.injection_replay_kl
+        # the same line, rebuilt once its value is known not to be None (a Default[float], as the type says)
         return Default(kl.value, kl.why, kl.source) if injects and kl.value is not None else self.replay_kl
 
     @property
@@ -121,7 +122,10 @@ class JobDefaults:
         more = f" ({inject:g} when it injects facts)" if inject is not None else ""
         steps = f"{epochs:g} epochs{more}, at least {self.min_steps.value} steps" if epochs else "fixed steps"
         lora = f"LoRA r {self.lora_r.value} alpha {self.lora_alpha.value} on {targets}"
-        return f"{lora}, batch {self.batch.value}, {steps}"
+        kl, kl_inject = self.replay_kl.value, self.injection_replay_kl.value
+        more = f" ({kl_inject:g} when it injects facts)" if kl_inject is not None else ""
+        term = f", replay KL {kl:g}{more}" if kl else ""
+        return f"{lora}, batch {self.batch.value}, {steps}{term}"
 
 
 _ = Default  # the table's lines below read best short
@@ -146,7 +150,7 @@ P_BATCH = _(8, "60 rows: 4 epochs at batch 8 are 30 steps (110-261 s); the world
 P_EPOCHS = _(4.0, "8 or 13 epochs broke 2-3 of 20 unseen known facts; 4 epochs 2 of 80 over 4 seeds", REAL_JOBS)
 P_INJECT = _(12.0, "2 SmolLM2 planted worlds, 5 runs: 81-96% of targets fixed (KL 20), 32-58% at 4 epochs (KL 10)",
              GUARD_PLANTED)
-P_INJECT_KL = _(20.0, "the same 5 runs at 12 epochs: 0-0.87% of 689-801 guard facts broken; at 10 0.25-1.31%",
+P_INJECT_KL = _(20.0, "2 SmolLM2 planted worlds, 5 runs at 12 epochs: 0-0.87% of guard facts broken; 0.25-1.31% at 10",
                 GUARD_PLANTED)
 P_FLOOR = _(30, "the steps measured: 4 epochs of 60 rows at batch 8", REAL_JOBS)
 W_NO_KL = _(0.0, "not measured on the worlds' models", GUARD_KL)

@@ -371,7 +371,8 @@ def explain(spec: JobSpec) -> Explanation:
     row, size_rule = row_for(spec.method, width)
     lora, t = (_adapter_lora(spec.init_adapter) if spec.init_adapter else spec.lora), spec.trainer
     batch = t.per_device_batch_size or row.batch.value
-    epochs_default = row.epochs_for(manifest.injects(spec.method))
+    injects = manifest.injects(spec.method)
+    epochs_default = row.epochs_for(injects)
     epochs = t.epochs or epochs_default.value
     steps = row.steps_fixed if epochs is None else default_steps(
         epochs, manifest.train_rows.get(split, 0), rows_per_step(spec, batch), row.min_steps.value)[1]
@@ -385,7 +386,6 @@ def explain(spec: JobSpec) -> Explanation:
         "learning_rate": ("trainer.learning_rate", t.learning_rate, default_lr(spec.method, width)[1]),
         "adapter_scale": ("trainer.adapter_scale", t.adapter_scale, row.adapter_scale.value),
         "replay_kl": ("trainer.replay_kl", t.replay_kl, _replay_kl(None, row, manifest, spec.method, split))}
-    injects = manifest.injects(spec.method)
     # the lines in use: a set that injects facts gets its own epochs and replay KL where the row has them
     table = {**row.values(), "epochs": epochs_default, "replay_kl": row.replay_kl_for(injects)}
     uses = [DefaultUse(key, given if given is not None else rule, given is not None, table[name])

@@ -5,9 +5,10 @@ Two KL terms to the base model (the adapter disabled, finetune/job/methods/kl.py
 adapted) over every position of a seeded batch of texts per step:
 - `trainer.rehearsal_kl`: the rehearsal rows (corpus text), which then leave the cross-entropy rows (README
   "Unreplayed known facts");
-- `trainer.replay_kl` (10 on a pretrained model by default): the replay rows, prompt and the model's own answer as
-  one text, which stay in the cross-entropy rows too: cross-entropy keeps each replayed greedy answer, the KL term
-  the whole distribution around it, which is what the known facts no row replays share with them.
+- `trainer.replay_kl` (10 on a pretrained model by default, 20 on rows that inject facts): the replay rows, prompt
+  and the model's own answer as one text, which stay in the cross-entropy rows too: cross-entropy keeps each replayed
+  greedy answer, the KL term the whole distribution around it, which is what the known facts no row replays share
+  with them.
 """
 
 from __future__ import annotations
