@@ -65,24 +65,23 @@ def test_a_fix_set_that_injects_facts_gets_the_rows_injection_epochs() -> None:
                            heldout_probe_ids=[])
     row = JOB_DEFAULTS[("pretrained-size", "sft")]
     assert not plain.injects("sft") and plain.injects("dpo")  # each method reads its own split
-    assert row.epochs_for(plain.injects("sft")) is row.epochs
+    assert row.for_fixset(plain.injects("sft")) is row
     for source in INJECTION_SOURCES:
         injecting = replace(plain, sources={"sft": {"abstain": 46, source: 1}})
         assert injecting.injects("sft")
-        assert row.epochs_for(injecting.injects("sft")) is row.injection_epochs
+        inject_row = row.for_fixset(injecting.injects("sft"))
+        assert inject_row.epochs is row.injection_epochs and inject_row.replay_kl is row.injection_replay_kl
+        assert {k: v for k, v in inject_row.values().items() if k not in ("epochs", "replay_kl")} == \
+            {k: v for k, v in row.values().items() if k not in ("epochs", "replay_kl")}  # the rest as it was
     assert row.injection_epochs.value is not None and row.epochs.value is not None
     assert row.injection_epochs.value > row.epochs.value
-    assert "when it injects facts" in row.describe()
     # its longer job holds the base model's answers harder: the replay KL weight rises with it
-    assert row.replay_kl_for(False) is row.replay_kl
     assert row.injection_replay_kl.value is not None and row.injection_replay_kl.value > row.replay_kl.value
-    assert row.replay_kl_for(True).value == row.injection_replay_kl.value
-    assert row.replay_kl_for(True).why == row.injection_replay_kl.why
-    world = JOB_DEFAULTS[("world-size", "sft")]
-    assert world.injection_epochs.value is None and world.epochs_for(True) is world.epochs
-    for other in JOB_DEFAULTS.values():  # the weight rises on the pretrained SFT row only
+    assert row.describe().endswith("(12 when it injects facts), at least 30 steps, replay KL 10 (20 when it injects "
+                                   "facts)")
+    for other in JOB_DEFAULTS.values():  # the other rows read every set alike
         if other is not row:
-            assert other.injection_replay_kl.value is None and other.replay_kl_for(True) is other.replay_kl
+            assert other.injection_replay_kl.value is None and other.for_fixset(True) == other
     grpo = JOB_DEFAULTS[("world-size", "grpo")]
     with pytest.raises(ValueError, match="`injection_epochs` needs `epochs`"):
         replace(grpo, injection_epochs=Default(5.0, "steps are fixed", grpo.epochs.source))

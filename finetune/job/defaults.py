@@ -8,8 +8,8 @@ To change a default, change its line here (value, reason, link) and the figures 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Generic, Literal, TypeVar
+from dataclasses import dataclass, fields, replace
+from typing import Generic, Literal, TypeVar, cast
 
 T = TypeVar("T", covariant=True)  # a Default[int] is a Default[int | None]
 SizeName = Literal["world-size", "pretrained-size"]
@@ -92,17 +92,14 @@ class JobDefaults:
         if self.injection_epochs.value is not None and self.epochs.value is None:
             raise ValueError(f"job defaults {self.size} / {self.method}: `injection_epochs` needs `epochs`")
 
-    def epochs_for(self, injects: bool) -> Default[float | None]:
-        """The epochs default a job gets: `injection_epochs` when its training rows teach answers and the row has
-        one, else `epochs`."""
-        return self.injection_epochs if injects and self.injection_epochs.value is not None else self.epochs
-
-    def replay_kl_for(self, injects: bool) -> Default[float]:
-        """The replay KL default a job gets: `injection_replay_kl` when its training rows teach answers and the row
-        has one, else `replay_kl`."""
-        kl = self.injection_replay_kl
-        # the same line, rebuilt once its value is known not to be None (a Default[float], as the type says)
-        return Default(kl.value, kl.why, kl.source) if injects and kl.value is not None else self.replay_kl
+    def for_fixset(self, injects: bool) -> JobDefaults:
+        """The row as a job on a fix set reads it: where its training rows teach answers (`injects`), the row's
+        `injection_epochs` and `injection_replay_kl` in place of `epochs` and `replay_kl` (those it has)."""
+        epochs, kl = self.injection_epochs, self.injection_replay_kl
+        if not injects or (epochs.value is None and kl.value is None):
+            return self
+        return replace(self, epochs=self.epochs if epochs.value is None else epochs,
+                       replay_kl=self.replay_kl if kl.value is None else cast(Default[float], kl))
 
     @property
     def steps_fixed(self) -> int:

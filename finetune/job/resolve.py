@@ -220,6 +220,7 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     model_type = str(config.get("model_type", ""))
     lora = _adapter_lora(spec.init_adapter) if spec.init_adapter else spec.lora
     row, size_rule = row_for(spec.method, _width(config))  # the defaults table's row (finetune/job/defaults.py)
+    row = row.for_fixset(manifest.injects(spec.method))  # as this fix set reads it
     targets = lora.target_modules
     if targets is None:
         by_arch = TARGETS[row.targets.value]
@@ -258,8 +259,7 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     batch = t.per_device_batch_size or row.batch.value
     if spec.method == "grpo" and (problem := grpo_batch_problem(spec, batch)):
         raise WorkbenchError(f"job spec: {problem}")
-    epochs_default = row.epochs_for(manifest.injects(spec.method))
-    epochs = t.epochs or epochs_default.value
+    epochs = t.epochs or row.epochs.value
     per_step = rows_per_step(spec, batch)
     if epochs is None:
         rule_steps = row.steps_fixed
@@ -267,7 +267,7 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     else:
         rule_steps, steps_rule = default_steps(epochs, manifest.train_rows.get(split, 0), per_step,
                                                row.min_steps.value)
-        if epochs_default is row.injection_epochs and epochs == epochs_default.value:  # as a saved job.yaml reads
+        if row.epochs is row.injection_epochs and epochs == row.epochs.value:  # as a saved job.yaml reads
             steps_rule += f"; {epochs:g} epochs: its rows inject facts"
     # a saved job.yaml names its epochs
     decided_before = t.epochs is not None or row.fixed_steps.value is not None
@@ -280,7 +280,7 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     by_default = t.adapter_scale is None or (decided_before and scale == default_scale)
     scale_source = f"{spec.method}'s default (the spec gives no `trainer.adapter_scale`)" if by_default \
         else "the job spec (`trainer.adapter_scale`)"
-    replay_kl = _replay_kl(t.replay_kl, row, manifest, spec.method, split)
+    replay_kl = _replay_kl(t.replay_kl, row, manifest, split)
     es = spec.early_stop
     known_every = es.known_every or 0
     decided = spec.model_copy(update={
@@ -301,12 +301,12 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
                        scale_source=scale_source, size_rule=size_rule)
 
 
-def _replay_kl(given: float | None, row: JobDefaults, manifest: FixSetManifest, method: str, split: str) -> float:
-    """`trainer.replay_kl`: the spec's, else the row's (its injection weight on a set whose rows teach answers), but 0
-    on a split with no replay rows (a set built with --allow-unguarded: the default has no known fact to hold)."""
+def _replay_kl(given: float | None, row: JobDefaults, manifest: FixSetManifest, split: str) -> float:
+    """`trainer.replay_kl`: the spec's, else the row's (as the fix set reads it, `JobDefaults.for_fixset`), but 0 on
+    a split with no replay rows (a set built with --allow-unguarded: the default has no known fact to hold)."""
     if given is not None:
         return given
-    return row.replay_kl_for(manifest.injects(method)).value if manifest.counts.get(split, {}).get("replay") else 0.0
+    return row.replay_kl.value if manifest.counts.get(split, {}).get("replay") else 0.0
 
 
 @dataclass(frozen=True)
@@ -369,25 +369,23 @@ def explain(spec: JobSpec) -> Explanation:
     base = resolve_model(spec.base_model or manifest.model, spec.workspace or ".workbench")
     width = _width(_model_config(base))
     row, size_rule = row_for(spec.method, width)
+    row = row.for_fixset(manifest.injects(spec.method))  # the lines in use: a set that injects facts has its own
     lora, t = (_adapter_lora(spec.init_adapter) if spec.init_adapter else spec.lora), spec.trainer
     batch = t.per_device_batch_size or row.batch.value
-    injects = manifest.injects(spec.method)
-    epochs_default = row.epochs_for(injects)
-    epochs = t.epochs or epochs_default.value
+    epochs = t.epochs or row.epochs.value
     steps = row.steps_fixed if epochs is None else default_steps(
         epochs, manifest.train_rows.get(split, 0), rows_per_step(spec, batch), row.min_steps.value)[1]
     fields: dict[str, tuple[str, Any, Any]] = {  # row field -> (spec key, the spec's value, the table's in use)
         "targets": ("lora.target_modules", lora.target_modules, row.targets.value),
         "lora_r": ("lora.r", lora.r, row.lora_r.value), "lora_alpha": ("lora.alpha", lora.alpha, row.lora_alpha.value),
         "batch": ("trainer.per_device_batch_size", t.per_device_batch_size, batch),
-        "epochs": ("trainer.epochs", t.epochs, epochs_default.value),
+        "epochs": ("trainer.epochs", t.epochs, row.epochs.value),
         "fixed_steps": ("trainer.max_steps", t.max_steps, steps),
         "min_steps": ("(steps floor)", None, row.min_steps.value),
         "learning_rate": ("trainer.learning_rate", t.learning_rate, default_lr(spec.method, width)[1]),
         "adapter_scale": ("trainer.adapter_scale", t.adapter_scale, row.adapter_scale.value),
-        "replay_kl": ("trainer.replay_kl", t.replay_kl, _replay_kl(None, row, manifest, spec.method, split))}
-    # the lines in use: a set that injects facts gets its own epochs and replay KL where the row has them
-    table = {**row.values(), "epochs": epochs_default, "replay_kl": row.replay_kl_for(injects)}
+        "replay_kl": ("trainer.replay_kl", t.replay_kl, _replay_kl(None, row, manifest, split))}
+    table = row.values()
     uses = [DefaultUse(key, given if given is not None else rule, given is not None, table[name])
             for name, (key, given, rule) in fields.items()]
     return Explanation(row, size_rule, uses, base, width)
