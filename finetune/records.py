@@ -35,7 +35,7 @@ def create_job(store: Store, *, method: str, spec: Mapping[str, Any], run_id: st
                fixset_path: str, fixset_hash: str, job_id: str | None = None) -> str:
     """Insert a job row (status `pending`) and return its id."""
     job_id = job_id or new_id("job")
-    with store.engine.begin() as c:
+    with store.write() as c:
         c.execute(insert(jobs).values(
             id=job_id, created_at=utcnow(), status="pending", method=method,
             spec_json=json.dumps(dict(spec), sort_keys=True, default=str), run_id=run_id,
@@ -56,7 +56,7 @@ def set_status(store: Store, job_id: str, status: str, *, adapter_path: str | No
     if metrics is not None:
         values["metrics_json"] = json.dumps(dict(metrics), default=str)
     values["finished_at"] = utcnow() if finished else None
-    with store.engine.begin() as c:
+    with store.write() as c:
         c.execute(update(jobs).where(jobs.c.id == job_id).values(**values))
 
 
@@ -72,7 +72,7 @@ def get_job(store: Store, job_id: str) -> dict[str, Any]:
 
 
 def add_event(store: Store, job_id: str, kind: str, message: str, data: Mapping[str, Any] | None = None) -> None:
-    with store.engine.begin() as c:
+    with store.write() as c:
         c.execute(insert(job_events).values(
             job_id=job_id, at=utcnow(), kind=kind, message=message,
             data_json=json.dumps(dict(data), default=str) if data is not None else None))
@@ -92,7 +92,7 @@ def add_metrics(store: Store, job_id: str, step: int, values: Mapping[str, float
     clean = {k: float(v) for k, v in values.items() if isinstance(v, int | float) and math.isfinite(float(v))}
     if not clean:
         return
-    with store.engine.begin() as c:
+    with store.write() as c:
         c.execute(delete(job_metrics).where(and_(job_metrics.c.job_id == job_id, job_metrics.c.step == step,
                                                  job_metrics.c.name.in_(list(clean)))))
         c.execute(insert(job_metrics), [{"job_id": job_id, "step": step, "name": k, "value": v}

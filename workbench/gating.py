@@ -154,7 +154,7 @@ def gate_runs(store: Store, baseline_id: str, candidate_id: str, policy: Policy 
     result, base, cand = compare_stored(store, baseline_id, candidate_id, policy, guard, field)
     gate_id = new_id("gate")
     reports = write_reports(result, report_dir or store.workspace / "reports" / gate_id)
-    with store.engine.begin() as c:
+    with store.write() as c:
         c.execute(insert(regressions).values(
             id=gate_id, created_at=utcnow(), baseline_run=base.run_id, candidate_run=cand.run_id,
             verdict=result.verdict, exit_code=result.exit_code, policy_json=json.dumps(policy.model_dump(mode="json")),

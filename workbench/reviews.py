@@ -140,7 +140,7 @@ def latest(store: Store, run_id: str, target: str) -> dict[str, Review]:
 
 def _append(store: Store, **values: Any) -> Review:
     values["at"] = utcnow()
-    with store.engine.begin() as c:
+    with store.write() as c:
         new_id = c.execute(insert(reviews_table).values(**values)).inserted_primary_key
     assert new_id is not None
     return Review(id=int(new_id[0]), **values)

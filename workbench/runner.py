@@ -279,7 +279,7 @@ def _reopen(store: Store, run_id: str, fingerprint: str) -> RunRecord:
                              "(fingerprint differs): its answers cannot be continued; start a new run")
     if run.status == "running":  # judged alive: its process is there, or its heartbeat is fresh
         raise WorkbenchError(f"run {run.id} is still running (process {run.pid}); stop it first, or wait")
-    with store.engine.begin() as c:
+    with store.write() as c:
         c.execute(update(runs).where(runs.c.id == run.id).values(
             status="running", finished_at=None, pid=os.getpid(), host=liveness.host_id(), heartbeat_at=utcnow()))
     return run

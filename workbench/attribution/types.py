@@ -63,7 +63,7 @@ def save_attributions(store: Any, run_id: str, items: list[Attribution]) -> None
     from workbench.store.schema import attributions
 
     now = utcnow()
-    with store.engine.begin() as c:
+    with store.write() as c:
         c.execute(delete(attributions).where(attributions.c.run_id == run_id))
         if items:
             c.execute(insert(attributions), [a.to_row(run_id, now) for a in items])

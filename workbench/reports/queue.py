@@ -80,7 +80,7 @@ class QueuedReport:
 def add_reports(store: Store, reports: Sequence[Report], *, imported_at: str) -> tuple[int, int]:
     """Store the reports not stored yet (same id: same file name, line and content). Returns (added, already)."""
     ids = [r.id for r in reports]
-    with store.engine.begin() as c:
+    with store.write() as c:
         known: set[str] = set()
         for i in range(0, len(ids), 500):  # SQLite's bound-parameter limit
             known.update(x for (x,) in c.execute(select(t.field_reports.c.id).where(
@@ -178,7 +178,7 @@ def decide(store: Store, ref: str, *, decision: str, answers: Sequence[str] = ()
         targets += [r.id for r in list_reports(store, status="new")
                     if r.question_key == report.question_key and r.id != report.id]
     now = utcnow()
-    with store.engine.begin() as c:
+    with store.write() as c:
         for rid in targets:
             c.execute(insert(t.report_decisions).values(
                 report_id=rid, at=now, reviewer=reviewer.strip(), decision=decision,
@@ -200,7 +200,7 @@ def field_suite_path(store: Store) -> Path | None:
 
 
 def mark_promoted(store: Store, ids: Sequence[str], *, at: str, where: str) -> None:
-    with store.engine.begin() as c:
+    with store.write() as c:
         for i in range(0, len(ids), 500):
             c.execute(update(t.field_reports).where(t.field_reports.c.id.in_(ids[i : i + 500]))
                       .values(promoted_at=at, promoted_to=where))

@@ -11,12 +11,13 @@ clear error. A damaged database file is a clear error naming the file, never a d
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
 import os
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, Operationa
 from workbench.errors import MissingDependencyError, WorkbenchError, did_you_mean
 from workbench.store import liveness
 from workbench.store import schema as t
+from workbench.store.atomic import held_signals
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +139,7 @@ class Store:
                    suite_config: Mapping[str, Any], options: Mapping[str, Any], n_probes: int,
                    skipped_bad: int) -> str:
         run_id, now = new_id("run"), utcnow()
-        with self.engine.begin() as c:
+        with self.write() as c:
             c.execute(insert(t.runs).values(
                 id=run_id, created_at=now, status="running", model=model, adapter=adapter,
                 backend=backend, fingerprint=fingerprint, suite=suite,
@@ -149,12 +151,12 @@ class Store:
 
     def touch_run(self, run_id: str) -> None:
         """A sign of life of a running run (after each committed batch): see `store.liveness`."""
-        with self.engine.begin() as c:
+        with self.write() as c:
             c.execute(update(t.runs).where(t.runs.c.id == run_id).values(heartbeat_at=utcnow()))
 
     def finish_run(self, run_id: str, *, status: str, metrics: Mapping[str, Any] | None,
                    generated: int, cached: int) -> None:
-        with self.engine.begin() as c:
+        with self.write() as c:
             c.execute(update(t.runs).where(t.runs.c.id == run_id).values(
                 status=status, finished_at=utcnow(), generated=generated, cached=cached,
                 metrics_json=json.dumps(metrics) if metrics is not None else None,
@@ -186,7 +188,7 @@ class Store:
     def add_probes(self, run_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
         if not rows:
             return
-        with self.engine.begin() as c:
+        with self.write() as c:
             c.execute(insert(t.probes), [
                 {"run_id": run_id, "probe_id": r["id"], "position": i, "data_json": json.dumps(r)}
                 for i, r in enumerate(rows)
@@ -201,7 +203,7 @@ class Store:
     def add_answers(self, run_id: str, rows: Iterable[Mapping[str, Any]]) -> None:
         batch = [{"run_id": run_id, **r} for r in rows]
         if batch:
-            with self.engine.begin() as c:
+            with self.write() as c:
                 c.execute(insert(t.answers), batch)
 
     def answer_rows(self, run_id: str) -> list[dict[str, Any]]:
@@ -224,11 +226,18 @@ class Store:
     def cache_put_many(self, rows: Sequence[Mapping[str, Any]]) -> None:
         if not rows:
             return
-        with self.engine.begin() as c:
+        with self.write() as c:
             _insert_ignore(c, rows)
 
     def connect(self) -> Connection:
         return self.engine.connect()
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction (committed at the end, rolled back on an error) that Ctrl-C and SIGTERM do not
+        cut in half: one that arrives inside is raised after it (see `atomic`). Every write goes through here."""
+        with held_signals(), self.engine.begin() as c:
+            yield c
 
 
 def _insert_ignore(c: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
