@@ -111,6 +111,37 @@ def test_no_field_probe_is_held_out_while_other_targets_are() -> None:
         assert plan.heldout == ["bench-unknown"]  # the one benchmark failure: 0.9 of one rounds to one
 
 
+def test_no_probe_with_a_given_fact_is_held_out() -> None:
+    """A --facts answer (by question or by probe id) is a fact given to teach: never held out, as a field probe is;
+    the held-out share is drawn from the other targets."""
+    import dataclasses
+
+    from workbench.grading.normalize import normalize
+    from workbench.results import Answer, ProbeResult
+    from workbench.types import Probe, Verdict
+
+    base = _field_inputs()
+    extra = tuple(ProbeResult(Probe(f"unknown-{i}", f"Who is {i}?", (f"P{i}",)),
+                              (Answer(0, "greedy", 0, "", "Lyon", Verdict.INCORRECT, None, "stop"),), ())
+                  for i in range(6))
+    atts = {**base.attributions, **{r.probe.id: dataclasses.replace(base.attributions["bench-unknown"],
+                                                                    probe_id=r.probe.id) for r in extra}}
+    inputs = dataclasses.replace(base, results=dataclasses.replace(base.results,
+                                                                   probes=(*base.results.probes, *extra)),
+                                 attributions=atts)
+    given = {"unknown-0": "P0", "unknown-1": "P1", "unknown-2": "P2"}
+    facts = {"unknown-0": "P0", normalize("Who is 1?"): "P1", "unknown-2": "P2"}  # by probe id, or by question
+    held_without = set()
+    for seed in range(8):
+        options = FixOptions(heldout_fraction=0.5, validation_fraction=0, seed=seed)
+        held_without |= set(plan_fixset(inputs, options).heldout)
+        plan = plan_fixset(dataclasses.replace(inputs, facts=facts), options)
+        by_id = {f.probe_id: f for f in plan.targeted}
+        assert all(by_id[pid].split == "train" and by_id[pid].answer == a for pid, a in given.items()), plan.heldout
+        assert plan.heldout and not set(plan.heldout) & set(given)  # the share still comes from the others
+    assert held_without & set(given)  # without the facts, the same draws hold some of them out
+
+
 def test_a_field_probe_gets_its_reviewers_decision_whatever_its_attribution() -> None:
     import random
 

@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--facts", type=Path, help='JSONL of {"question": ..., "answer": ...} to inject missing facts')
     p.add_argument("--replay-ratio", type=float, help="replay rows per targeted row (default 4; rl: 1)")
     p.add_argument("--heldout-fraction", type=float, default=0.2,
-                   help="targeted probes held out (default 0.2; field probes never are)")
+                   help="targeted probes held out (default 0.2; field probes and --facts probes never are)")
     p.add_argument("--validation-fraction", type=float, default=0.1,
                    help="known probes kept out of training; jobs count the broken ones (default 0.1, at most 200)")
     p.add_argument("--rehearsal", metavar="INDEX",

@@ -63,7 +63,8 @@ class FixOptions:
             it. None: DEFAULT_REPLAY for the strategy, else REPLAY_RATIO. At least 0.
         heldout_fraction: Share of each category's targeted probes kept out of training (split "heldout"), by
             probe, every phrasing together: what generalization and early stopping are measured on. In [0, 1).
-            Field probes (users' reported questions) are never held out: each is a decided complaint to fix.
+            Field probes (users' reported questions) and probes with a `facts` answer are never held out: each is
+            a decided complaint, or a fact given to teach, and a held-out fact cannot be learnt from the others.
         validation_fraction: Share of the run's known probes (at most VALIDATION_MAX) kept out of replay as the
             slice a job scores for broken known facts; 0 also replays every guard fact. In [0, 1).
         reserve_fraction: A further share of known probes kept out of every row and of the validation slice: a
