@@ -117,6 +117,7 @@ def test_fix_teaches_the_reference_answer_and_abstention_and_counts_them_apart(
                      "--workspace", str(ws), timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"field reports: {len(failed)} taught their reference answer, 1 abstention" in proc.stdout
+    assert "no targeted probe is held out" in proc.stdout  # the default share, but every target is a field probe
 
 
 def test_dpo_prefers_the_reference_answer_to_the_models_wrong_one(field: dict[str, Any]) -> None:

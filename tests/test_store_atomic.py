@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -27,6 +28,15 @@ class Stop(KeyboardInterrupt):
 def _answer(i: int) -> dict[str, Any]:
     return {"probe_id": f"p{i}", "variant": "q", "kind": "greedy", "sample_index": 0, "prompt": "Q?", "text": "A",
             "verdict": "correct", "mean_logprob": None, "finish_reason": "stop", "engine": "e", "graded_by": None}
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_raises() -> Iterator[None]:
+    """Ctrl-C raising KeyboardInterrupt, as in a terminal: a process started in the background (`nohup`, `cmd &`)
+    begins with SIGINT ignored, and then neither the hold nor the raise happens."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture
@@ -120,3 +130,47 @@ def test_an_error_inside_rolls_back_and_the_signal_still_comes(store: Store) -> 
     with store.engine.connect() as c:
         assert c.execute(select(func.count()).select_from(answers)).scalar_one() == 0
     assert _write_lock_is_free(store)
+
+
+def test_sigterm_wins_over_ctrl_c_and_a_second_ctrl_c_is_not_held() -> None:
+    """Both held: SIGTERM is handled (its exit code, 143); Ctrl-C twice gets out of a block at once (a write whose
+    lock never comes must stay escapable)."""
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        raise Stop()
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        with pytest.raises(Stop), held_signals():
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGTERM)
+        reached = []
+        with pytest.raises(KeyboardInterrupt), held_signals():
+            signal.raise_signal(signal.SIGINT)
+            reached.append("held")
+            signal.raise_signal(signal.SIGINT)
+            reached.append("past the second")  # pragma: no cover
+        assert reached == ["held"]
+        assert signal.getsignal(signal.SIGTERM) is on_term
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_write_off_the_main_thread_holds_nothing_and_commits(store: Store) -> None:
+    """The app writes from worker threads, where Python can neither set a handler nor run one."""
+    run_id = _run(store)
+    handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            store.add_answers(run_id, [_answer(7)])
+        except BaseException as e:  # handed to the test's thread
+            errors.append(e)
+
+    t = threading.Thread(target=write)
+    t.start()
+    t.join(30)
+    assert not errors and not t.is_alive()
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+    with store.engine.connect() as c:
+        assert c.execute(select(func.count()).select_from(answers)).scalar_one() == 1

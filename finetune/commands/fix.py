@@ -139,6 +139,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"  rehearsal: {r['rows']} rows of {r['source']} ({r['neighbours']} naming a targeted subject, "
               f"{r['excluded']} documents left out as naming a held-out fact or a conflict)")
     _print_guard(manifest)
+    if not manifest.heldout_probe_ids and args.heldout_fraction > 0 and manifest.targets:
+        print("  note: no targeted probe is held out (field probes and --facts probes never are, and a category of "
+              "one or two keeps its own): the job has no held-out score for early stopping")
     if manifest.field_targets:
         print(f"  {manifest.field_summary()}")
     if manifest.abstention_note:

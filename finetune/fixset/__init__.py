@@ -12,7 +12,8 @@ documented there):
   category, source (targeted | replay), split. GRPO samples completions for these and grades them.
 
 `split` is "train" or "heldout": a seeded share of the targeted probes (by probe, every phrasing
-together) is kept out of training to measure generalization and drive early stopping.
+together) is kept out of training to measure generalization and drive early stopping; never a field probe or one
+with a `--facts` answer (each is a fact to teach).
 
 What each category gets (strategy "auto"):
 

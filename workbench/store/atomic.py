@@ -4,7 +4,7 @@ Why the store needs it: an interrupt raised inside SQLAlchemy, between a write a
 connection's transaction open, and the connection stays alive as long as the interrupt's traceback does. The
 code that handles the interrupt (a run marked interrupted) then waits on that transaction's lock: out the SQLite
 busy timeout (30 s) and fails, or on PostgreSQL forever. Measured: raising KeyboardInterrupt at random moments
-of a batch's three writes left the database locked within 51-144 tries; SIGTERM during `workbench eval` then
+of a batch's three writes left the database locked within 48-144 tries; SIGTERM during `workbench eval` then
 outlived the command's own 20 s to unwind.
 """
 
@@ -22,29 +22,30 @@ _open = False  # a block is open in the main thread: a nested one holds nothing 
 
 @contextlib.contextmanager
 def held_signals() -> Iterator[None]:
-    """Run the block with SIGINT and SIGTERM held; the first one that arrived is handled after it, by the
-    handler that was in place before (raising KeyboardInterrupt, or the CLI's `Terminated`).
+    """Run the block with SIGINT and SIGTERM held; after it, the handler that was in place before handles what
+    arrived (raising KeyboardInterrupt, or the CLI's `Terminated`): SIGTERM first when both did, for its exit code.
 
-    Only signals with a Python handler are held (one left at the system default ends the process, and SQLite
-    rolls the open transaction back). Off the main thread nothing is held: Python runs signal handlers in the
-    main thread only, so a block in another thread is never interrupted by one."""
+    A second signal of a kind already held is not held: Ctrl-C twice still gets out of a write that hangs (a lock
+    that is never released). Only signals with a Python handler are held (one left at the system default ends the
+    process, and SQLite rolls the open transaction back). Off the main thread nothing is held: Python runs signal
+    handlers in the main thread only, so a block in another thread is never interrupted by one."""
     global _open
     if _open or threading.current_thread() is not threading.main_thread():
         yield
         return
     previous: dict[int, Callable[[int, FrameType | None], object]] = {
         s: h for s in _HELD if callable(h := signal.getsignal(s))}
-    received: list[tuple[int, FrameType | None]] = []
+    received: dict[int, FrameType | None] = {}
     holding = True
 
     def hold(signum: int, frame: FrameType | None) -> None:
-        if holding:
-            received.append((signum, frame))
-        else:  # the block has ended while the handlers are put back: pass it on (so a stray one stays correct)
+        if holding and signum not in received:
+            received[signum] = frame
+        else:  # a repeat, or the block has ended while the handlers are put back: handle it now
             previous[signum](signum, frame)
 
-    # The order below matters: a signal can arrive between any two statements, and none may leave `_open` set
-    # or a handler that swallows signals.
+    # A signal can arrive between any two statements below: none may leave `_open` set or a handler that swallows
+    # signals (a `hold` left behind by a signal raised during the restore passes every signal on).
     try:
         _open = True
         for s in previous:
@@ -56,5 +57,5 @@ def held_signals() -> Iterator[None]:
         for s, handler in previous.items():
             signal.signal(s, handler)
         if received:
-            signum, frame = received[0]
-            previous[signum](signum, frame)
+            signum = signal.SIGTERM if signal.SIGTERM in received else signal.SIGINT
+            previous[signum](signum, received[signum])

@@ -235,7 +235,8 @@ class Store:
     @contextlib.contextmanager
     def write(self) -> Iterator[Connection]:
         """A write transaction (committed at the end, rolled back on an error) that Ctrl-C and SIGTERM do not
-        cut in half: one that arrives inside is raised after it (see `atomic`). Every write goes through here."""
+        cut in half: one that arrives inside is raised after it (see `atomic`). Every write once the store is open
+        goes through here."""
         with held_signals(), self.engine.begin() as c:
             yield c
 
