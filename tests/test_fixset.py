@@ -249,3 +249,29 @@ def test_rows_use_the_template_the_run_was_made_with(w: FtWorld, tmp_path: Path)
     assert m.template == template
     rows = _rows(tmp_path / "fx", "sft")
     assert rows and all(r["prompt"].startswith("Question: ") and r["prompt"].endswith(" Answer:") for r in rows)
+
+
+def test_fix_never_holds_out_a_probe_given_with_facts(w: FtWorld, tmp_path: Path) -> None:
+    """`workbench fix --facts` as a user runs it, at the default held-out share: every probe given an answer is trained
+    on with it (a held-out one would never be taught); the share is drawn from the other targets."""
+    from clirun import workbench
+
+    from finetune.fixset import FixOptions, read_inputs
+
+    inputs = read_inputs(w.store, w.run_id, FixOptions())
+    by_cat: dict[str, list[str]] = {}
+    for pid, a in sorted(inputs.targeted.items()):
+        by_cat.setdefault(a.category, []).append(pid)
+    cat, given = max(((c, p) for c, p in by_cat.items() if c in ("data:missing", "knowledge:unknown")),
+                     key=lambda cp: len(cp[1]))
+    assert len(given) >= 3 and sum(len(p) >= 3 for p in by_cat.values()) >= 2, by_cat  # else nothing to show
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text("".join(json.dumps({"probe_id": pid, "answer": f"Given{i}"}) + "\n"
+                             for i, pid in enumerate(given)))
+    proc = workbench("fix", w.run_id, "--out", str(tmp_path / "fx"), "--facts", str(facts), "--workspace",
+                     str(w.store.workspace), "--json", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    heldout = set(json.loads(proc.stdout)["fixset"]["heldout_probe_ids"])
+    assert heldout and not heldout & set(given), (cat, heldout)
+    taught = {r["probe_id"]: r for r in _rows(tmp_path / "fx", "sft") if r["source"] == "facts"}
+    assert set(taught) == set(given) and all(r["split"] == "train" for r in taught.values())

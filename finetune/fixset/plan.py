@@ -153,7 +153,7 @@ def plan_fixset(inputs: FixInputs, options: FixOptions, guard_facts: Sequence[Gu
     # trained on. Holding a share out would leave them unfixed (a held-out fact cannot be learnt from the others);
     # generalisation is measured on the rest.
     heldout = _heldout({pid: a for pid, a in targeted.items() if FIELD_TAG not in by_id[pid].probe.tags
-                        and given_fact(by_id[pid], inputs) is None}, options.heldout_fraction, seed)
+                        and _given_fact(by_id[pid], inputs) is None}, options.heldout_fraction, seed)
     order = {pid: i for i, pid in enumerate(by_id)}
     fixes = tuple((_field_fix if FIELD_TAG in by_id[pid].probe.tags else _targeted_fix)(
         by_id[pid], targeted[pid], "heldout" if pid in heldout else "train", inputs, options)
@@ -188,7 +188,7 @@ def usable_guard_facts(inputs: FixInputs, options: FixOptions) -> list[GuardFact
             and normalize(f.probe.question) not in asked]
 
 
-def given_fact(result: ProbeResult, inputs: FixInputs) -> str | None:
+def _given_fact(result: ProbeResult, inputs: FixInputs) -> str | None:
     """The probe's `--facts` answer (matched by question, then by probe id), if one was given."""
     return inputs.facts.get(normalize(result.probe.question)) or inputs.facts.get(result.probe.id)
 
@@ -197,7 +197,7 @@ def _targeted_fix(result: ProbeResult, att: Attribution, split: str, inputs: Fix
                   options: FixOptions) -> ProbeFix:
     """One attributed failure's fix: the kind `fix_kind` picks, with what it teaches and rejects."""
     pid, cat, strategy = result.probe.id, att.category, options.strategy
-    fact = given_fact(result, inputs)
+    fact = _given_fact(result, inputs)
     kind = fix_kind(cat, strategy, fact is not None)
     given = "its --facts answer" if fact is not None else "no --facts answer"
     if kind == "rl":

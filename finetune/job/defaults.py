@@ -115,13 +115,14 @@ class JobDefaults:
     def describe(self) -> str:
         """The row in words, as a job's `size_rule` records it."""
         targets = "every linear layer" if self.targets.value == "all-linear" else "the attention's q/v"
-        epochs, inject = self.epochs.value, self.injection_epochs.value
-        more = f" ({inject:g} when it injects facts)" if inject is not None else ""
-        steps = f"{epochs:g} epochs{more}, at least {self.min_steps.value} steps" if epochs else "fixed steps"
+        def injecting(value: float | None) -> str:
+            return f" ({value:g} when it injects facts)" if value is not None else ""
+
+        epochs, kl = self.epochs.value, self.replay_kl.value
+        steps = (f"{epochs:g} epochs{injecting(self.injection_epochs.value)}, at least {self.min_steps.value} steps"
+                 if epochs else "fixed steps")
         lora = f"LoRA r {self.lora_r.value} alpha {self.lora_alpha.value} on {targets}"
-        kl, kl_inject = self.replay_kl.value, self.injection_replay_kl.value
-        more = f" ({kl_inject:g} when it injects facts)" if kl_inject is not None else ""
-        term = f", replay KL {kl:g}{more}" if kl else ""
+        term = f", replay KL {kl:g}{injecting(self.injection_replay_kl.value)}" if kl else ""
         return f"{lora}, batch {self.batch.value}, {steps}{term}"
 
 
