@@ -51,8 +51,9 @@ def test_choose_phrase_takes_one_the_tokenizer_can_spell_and_says_so() -> None:
     assert "`i don't know`" in c.note and "`don't`" in c.note and "UNK" not in c.note and "`Not sure`" in c.note
     only_unknown = _words(["unknown", "."], lowercase=True)
     assert choose_phrase(only_unknown, list(DEFAULT_ABSTENTIONS), ".", model="m").text == "Unknown"
-    with pytest.raises(WorkbenchError):  # a suite whose grader would call "unknown" a wrong answer
-        choose_phrase(only_unknown, ["i don't know"], ".", model="m")
+    # "Unknown" declines by meaning whatever the suite's own phrases are: the grader counts it as abstaining
+    c = choose_phrase(only_unknown, ["i don't know"], ".", model="m")
+    assert c.text == "Unknown" and "`i don't know`" in c.note
     with pytest.raises(WorkbenchError) as err:
         choose_phrase(_words(["yes"]), ["i don't know"], ".", model="tiny")
     msg = str(err.value)

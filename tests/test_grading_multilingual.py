@@ -74,6 +74,24 @@ CASES: list[tuple[str, str, str, Verdict]] = [
     ("ما هي عاصمة فرنسا؟", "باريس", "لا أعرف.", N),
     ("ما هي عاصمة فرنسا؟", "باريس", "عاصمة فرنسا هي بَارِيس.", C),  # vowel marks are optional in Arabic
     ("في أي سنة تأسست القاهرة؟", "969", "تأسست القاهرة سنة ٩٦٩.", C),  # Arabic-Indic digits
+    # Refusals by meaning and hedges graded on their value, in every language the tables cover
+    ("意大利的首都是哪里？", "罗马", "抱歉，我没有关于这个问题的信息。", N),
+    ("意大利的首都是哪里？", "罗马", "我不确定，可能是米兰。", W),
+    ("フランスの首都はどこですか？", "パリ", "申し訳ありませんが、その情報はありません。", N),
+    ("フランスの首都はどこですか？", "パリ", "よく分かりませんが、たぶんリヨンだと思います。", W),
+    ("일본의 수도는 어디입니까?", "도쿄", "죄송하지만 그 정보가 없습니다.", N),
+    ("일본의 수도는 어디입니까?", "도쿄", "잘 모르겠지만 아마 오사카일 것 같아요.", W),
+    ("เมืองหลวงของญี่ปุ่นคืออะไร", "โตเกียว", "ขออภัย ไม่มีข้อมูลเรื่องนี้", N),
+    ("¿Cuál es la capital de Francia?", "París", "Lo siento, no tengo información sobre eso.", N),
+    ("¿Cuál es la capital de Francia?", "París", "No estoy seguro, pero creo que es Lyon.", W),
+    ("Quelle est la capitale de la France ?", "Paris", "Désolé, je n'ai pas d'information à ce sujet.", N),
+    ("Quelle est la capitale de la France ?", "Paris", "Je ne suis pas sûr, mais je pense que c'est Lyon.", W),
+    ("Was ist die Hauptstadt von Frankreich?", "Paris", "Leider habe ich dazu keine Informationen.", N),
+    ("Was ist die Hauptstadt von Frankreich?", "Paris", "Ich bin mir nicht sicher, vielleicht Lyon.", W),
+    ("Какая столица Франции?", "Париж", "К сожалению, у меня нет информации об этом.", N),
+    ("Какая столица Франции?", "Париж", "Не уверен, но думаю, что Лион.", W),
+    ("ما هي عاصمة فرنسا؟", "باريس", "عذرا، ليس لدي معلومات عن ذلك.", N),
+    ("ما هي عاصمة فرنسا؟", "باريس", "لست متأكدا، ربما ليون.", W),
     # English keeps its behaviour
     ("What is the capital of France?", "Paris", "The capital of France is Paris.", C),
     ("What is the capital of France?", "Paris", "Parisian", W),
@@ -105,7 +123,7 @@ def test_language_field_picks_the_phrases() -> None:
     assert g.grade(es, "No estoy seguro.") == N
     assert g.grade(es, "I don't know") == N  # English with any named non-English language
     en = Probe(id="n", question="Capital of France", answers=("Paris",))
-    assert g.grade(en, "I don't know") == W  # a suite's own phrases replace the English defaults, as before
+    assert g.grade(en, "I don't know") == N  # refusals by meaning apply whatever the suite's own phrases
     # A Japanese probe answered in Chinese still abstains (the answer's script counts too).
     ja = Probe(id="j", question="フランスの首都は？", answers=("パリ",))
     assert g.grade(ja, "我不知道") == N

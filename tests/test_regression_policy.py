@@ -52,7 +52,8 @@ def test_default_policy_parses_and_covers_documented_gates() -> None:
     # 2.5%; abstention over all probes warns
     broken = [(g.scope, g.max_fraction, g.severity) for g in policy.gates if g.type == "max_broken_fraction"]
     assert broken == [("guard", 0.02, "fail"), ("probes", 0.025, "fail"), ("probes", 0.01, "warn")]
-    assert policy.gates[0].type == "max_broken_fraction"
+    assert policy.gates[0].type == "min_fixed" and policy.gates[0].scope == "targets"  # what the fix was for
+    assert policy.gates[0].severity == "fail" and policy.gates[0].min_count == 1  # type: ignore[union-attr]
     (abstention,) = [g for g in policy.gates if g.type == "max_abstention_increase"]
     assert abstention.severity == "warn"
 
@@ -128,8 +129,32 @@ def test_every_gate_type_is_tested_below() -> None:
         "max_broken_fraction",
         "max_broken",
         "max_still_wrong",
+        "min_fixed",
         "mcnemar",
     }
+
+
+def test_min_fixed_on_the_fix_targets() -> None:
+    rows: list[Row] = [(W, W, ())] * 6 + [(N, N, ())] * 2 + [(C, C, ())] * 10
+    policy = parse_policy("gates:\n  - {type: min_fixed, scope: targets}\n")
+    base = {f"p{k:03d}": ProbeOutcome(f"p{k:03d}", t, b, "b") for k, (b, _, t) in enumerate(rows)}
+
+    def gate(cand_rows: list[Row], targets: frozenset[str] | None) -> GateResult:
+        cand = {f"p{k:03d}": ProbeOutcome(f"p{k:03d}", t, c, "c") for k, (_, c, t) in enumerate(cand_rows)}
+        (result,) = compare(RunOutcomes("1", "b", base), RunOutcomes("2", "c", cand), policy, targets=targets).gates
+        return result
+
+    targets = frozenset(f"p{k:03d}" for k in range(8))  # the six hallucinated and two refused probes
+    nothing = gate(rows, targets)  # nothing broke, nothing fixed: no plain pass
+    assert not nothing.passed and nothing.message.startswith("fix targets: 0 of 8") and nothing.severity == "fail"
+    refused = [(W, N, ())] + rows[1:]  # a hallucination now refused is fixed (abstention targets)
+    assert gate(refused, targets).passed
+    right = rows[:6] + [(N, C, ())] + rows[7:]
+    assert gate(right, targets).passed
+    # fixed probes outside the targets do not count
+    assert not gate(refused, frozenset(f"p{k:03d}" for k in range(1, 8))).passed
+    unknown = gate(rows, None)  # no lineage: said, never a blind pass
+    assert unknown.passed and unknown.message.startswith("not checked") and "lineage" in unknown.message
 
 
 # --- each gate, pass and fail --------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from sqlalchemy import insert, select
 
 from workbench.cards import refresh_for_run
 from workbench.errors import WorkbenchError
-from workbench.guard import guard_for_run, guard_runs, replayed_probe_ids
+from workbench.guard import guard_for_run, guard_runs, replayed_probe_ids, target_probe_ids
 from workbench.guard.build import guard_store
 from workbench.probes import LoadResult, resolve_probes
 from workbench.regression.compare import GuardOutcomes, ProbeOutcome, RunOutcomes, compare
@@ -93,7 +93,8 @@ def compare_stored(store: Store, baseline_id: str, candidate_id: str, policy: Po
 
         guard = GuardOutcomes(replayed=replayed_probe_ids(cand.adapter),
                               note="no guard set was evaluated with this comparison")
-    return compare(b_out, c_out, policy or default_policy(), guard, field), b_out, c_out
+    return compare(b_out, c_out, policy or default_policy(), guard, field,
+                   targets=target_probe_ids(cand.adapter)), b_out, c_out
 
 
 def guard_outcomes(store: Store, baseline_id: str, candidate_id: str, *, pool: Sequence[str] | None = None,

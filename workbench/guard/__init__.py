@@ -16,8 +16,8 @@ user's probes and its `guard`-scoped gates fail a candidate that breaks it (work
 
 from workbench.guard.build import GuardBuild, build_guard, guard_for_run, guard_runs
 from workbench.guard.guardset import GuardFact, GuardSet, load_guard
-from workbench.guard.lineage import replayed_probe_ids
+from workbench.guard.lineage import replayed_probe_ids, target_probe_ids
 from workbench.guard.pool import POOL_DIR, load_pool, shipped_pool
 
 __all__ = ["POOL_DIR", "GuardBuild", "GuardFact", "GuardSet", "build_guard", "guard_for_run", "guard_runs",
-           "load_guard", "load_pool", "replayed_probe_ids", "shipped_pool"]
+           "load_guard", "load_pool", "replayed_probe_ids", "shipped_pool", "target_probe_ids"]

@@ -53,7 +53,11 @@ class Suite(pydantic.BaseModel, extra="forbid", use_attribute_docstrings=True):
     """New tokens at most per answer. Left out (and no --max-tokens), a run takes the default of its template and
     probe format (workbench/probes/budget.py: 128 for the chat template, 16 or 32 for a plain one)."""
     abstention_phrases: list[str] = list(DEFAULT_ABSTENTIONS)
-    """An answer containing one of these (case-insensitive) counts as NOT_ATTEMPTED."""
+    """The suite's own abstention phrases: an answer that says one of them (whole words, case-insensitive) and names
+    no value counts as NOT_ATTEMPTED. They add to the refusal forms the grader reads by meaning in every language
+    it covers (an apology with "I don't have information about X", "there is no record of", "I cannot answer"),
+    which count anywhere in a short answer; a hedge that still names a value ("I'm not sure, but I think it's
+    Lyon") is graded on that value."""
     grader: str = "match"
     """How answers are graded: match (normalized match against answers/aliases), embedding, judge, or match-judge
     (answers longer than a phrase: match where the answer names an accepted answer, else the judge; which one

@@ -18,6 +18,7 @@ from workbench.regression.policy import (
     MaxStillWrong,
     MaxTagCorrectDrop,
     McNemar,
+    MinFixed,
     Policy,
 )
 from workbench.regression.transitions import TransitionMatrix
@@ -28,15 +29,18 @@ def evaluate_gates(
     policy: Policy, overall: GroupComparison, by_tag: Mapping[str, GroupComparison],
     guard: GroupComparison | None = None, guard_note: str = "",
     field: GroupComparison | None = None, field_note: str = "", field_refused: int = 0,
+    targets: GroupComparison | None = None, targets_note: str = "",
 ) -> tuple[GateResult, ...]:
     """Every gate of the policy, in order, each with what it could detect on this probe set. Gates of `scope:
     guard` count `guard` (the guard set's comparison) instead, gates of `scope: field` count `field` (the field
     suite's); without one they are reported as not checked, with `guard_note` / `field_note` saying why.
     `field_refused`: field probes the baseline hallucinated on that the candidate now refuses though the reviewer
-    wrote the answer; a `max_still_wrong` gate of `scope: field` counts them as not fixed."""
+    wrote the answer; a `max_still_wrong` gate of `scope: field` counts them as not fixed. Gates of `scope: targets`
+    count `targets` (the probes the candidate's fix set targeted)."""
     sizes = {t: (g.n, sum(g.transitions.counts[0])) for t, g in by_tag.items()}
     other = {"guard": (guard, guard_note or "no guard set", "guard set"),
-             "field": (field, field_note or "no field suite", "field suite")}
+             "field": (field, field_note or "no field suite", "field suite"),
+             "targets": (targets, targets_note or "no fix targets known", "fix targets")}
     out = []
     for g in policy.gates:
         scope = getattr(g, "scope", "probes")
@@ -106,6 +110,13 @@ def evaluate_gate(gate: Gate, overall: GroupComparison, by_tag: Mapping[str, Gro
         ok = broken <= gate.max_count
         msg = f"{broken} probes broken (correct -> not correct) {'<=' if ok else '>'} {gate.max_count}"
         return _result(gate, ok, broken, gate.max_count, "count", msg)
+    if isinstance(gate, MinFixed):
+        fixed = tm.count(Verdict.INCORRECT, Verdict.CORRECT) + tm.count(Verdict.INCORRECT, Verdict.NOT_ATTEMPTED) \
+            + tm.count(Verdict.NOT_ATTEMPTED, Verdict.CORRECT)
+        failing = sum(tm.counts[1]) + sum(tm.counts[2])
+        ok = fixed >= min(gate.min_count, failing)  # nothing failing at the baseline: nothing to fix
+        msg = f"{fixed} of {failing} probes failing at the baseline fixed {'>=' if ok else '<'} {gate.min_count}"
+        return _result(gate, ok, float(fixed), float(gate.min_count), "count", msg)
     if isinstance(gate, McNemar):
         mc = overall.mcnemar
         ok = not (mc.worse and mc.p_value < gate.alpha)

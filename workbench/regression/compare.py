@@ -67,10 +67,12 @@ class GuardOutcomes:
 
 
 def compare(baseline: RunOutcomes, candidate: RunOutcomes, policy: Policy | None = None,
-            guard: GuardOutcomes | None = None, field: GuardOutcomes | None = None) -> ComparisonResult:
+            guard: GuardOutcomes | None = None, field: GuardOutcomes | None = None,
+            targets: frozenset[str] | None = None) -> ComparisonResult:
     """Pair the runs by probe id, compute deltas, CIs, McNemar and flips, and evaluate the gates; with `guard`,
     also the guard set's runs, which the policy's `scope: guard` gates count; with `field`, the field suite's
-    runs (the same shape: both models' outcomes or a note), which `scope: field` gates count.
+    runs (the same shape: both models' outcomes or a note), which `scope: field` gates count; with `targets` (the
+    probe ids the candidate's fix set targeted), `scope: targets` gates count those probes.
 
     Raises WorkbenchError when the runs do not cover exactly the same probes, or cover none.
     `policy` defaults to the built-in default policy.
@@ -94,6 +96,10 @@ def compare(baseline: RunOutcomes, candidate: RunOutcomes, policy: Policy | None
         field_pairs = [(fb[i], fc[i]) for i in sorted(fb)]
         field_group = _group("field", field_pairs, policy)
         field_refused = _refused_answerable(field_pairs)
+    target_pairs = [p for p in pairs if targets is not None and p[0].probe_id in targets]
+    targets_group = _group("targets", target_pairs, policy) if target_pairs else None
+    targets_note = ("no fix set in the candidate's lineage (no adapter, or one whose job folder is elsewhere)"
+                    if targets is None else "none of the fix set's targets is among the compared probes")
     known = [_known("probes", pairs, guard.replayed)]
     if guard_pairs:
         known.append(_known("guard", guard_pairs, guard.replayed))
@@ -114,7 +120,7 @@ def compare(baseline: RunOutcomes, candidate: RunOutcomes, policy: Policy | None
         by_category={str(k): m for k, m in by_category.items()},
         changes=changes,
         gates=evaluate_gates(policy, overall, by_tag, guard_group, guard.note, field_group, field.note,
-                             field_refused),
+                             field_refused, targets_group, targets_note),
         known=tuple(known),
         guard=guard_group,
         guard_changes=_changes(guard_pairs),

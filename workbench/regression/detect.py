@@ -44,6 +44,7 @@ from workbench.regression.policy import (
     MaxStillWrong,
     MaxTagCorrectDrop,
     McNemar,
+    MinFixed,
     Policy,
 )
 from workbench.regression.stats import McNemarResult, mcnemar_exact
@@ -128,6 +129,11 @@ def gate_detectability(
         # On the field suite a refusal of a question the reviewer answered is not fixed either (checks.py).
         what = "unfixed reported failure" if gate.scope == "field" else "still hallucinated probe"
         return _count(rows[1], _smallest_count(rows[1], lambda k: k > gate.max_count), what, "baseline-hallucinated")
+    if isinstance(gate, MinFixed):
+        failing = rows[1] + rows[2]
+        text = (f"fails unless >= {gate.min_count} of the {failing} failing probes are fixed" if failing
+                else "no failing probe to fix")
+        return Detectability(failing > 0, True, text, gate.min_count if failing else None, failing)
     if isinstance(gate, McNemar):
         return _mcnemar(known, gate.alpha)
     if isinstance(gate, MaxHallucinationIncrease | MaxAbstentionIncrease):

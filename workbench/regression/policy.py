@@ -20,7 +20,7 @@ from workbench.safeopen import read_input_text
 
 Severity = Literal["fail", "warn"]
 Bound = Literal["ci_low", "delta", "ci_high"]
-Scope = Literal["probes", "guard", "field"]
+Scope = Literal["probes", "guard", "field", "targets"]
 
 
 class _Strict(BaseModel):
@@ -36,7 +36,9 @@ class _ScopedGate(BaseModel):
     from a team's own failures, which the model rarely answers right, is still checked on what the model knows.
     Without a guard comparison a `guard` gate is reported as not checked. `field`: the field suite (probes made from
     users' reports, `workbench reports export`), which `workbench regress` evaluates beside the probes once one exists;
-    without one a `field` gate is reported as not checked."""
+    without one a `field` gate is reported as not checked. `targets`: the probes the candidate was made to fix (the
+    targets of its adapter's fix set, trained and held out, read from the adapter's lineage); without that lineage a
+    `targets` gate is reported as not checked."""
 
 
 class _GateBase(_Strict):
@@ -160,6 +162,16 @@ class MaxStillWrong(_GateBase, _ScopedGate):
     those now refused although the reviewer wrote the answer (incorrect -> not attempted, no should-abstain tag)."""
 
 
+class MinFixed(_GateBase, _ScopedGate):
+    """Fails if fewer than `min_count` probes are fixed: the baseline hallucinated (or abstained) and the candidate
+    does better (incorrect -> correct or not attempted; not attempted -> correct). Meant for `scope: targets`, so
+    that a candidate that broke nothing but fixed nothing it was made to fix does not pass."""
+
+    type: Literal["min_fixed"]
+    min_count: int = Field(default=1, ge=1)
+    """Probes that must be fixed, at least."""
+
+
 class McNemar(_GateBase):
     """Fails if the candidate is significantly worse: more broken than fixed and exact McNemar p < alpha."""
 
@@ -177,6 +189,7 @@ Gate = Annotated[
     | MaxBrokenFraction
     | MaxBroken
     | MaxStillWrong
+    | MinFixed
     | McNemar,
     Field(discriminator="type"),
 ]
@@ -232,9 +245,18 @@ class Policy(_Strict):
 # The guard gate counts the same on the base model's guard set (workbench/guard), evaluated beside the probes: an
 # abstention fix made from a team's own 60 questions, 4 of them known, broke 50 of the 67 everyday facts the real
 # chat model knew while every probe-set gate was inconclusive. 2% is the fix's goal on facts the model knows.
+# The targets gate asks what a fix is for: on the real-model demo a candidate passed every other gate while its
+# trained unknown facts went 12 -> 9 hallucinated; one that fixed none of them passed too. At least one of the
+# probes its fix set targeted must be fixed (hallucinated -> right or refused).
 DEFAULT_POLICY_YAML = """\
 bootstrap: {resamples: 2000, seed: 0, confidence: 0.95}
 gates:
+  - type: min_fixed
+    name: targets_fixed
+    scope: targets
+    description: At least one of the probes the candidate's fix set targeted is fixed (hallucinated, now right or
+      refused); a candidate that broke nothing and fixed nothing does not pass.
+    min_count: 1
   - type: max_broken_fraction
     name: guard_facts_kept
     scope: guard
