@@ -56,7 +56,7 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
             pick(page, "transition", "broken")
             page.locator("#compare-btn").click()
             page.wait_for_selector("#compare-summary #wb-verdict")
-            assert "gate: FAIL" in page.locator("#compare-summary").inner_text()
+            assert "gate: NOT RECORDED" in page.locator("#compare-summary").inner_text()  # no verdict made up
             page.wait_for_selector("#delta-plot svg.wb-delta-plot")
             assert "change per tag" in page.locator("#delta-plot").inner_text()
             page.wait_for_selector("#page-label:has-text('page 1 of ')")
@@ -124,7 +124,8 @@ def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData
             page.locator("#compare-btn").click()  # default filter: any verdict change
             page.wait_for_selector("#compare-summary #wb-headline")
             summary = page.locator("#compare-summary").inner_text()
-            assert "gate: FAIL" in summary and "hallucinated" in summary and "abstained" in summary
+            assert "gate: NOT RECORDED" in summary and "hallucinated" in summary and "abstained" in summary
+            assert "what-if, not recorded" in summary and "FAIL" in summary.split("what-if")[1]
             assert "verdicts changed" in summary and ("could detect" in summary or "could not fail" in summary)
             first = page.locator("#probes-table [role=row]").nth(1).inner_text()
             assert "broken_" in first, first
@@ -142,6 +143,7 @@ def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData
 
             page.get_by_role("button", name="Record gate verdict").click()
             page.wait_for_selector("#gate-msg:has-text('recorded gate')")
+            page.wait_for_selector("#compare-summary .wb-badge:has-text('gate: FAIL')")  # the recorded verdict
             cell = page.locator("#probes-table [role=gridcell].first-column").first
             probe_id = cell.inner_text().strip()
             second = page.locator("#probes-table [role=gridcell].first-column").nth(1).inner_text().strip()

@@ -56,7 +56,8 @@ def test_runs_table_filters_and_tag_metrics(data: AppData, store: Store) -> None
 
 def test_compare_lists_broken_probes_with_filters(data: AppData, store: Store) -> None:
     v = views.compare_runs(store, data.baseline, data.candidate)
-    assert v.verdict == "fail" and "gate: FAIL" in v.summary_html
+    assert v.verdict == "fail" and "gate: NOT RECORDED" in v.summary_html  # no gate recorded for the pair
+    assert ">FAIL</span></summary>" in v.summary_html.split("class='wb-whatif'")[1]  # a labelled what-if
     assert int(v.transitions.iloc[:, 1:].to_numpy().sum()) == len(load_results(store, data.baseline).probes)
     broken = views.compare_runs(store, data.baseline, data.candidate, transition="broken")
     assert len(broken.probe_ids) > 5 and set(broken.probes["change"]) <= {"broken_hallucinates", "broken_abstains"}
@@ -123,6 +124,7 @@ def test_an_inconclusive_verdict_is_never_shown_as_a_pass() -> None:
     4 known facts: the block says INCONCLUSIVE, not a green pass, and the headline shows the trade."""
     from workbench.html.verdict import VERDICT_COLOUR, verdict_summary_html
     from workbench.regression import ProbeOutcome, RunOutcomes, compare
+    from workbench.regression.recorded import GateRow, RecordedGate
 
     def run(name: str, wrong: Verdict) -> RunOutcomes:
         return RunOutcomes(name, name, {f"nq{i}": ProbeOutcome(f"nq{i}", (), Verdict.CORRECT if i < 4 else wrong, "x")
@@ -130,7 +132,9 @@ def test_an_inconclusive_verdict_is_never_shown_as_a_pass() -> None:
 
     result = compare(run("base", Verdict.INCORRECT), run("cand", Verdict.NOT_ATTEMPTED))
     assert result.verdict == "inconclusive"
-    html = verdict_summary_html(result)
+    recorded = RecordedGate(GateRow("gate-1", "2026-11-28T00:00:00.000000+00:00", "base", "cand", result.verdict),
+                            result.exit_code, result.policy.model_dump(mode="json"), result.to_dict())
+    html = verdict_summary_html(result, recorded=recorded)
     assert "gate: INCONCLUSIVE" in html and "not a pass" in html and "PASS<" not in html
     badge = html.split("gate: INCONCLUSIVE")[0]
     assert VERDICT_COLOUR["pass"] not in badge and VERDICT_COLOUR["inconclusive"] in badge

@@ -147,9 +147,10 @@ def field_outcomes(store: Store, baseline_id: str, candidate_id: str, *, suite: 
 
 def gate_runs(store: Store, baseline_id: str, candidate_id: str, policy: Policy | None = None, *,
               report_dir: Path | None = None, guard: GuardOutcomes | None = None,
-              field: GuardOutcomes | None = None) -> GateRecord:
+              field: GuardOutcomes | None = None, policy_source: str | None = None) -> GateRecord:
     """Compare two stored runs under a policy (with the guard set's and the field suite's runs when given), write
-    the reports, and record the verdict."""
+    the reports, and record the verdict; `policy_source` names the policy file (`--policy`) in the record, so every
+    view of the gate says which policy decided it."""
     policy = policy or default_policy()
     result, base, cand = compare_stored(store, baseline_id, candidate_id, policy, guard, field)
     gate_id = new_id("gate")
@@ -158,7 +159,8 @@ def gate_runs(store: Store, baseline_id: str, candidate_id: str, policy: Policy 
         c.execute(insert(regressions).values(
             id=gate_id, created_at=utcnow(), baseline_run=base.run_id, candidate_run=cand.run_id,
             verdict=result.verdict, exit_code=result.exit_code, policy_json=json.dumps(policy.model_dump(mode="json")),
-            result_json=json.dumps(result.to_dict(), default=str), report_path=str(reports.get("html", "")),
+            result_json=json.dumps({**result.to_dict(), "policy_source": policy_source or ""}, default=str),
+            report_path=str(reports.get("html", "")),
         ))
 
     refresh_for_run(store, cand.run_id)  # a job's adapter card says its latest gate

@@ -28,6 +28,8 @@ from workbench.html.plots import delta_plot_html, group_deltas
 from workbench.html.signoff import signoff_line
 from workbench.html.verdict import verdict_context
 from workbench.regression.comparison import ComparisonResult
+from workbench.regression.policy import Policy
+from workbench.regression.recorded import RecordedGate
 from workbench.regression.stats import VERDICT_ORDER
 from workbench.regression.transitions import Flip, Transition, flip_of, transition_of, verdict_changed
 from workbench.results import ProbeResult
@@ -207,7 +209,8 @@ def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", 
 
     if transition not in TRANSITION_FILTERS:
         raise ValueError(f"`transition` must be one of {', '.join(TRANSITION_FILTERS)}, got {transition!r}")
-    result, b_out, c_out = compare_stored(store, baseline, candidate)
+    recorded, policy, policy_label = _recorded_policy(store, baseline, candidate)
+    result, b_out, c_out = compare_stored(store, baseline, candidate, policy)
     b_res, c_res = load_results(store, b_out.run_id).by_id(), load_results(store, c_out.run_id).by_id()
     group = result.by_tag.get(tag, result.overall) if tag else result.overall
     metrics = pd.DataFrame([[m, round(100 * d.baseline, 1), round(100 * d.candidate, 1), round(100 * d.delta, 1),
@@ -232,11 +235,26 @@ def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", 
                      ", ".join(b.tags), category_cell(b.category, c.category)])
     probes = pd.DataFrame(rows, columns=list(PROBE_COLUMNS))
     summary = macro("views.html", "compare_summary",
-                    verdict_context(result, signoff_line(store, b_out.run_id, c_out.run_id)),
+                    verdict_context(result, signoff_line(store, b_out.run_id, c_out.run_id), recorded, policy_label),
                     known_facts_lines(store, result), group.name, group.n, len(rows))
     return CompareView(summary, metrics, transitions, probes, [r[0] for r in rows],
                        cli_regress(store.workspace, b_out.run_id, c_out.run_id), result.verdict,
                        delta_plot_html(group_deltas(result, b_out, c_out)))
+
+
+def _recorded_policy(store: Store, baseline: str, candidate: str) -> tuple[RecordedGate | None, Policy | None, str]:
+    """The pair's latest recorded gate, the policy a what-if is computed under (the gate's own, else the built-in
+    one: None) and that policy's name."""
+    from workbench.regression.recorded import BUILT_IN, read_gates
+
+    gates = read_gates(store, baseline=store.get_run(baseline).id, candidate=store.get_run(candidate).id)
+    if not gates:
+        return None, None, f"the {BUILT_IN}"
+    gate = gates[-1]
+    try:
+        return gate, Policy.model_validate(gate.policy), f"the recorded gate's {gate.policy_label}"
+    except ValueError:  # a policy this version cannot read (a gate type it does not know)
+        return gate, None, f"the {BUILT_IN} (the recorded policy cannot be read)"
 
 
 def category_cell(baseline: str | None, candidate: str | None) -> str:
