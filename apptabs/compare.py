@@ -142,6 +142,7 @@ def _layout(ctx: Context, shared: Shared) -> CompareTab:
     all_probes = gr.State(None)
     place(shared.listed)
     place(shared.gate)
+    place(shared.show_pair)
     probes = gr.Dataframe(views.empty(views.PROBE_COLUMNS), interactive=False, elem_id="probes-table",
                           label="probes: broken first, then by id (click a row for its detail)", wrap=True,
                           column_widths=["7%", "13%", "8%", "11%", "9%", "14%", "9%", "14%", "7%", "8%"],
@@ -171,6 +172,8 @@ def compare_tab(ctx: Context, shared: Shared) -> CompareTab:
     s.page.load(t.default_pair, None, [s.baseline, s.candidate], api_name="compare_default_pair",
                 api_visibility="private").then(t.compare_preselected, inputs, outputs, api_name="compare_on_load",
                                                api_visibility="private", concurrency_id="compare")
+    s.show_pair.change(t.compare_preselected, inputs, outputs, api_name="compare_opened_gate", api_visibility="private",
+                       concurrency_id="compare")  # a gate opened from the Decisions tab: its pair, compared
     s.refresh.click(t.pickers, None, [s.baseline, s.candidate], api_name="compare_pickers", api_visibility="private")
     t.compare_btn.click(t.compare, inputs, outputs, api_name="compare", concurrency_id="compare")
     for dd, name in ((t.tag, "tag"), (t.transition, "transition"), (t.category, "category")):

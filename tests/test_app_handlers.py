@@ -189,7 +189,12 @@ def test_probe_detail_shows_both_models_samples_and_evidence(data: AppData, stor
     assert "<details class='wb-raw-evidence'>" in html and "p_value" in html.split("wb-raw-evidence")[1]
     assert "p_value" not in html.split("wb-raw-evidence")[0]  # no raw field names in the prose
     assert f"title='{escape(glossary.CATEGORY_HELP[att.category])}'" in html  # the category explained
+    # a broken probe: the baseline answered it right, so it has nothing to attribute (its run is attributed)
+    assert "answered correctly: nothing to attribute" in html and "no attribution stored" not in html
     assert "pick a probe" in views.probe_detail(store, "", [data.baseline])
+    ids = views.detail_choices(store, data.baseline, data.candidate, [pid, "not-in-the-run"])
+    assert ids[0] == pid and len(ids) == len(load_results(store, data.baseline).probes)  # listed first, then all
+    assert views.detail_choices(store, "", data.candidate) == []
     assert "no run answered" in views.probe_detail(store, "no-such-probe", [data.baseline])
 
 
@@ -341,7 +346,8 @@ def test_a_signoff_is_tied_to_one_recorded_gate(data: AppData, store: Store) -> 
     assert table[g2] == ""
     assert "no sign-off yet" in views.compare_runs(store, data.baseline, data.candidate).summary_html
     assert [g for _, g in signoff_views.gate_choices(store, data.candidate)] == [g2, g1]
-    assert views.runs_table(store)["release"].iloc[0] == f"signoff by bob on {g1}"
+    # the runs table says what the sign-off stands on: the gate's verdict, the override, the later gate
+    assert views.runs_table(store)["release"].iloc[0] == table[g1].split("; reason:")[0]
     assert len(views.reviews_table(store)) == 5  # block, signoff, override, confirmed signoff, override
     with pytest.raises(WorkbenchError, match="unknown gate of candidate run"):
         reviews.record_release(store, reviewer="x", run_id=data.candidate, decision="block", reason="y",

@@ -204,8 +204,10 @@ def latest_gate(store: Store, baseline_id: str, candidate_id: str) -> tuple[str,
 
 
 def run_label(run: RunRecord) -> str:
-    """`model + adapter`, the way reports name a run."""
-    return Path(run.model).name + (f" + {Path(run.adapter).name}" if run.adapter else "")
+    """The candidate by what made it (`naming.candidate_name`), the way reports name a run."""
+    from workbench.naming import candidate_name
+
+    return candidate_name(run.model, run.adapter)
 
 
 def rerun_like(store: Store, baseline_id: str, *, model: str | None = None, adapter: str | None = None,
