@@ -126,5 +126,11 @@ def test_login_refuses_a_wrong_password(data: AppData, tmp_path: Path) -> None:
             Client(url, auth=("ann", "wrong"), verbose=False)
         ok = Client(url, auth=("ann", "right-password"), verbose=False)
         assert ok.predict("", "", "", api_name="/runs")["data"]
+        # signed in as ann, another name is refused, never recorded as ann (nothing is written: the workspace is
+        # the session's shared one)
+        for api, args in (("/override", ("bob", data.candidate, "p1", "verdict", "correct", "typo")),
+                          ("/release", ("bob", data.candidate, "", "block", "typo", False, False, ""))):
+            msg = ok.predict(*args, api_name=api)[0]
+            assert msg.startswith("**not recorded**") and "signed in as `ann`" in msg, (api, msg)
     finally:
         demo.close()
