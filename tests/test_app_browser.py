@@ -140,13 +140,12 @@ def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData
             assert "page 1 of 1 · rows 1-" in page.locator("#page-label").inner_text()
             search.fill("")
             page.wait_for_function(f"document.querySelector('#page-label').innerText.includes({label!r})")
-            page.locator("#compare-summary").scroll_into_view_if_needed()
-            page.evaluate("window.scrollTo(0, 0)")  # the verdict and the headline, not the search box
-            shot(page, "compare-headline", full_page=False)
-
             page.get_by_role("button", name="Record gate verdict").click()
             page.wait_for_selector("#gate-msg:has-text('recorded gate')")
             page.wait_for_selector("#compare-summary .wb-badge:has-text('gate: FAIL')")  # the recorded verdict
+            page.locator("#compare-summary").scroll_into_view_if_needed()
+            page.evaluate("window.scrollTo(0, 0)")  # the verdict and the headline, not the search box
+            shot(page, "compare-headline", full_page=False)
             cell = page.locator("#probes-table [role=gridcell].first-column").first
             probe_id = cell.inner_text().strip()
             second = page.locator("#probes-table [role=gridcell].first-column").nth(1).inner_text().strip()
