@@ -87,7 +87,7 @@ def test_a_reviewer_decides_three_gates_from_the_first_screen(served: tuple[str,
 
             # FAIL (the newest, shown on arrival): 0 clicks to its evidence, 1 to block it.
             _assert_evidence(page, g.gates["fail"], "FAIL")
-            assert "policy strict.yaml" in page.locator("#wb-recorded").inner_text()
+            assert "policy strict.yaml" in page.locator("#wb-evidence-recorded").inner_text()
             clicks["fail"] = _decide(page, g.gates["fail"], "block", "a known fact broken: the strict policy fails it")
 
             # PASS, picked from the queue (1 click), signed off (1 click).

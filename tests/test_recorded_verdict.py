@@ -156,7 +156,7 @@ def test_a_strict_policy_fail_reads_fail_in_the_browser(strict: Strict, served: 
             page.get_by_role("tab", name="Compare").click()  # the recorded pair is preselected and compared
             page.wait_for_selector("#compare-summary .wb-badge")
             assert page.locator("#compare-summary .wb-badge").inner_text() == "gate: FAIL"
-            assert "policy strict.yaml" in page.locator("#wb-recorded").inner_text()
+            assert "policy strict.yaml" in page.locator("#compare-summary #wb-recorded").inner_text()
             whatif = page.locator("#compare-summary .wb-whatif")
             assert not whatif.evaluate("e => e.open")  # the what-if stays folded under the recorded verdict
             assert "what-if, not recorded" in whatif.inner_text()
