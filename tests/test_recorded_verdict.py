@@ -10,6 +10,7 @@ The runs are written into the store directly (probes, greedy answers, verdicts) 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -24,7 +25,7 @@ from procs import free_port
 from workbench import views
 from workbench.gating import GateRecord, gate_runs
 from workbench.regression import FORMAT_VERSION, parse_policy
-from workbench.regression.recorded import gate_status, read_gates
+from workbench.regression.recorded import BUILT_IN_SOURCE, gate_status, read_gates
 from workbench.store import Store
 
 STRICT = "gates:\n  - {type: max_broken, name: nothing_broken, max_count: 0}\n"
@@ -126,6 +127,12 @@ def test_a_gate_recorded_before_the_state_existed_reads_not_checked(strict: Stri
     (gate,) = read_gates(strict.store, gate_id=strict.gate.id)
     assert (gate.verdict, gate.policy_label, [g["status"] for g in gate.gates()]) == (
         "fail", "policy strict.yaml", ["fail"])
+    # a gate under the built-in policy says so, even once the built-in policy has changed since
+    builtin = read_gates(strict.store, gate_id=gate_runs(strict.store, strict.base, strict.cand).id)[0]
+    assert (builtin.policy_source, builtin.policy_label) == (BUILT_IN_SOURCE, "built-in policy")
+    older = dataclasses.replace(builtin, policy={"gates": []})
+    assert older.policy_label == "built-in policy"
+    assert dataclasses.replace(older, policy_source="").policy_label == "custom policy"  # no source kept: compared
 
 
 # -- in Chromium -------------------------------------------------------------------------------------------------

@@ -47,6 +47,8 @@ def recorded_gates(store: Store, candidate: str | None = None, baseline: str | N
 
 
 BUILT_IN = "built-in policy"
+BUILT_IN_SOURCE = "built-in"
+"""The `policy_source` a gate records when it ran under the built-in policy of its day."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,8 @@ class RecordedGate:
         policy: The policy it ran under (`Policy.model_dump`).
         result: The recorded result (`ComparisonResult.to_dict()`, any format version).
         report: The HTML report's path ("" when none was written).
-        policy_source: The policy file named at `regress --policy` ("" for the built-in policy or a gate
-            recorded before the source was kept).
+        policy_source: The policy file named at `regress --policy`, BUILT_IN_SOURCE for the built-in policy of the
+            day the gate was recorded, "" for a policy given in code or a gate recorded before the source was kept.
     """
 
     row: GateRow
@@ -81,8 +83,10 @@ class RecordedGate:
 
     @property
     def policy_label(self) -> str:
-        """`policy strict.yaml`, `built-in policy`, or `custom policy` (a gate recorded before the source was
-        kept, under a policy other than today's built-in one)."""
+        """`policy strict.yaml`, `built-in policy`, or `custom policy` (a gate recorded without its source, under a
+        policy other than today's built-in one)."""
+        if self.policy_source == BUILT_IN_SOURCE:
+            return BUILT_IN
         if self.policy_source:
             return f"policy {Path(self.policy_source).name}"
         from workbench.regression.policy import default_policy
