@@ -147,9 +147,9 @@ def test_min_fixed_on_the_fix_targets() -> None:
     targets = frozenset(f"p{k:03d}" for k in range(8))  # the six hallucinated and two refused probes
     nothing = gate(rows, targets)  # nothing broke, nothing fixed: no plain pass
     assert not nothing.passed and nothing.message.startswith("fix targets: 0 of 8") and nothing.severity == "fail"
-    refused = [(W, N, ())] + rows[1:]  # a hallucination now refused is fixed (abstention targets)
+    refused = [(W, N, ()), *rows[1:]]  # a hallucination now refused is fixed (abstention targets)
     assert gate(refused, targets).passed
-    right = rows[:6] + [(N, C, ())] + rows[7:]
+    right = [*rows[:6], (N, C, ()), *rows[7:]]
     assert gate(right, targets).passed
     # fixed probes outside the targets do not count
     assert not gate(refused, frozenset(f"p{k:03d}" for k in range(1, 8))).passed
