@@ -114,6 +114,8 @@ def gated(ws: Path, run: str, model: str, adapter: str, guard: list[str]) -> dic
 
 ABSTAIN_OK = ("data:missing", "knowledge:unknown")  # an abstention fixes these; every other category: right
 SPLIT = {"grpo": "prompts"}  # the fix set's split a method trains on, where the names differ
+#: `--methods default`: what `workbench fix --train` picks (no --method); a staged job trains both of these splits.
+DEFAULT, STAGED_SPLITS = "default", ("sft", "dpo")
 
 
 def targets_fixed(ws: Path, run: str, candidate: str, fixset: Path, method: str) -> dict[str, Any]:
@@ -125,7 +127,8 @@ def targets_fixed(ws: Path, run: str, candidate: str, fixset: Path, method: str)
     from workbench.types import Verdict
 
     meta = json.loads((fixset / "fixset.json").read_text())
-    split = set(meta["counts"].get(SPLIT.get(method, method), {})) - {"replay"}
+    splits = STAGED_SPLITS if method in ("staged", DEFAULT) else (SPLIT.get(method, method),)
+    split = {c for sp in splits for c in meta["counts"].get(sp, {})} - {"replay"}
     heldout = set(meta.get("heldout_probe_ids", []))
     store = Store.open(ws)
     before = {r.probe.id: r.verdict for r in load_results(store, run).probes}
@@ -188,14 +191,15 @@ def one(ws: Path, run: str, method: str, seed: int, guard: list[str], strategy: 
         label: str, rescale: list[float]) -> dict[str, Any]:
     out = fix_dir(ws, run, method, strategy, seed, label)
     t = time.monotonic()
-    fix = workbench("fix", run, "--out", str(out), "--train", "--method", method, "--strategy", strategy,
+    chosen = [] if method == DEFAULT else ["--method", method]
+    fix = workbench("fix", run, "--out", str(out), "--train", *chosen, "--strategy", strategy,
                     "--seed", str(seed), "--workspace", str(ws), *guard, *fix_args)
     fix_s = time.monotonic() - t
     job, model = fix["job"], fix["fixset"]["model"]
     trained = float(job.get("adapter_scale") or 1.0)
     scales = at_scales(ws, run, model, Path(job["adapter"]), trained, guard, rescale)
     gate = gated(ws, run, model, job["adapter"], guard)
-    return {"method": method, "strategy": strategy, "seed": seed, **gate,
+    return {"method": method, "job_method": job.get("method"), "strategy": strategy, "seed": seed, **gate,
             **(targets_fixed(ws, run, gate["candidate_run"], out, method) if gate["candidate_run"] else {}),
             "adapter_scale": trained, "job_known_checked": job["known_checked"],
             "job_known_broken": len(job["known_broken"]), "job_steps": job["steps"], "fix_s": round(fix_s),
@@ -222,7 +226,7 @@ def main() -> None:
     p.add_argument("--sets", default="nq,tqa", help="nq, tqa, planted (with --world)")
     p.add_argument("--world", type=Path, metavar="DIR", help="the planted world of --sets planted")
     p.add_argument("--seeds", default="0,1")
-    p.add_argument("--methods", default="sft,dpo")
+    p.add_argument("--methods", default="sft,dpo", help="sft, dpo, grpo, staged, or default (what `fix --train` picks)")
     p.add_argument("--questions", type=int, default=60)
     p.add_argument("--strategy", default="auto", help="`fix --strategy` (dpo: abstention as DPO's chosen answer)")
     p.add_argument("--guard-pool", action="append", default=[], metavar="FILE",

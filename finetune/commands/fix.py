@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from finetune.fixset import FixSetManifest
     from finetune.job import JobResult
     from workbench.guard import GuardSet
+    from workbench.guard.domain import DomainFacts
     from workbench.store import Store
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="known-facts guard: a probe file of your own facts added to the shipped pool (repeatable); "
                    "`none`: leave the shipped pool out (alone: no guard set, only the run's own known facts; see "
                    "`workbench guard`)")
+    p.add_argument("--domain-pool", action="append", metavar="FILE",
+                   help="known facts in the style of your questions: a probe file of questions like yours with their "
+                   "answers (repeatable); the facts the model knows are replayed first and a share held out, so that "
+                   "abstention is taught against answers it knows in your domain; default: the shipped style pool "
+                   "(NQ-open, TruthfulQA) your targeted questions read like, if any; `none`: leave it out")
     p.add_argument("--guard-paraphrases", action="store_true",
                    help="replay each replayed guard fact under its paraphrase too (twice the guard's replay pool)")
     p.add_argument("--allow-unguarded", action="store_true",
@@ -91,8 +97,10 @@ def run(args: argparse.Namespace) -> int:
     datasets.disable_progress_bars()  # per-map bars would bury the summary
     store = Store.open(args.workspace)
     guard = _guard(store, args)
+    domain = _domain(store, args)
     try:
         options = FixOptions(strategy=args.strategy, facts=args.facts, guard=guard,
+                             domain=domain.build.guard if domain.build else None, domain_how=domain.how,
                              allow_unguarded=args.allow_unguarded, replay_ratio=args.replay_ratio,
                              guard_paraphrases=args.guard_paraphrases,
                              heldout_fraction=args.heldout_fraction, seed=args.seed,
@@ -172,13 +180,30 @@ def _guard(store: Store, args: argparse.Namespace) -> GuardSet | None:
         return guard_for_run(store, run, pool=args.guard_pool, progress=update).guard
 
 
+def _domain(store: Store, args: argparse.Namespace) -> DomainFacts:
+    """The known facts in the style of the run's targeted questions (workbench/guard/domain.py), built at first use."""
+    from workbench.cli import progress_bar
+    from workbench.guard.domain import domain_for_run
+    from workbench.reviews import effective_attributions
+
+    run = store.get_run(args.run)
+    asked = {str(r["id"]): str(r["question"]) for r in store.probe_rows(run.id)}
+    questions = [asked[pid] for pid in effective_attributions(store, run.id) if pid in asked]
+    with progress_bar("known facts in your questions' style", not args.json) as update:
+        return domain_for_run(store, run, questions, given=args.domain_pool, progress=update)
+
+
 def _print_guard(manifest: FixSetManifest) -> None:
     from finetune.fixset import MAX_REPLAY_REPEATS
 
     g = manifest.guard
-    if g is not None:
+    if g is not None and "key" in g:
         print(f"  guard: {g['known']} known facts of the base model ({g['usable']} not asked by the run): "
               f"{g['replayed']} replayed, {g['validation']} held out for the job to check")
+    d = (g or {}).get("domain")
+    if d is not None:
+        print(f"  domain: {d['how']}: {d['known']} known facts in that style, {d['replayed']} replayed first, "
+              f"{d['validation']} held out")
     if manifest.replay_capped:
         print(f"  note: replay capped at {MAX_REPLAY_REPEATS} rows per known phrasing "
               "(fewer rows than --replay-ratio asks)")

@@ -201,6 +201,14 @@ def _info(plan: FixPlan, inputs: FixInputs, writer: Writer, rows: FixRows, phras
         "key": guard.key, "known": len(guard.facts), "usable": len(plan.guard),
         "replayed": sum(pid in replayed for pid in guard_replay), "validation": len(plan.ids("guard-validation")),
         **({"paraphrases": True} if plan.options.guard_paraphrases else {})}  # absent when off: older sets unchanged
+    domain = plan.options.domain
+    if domain is not None or plan.options.domain_how:  # absent without one: older sets unchanged
+        ids = {f.probe_id for f in plan.guard if f.category == "domain"}
+        guard_info = {**(guard_info or {}), "domain": {
+            "how": plan.options.domain_how, "key": domain.key if domain else None,
+            "known": len(domain.facts) if domain else 0, "usable": len(ids),
+            "replayed": sum(pid in replayed for pid in ids),
+            "validation": sum(pid in ids for pid in plan.ids("guard-validation"))}}
     sft, dpo, _ = splits
     bare = sum(r["source"] == "anchor" and r["probe_id"] in dpo.bare for r in rows.dpo) if form.chat else 0
     return FixSetInfo(run_id=run.id, model=run.model, strategy=plan.options.strategy, suite=inputs.suite,

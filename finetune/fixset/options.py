@@ -82,6 +82,10 @@ class FixOptions:
         guard_paraphrases: Replay each replayed guard fact under its paraphrase too (SFT rows, DPO anchors, GRPO
             prompts), with the same answer: twice the guard's replay pool, and the fact asked two ways. Off by
             default until measured (bench/guard_flow.py `--fix-arg --guard-paraphrases`).
+        domain: Known facts in the style of the run's questions (workbench/guard/domain.py): replayed first, a share
+            held out as the guard's are, so that abstention is taught against answers the model knows inside the
+            team's own domain; None: none.
+        domain_how: How `domain` was found, in words (the manifest records it).
     """
 
     strategy: str = "auto"
@@ -97,6 +101,8 @@ class FixOptions:
     guard: GuardSet | None = None
     allow_unguarded: bool = False
     guard_paraphrases: bool = False
+    domain: GuardSet | None = None
+    domain_how: str = ""
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:

@@ -75,7 +75,8 @@ class ProbeFix:
         probe_id: The run's probe (or the guard set's fact).
         fix: What it gets (see the module docstring).
         why: The reason in words (a skipped probe's reason is what the manifest's `skipped` says).
-        category: Its attribution category; "known" for the run's known probes, "guard" for guard facts,
+        category: Its attribution category; "known" for the run's known probes, "guard" for guard facts ("domain"
+            for those in the style of the run's questions),
             "review:corrected-grade" for a reviewer's pair.
         split: "train" or "heldout" (targeted probes only; the rest train or are never trained on).
         answer: What the rows teach (inject: the answer; dpo: the chosen answer), when the fix has one.
@@ -174,18 +175,30 @@ def plan_fixset(inputs: FixInputs, options: FixOptions, guard_facts: Sequence[Gu
         for pid in known)
     held = _guard_held(guard_facts, seed) if options.validation_fraction > 0 else set()
     guard = tuple(
-        ProbeFix(f.probe.id, "guard-validation", "guard fact: kept out of training, scored by the job", "guard")
+        ProbeFix(f.probe.id, "guard-validation", "guard fact: kept out of training, scored by the job",
+                 "domain" if is_domain(f) else "guard")
         if f.probe.id in held else
-        ProbeFix(f.probe.id, "guard-replay", "guard fact: replayed and anchored against forgetting", "guard")
+        ProbeFix(f.probe.id, "guard-replay", "guard fact: replayed and anchored against forgetting",
+                 "domain" if is_domain(f) else "guard")
         for f in guard_facts)
     return FixPlan(options, fixes, reviews, known_fixes, guard)
 
 
 def usable_guard_facts(inputs: FixInputs, options: FixOptions) -> list[GuardFact]:
-    """The guard set's facts the run does not ask (by id or by question): the rest would replay a probe."""
+    """The guard set's facts the run does not ask (by id or by question): the rest would replay a probe; then the
+    domain facts (`options.domain`) neither the run nor the guard asks."""
     asked = {normalize(r.probe.question) for r in inputs.results.probes} | {r.probe.id for r in inputs.results.probes}
-    return [f for f in (options.guard.facts if options.guard else ()) if f.probe.id not in asked
-            and normalize(f.probe.question) not in asked]
+    out: list[GuardFact] = []
+    for f in (*(options.guard.facts if options.guard else ()), *(options.domain.facts if options.domain else ())):
+        if f.probe.id not in asked and normalize(f.probe.question) not in asked:
+            out.append(f)
+            asked |= {f.probe.id, normalize(f.probe.question)}
+    return out
+
+
+def is_domain(fact: GuardFact) -> bool:
+    """Whether a guard fact came from a style pool (workbench/guard/domain.py: tagged `domain:NAME`)."""
+    return any(t.startswith("domain:") for t in fact.probe.tags)
 
 
 def _given_fact(result: ProbeResult, inputs: FixInputs) -> str | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from finetune.chatform import swap_answer
 from finetune.fixset.options import ANCHOR_SHARE, MAX_REPLAY_REPEATS
-from finetune.fixset.plan import Fix, FixInputs, FixPlan, ProbeFix, other_answer
+from finetune.fixset.plan import Fix, FixInputs, FixPlan, ProbeFix, is_domain, other_answer
 from finetune.rehearsal import rehearsal_texts
 from finetune.replay import neighbours_first, targets_of
 from workbench.errors import WorkbenchError
@@ -93,8 +93,13 @@ def sft_rows(w: Writer, rng: random.Random) -> SplitRows:
                 "completion": completion(f.answer.strip() if form.chat and f.answer.strip() else f.probe.answers[0]),
                 "split": "train"} for f, q in w.guard_replay()]
     out.capped = n_sft > _most_rows(replay)
-    out.rows += neighbours_first(replay, min(n_sft, _most_rows(replay)), rng, targets_of(out.rows, w.probe_of),
-                                 w.probe_of)
+    n = min(n_sft, _most_rows(replay))
+    # Known facts in the style of the targets first, each once: what teaches the boundary of the model's knowledge
+    # inside the team's domain (workbench/guard/domain.py); then the targets' neighbourhoods and the rest.
+    domain = {f.probe.id for f, _ in w.guard_replay() if is_domain(f)}
+    first = [r for r in replay if r["probe_id"] in domain][:n]
+    rest = [r for r in replay if r["probe_id"] not in domain]
+    out.rows += first + neighbours_first(rest, n - len(first), rng, targets_of(out.rows, w.probe_of), w.probe_of)
     _rehearse(w, out)
     return out
 

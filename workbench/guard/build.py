@@ -65,9 +65,10 @@ def guard_suite(suite: Suite) -> Suite:
 def build_guard(store: Store, spec: ModelSpec, suite: Suite, *, pool: Sequence[str | Path] | None = None,
                 samples: int = SAMPLES, min_samples_right: int = MIN_SAMPLES_RIGHT, seed: int = 0,
                 rebuild: bool = False, backend: Backend | None = None, limits: Limits | None = None,
-                progress: Callable[[int, int], None] | None = None) -> GuardBuild:
+                progress: Callable[[int, int], None] | None = None, screen: int = SCREEN) -> GuardBuild:
     """The guard set of `spec` under `suite`'s prompt settings: read from the workspace when built before (same
-    fingerprint, settings, pool and criteria), else built and saved. `pool`: extra probe files (`none`: no pool)."""
+    fingerprint, settings, pool and criteria), else built and saved. `pool`: extra probe files (`none`: no pool).
+    `screen`: facts asked first (SCREEN); a pool the model knows a few per cent of needs more to show it."""
     if not 0 <= min_samples_right <= samples:
         raise WorkbenchError(f"`min_samples_right` must be between 0 and `samples` ({samples}), "
                              f"got {min_samples_right}")
@@ -90,7 +91,7 @@ def build_guard(store: Store, spec: ModelSpec, suite: Suite, *, pool: Sequence[s
 
                 backend = stack.enter_context(open_backend(spec))
             facts, greedy_right, runs, evaluated = _known(gstore, spec, gsuite, probes, criteria, backend, limits,
-                                                          progress)
+                                                          progress, screen)
     from workbench.store.db import utcnow
 
     guard = GuardSet(key=key, model=spec.model, adapter=spec.adapter, fingerprint=fingerprint, settings=settings,
@@ -119,12 +120,12 @@ def _where(store: Store, spec: ModelSpec, gsuite: Suite, files: Sequence[Path],
 
 
 def _known(store: Store, spec: ModelSpec, suite: Suite, probes: Sequence[Probe], criteria: dict[str, int],
-           backend: Backend | None, limits: Limits | None,
-           progress: Callable[[int, int], None] | None) -> tuple[tuple[GuardFact, ...], int, list[str], int]:
+           backend: Backend | None, limits: Limits | None, progress: Callable[[int, int], None] | None,
+           size: int = SCREEN) -> tuple[tuple[GuardFact, ...], int, list[str], int]:
     """(known facts, facts greedy-right on every phrasing, the runs' ids, facts evaluated)."""
     from workbench.results import load_results
 
-    screen = sorted(probes, key=lambda p: hashlib.sha256(p.id.encode()).hexdigest())[:SCREEN]
+    screen = sorted(probes, key=lambda p: hashlib.sha256(p.id.encode()).hexdigest())[:size]
     first = _evaluate(store, spec, suite, screen, backend, limits, progress)
     if len(screen) < len(probes) and len(_greedy_right(store, first)) >= SCREEN_MIN_RIGHT:
         first = _evaluate(store, spec, suite, probes, backend, limits, progress)  # the screen's answers: cached
@@ -180,14 +181,14 @@ def guard_store(store: Store) -> Store:
 
 def guard_for_run(store: Store, run: RunRecord, *, pool: Sequence[str | Path] | None = None,
                   backend: Backend | None = None, limits: Limits | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> GuardBuild:
+                  progress: Callable[[int, int], None] | None = None, screen: int = SCREEN) -> GuardBuild:
     """The guard set of the model `run` evaluated, under the prompt settings it generated with (built at first
     use: a fix set or a gate made from this run needs the facts this model knows *as this run prompts it*)."""
     from workbench.results import effective_suite
     from workbench.runner import spec_of_run
 
     return build_guard(store, spec_of_run(run), effective_suite(run), pool=pool, backend=backend, limits=limits,
-                       progress=progress)
+                       progress=progress, screen=screen)
 
 
 def guard_runs(store: Store, guard: GuardSet, baseline: RunRecord, candidate: RunRecord, *,
