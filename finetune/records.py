@@ -19,8 +19,9 @@ from workbench.store import Store, new_id, utcnow
 from workbench.store.schema import job_events, job_metrics, jobs
 
 #: Event kinds written by the finetune layer.
-EVENT_KINDS = ("start", "resume", "checkpoint", "nan", "spike", "early_stop", "collapse", "reward_hacking",
-               "kl_blowup", "collapsed_length", "done", "failed")
+EVENT_KINDS = ("start", "resume", "tokens", "checkpoint", "nan", "spike", "early_stop", "collapse", "reward_hacking",
+               "kl_blowup", "collapsed_length", "known_broken", "fixed", "rollback", "adapter_scale", "stage", "done",
+               "failed")
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from finetune.fixset import FixSetManifest, load_manifest
+from finetune.fixset import UNTARGETED, FixSetManifest, load_manifest
 from finetune.job.defaults import (
     JOB_DEFAULTS,
     LR_REFERENCE_WIDTH,
     MAX_DEFAULT_STEPS,
     MIN_DEFAULT_STEPS,
+    SMALL_SET_ROWS,
+    SMALL_SET_SCORINGS,
+    SMALL_SET_STEPS,
     Default,
     JobDefaults,
     SizeName,
@@ -266,6 +269,9 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
         raise WorkbenchError(f"job spec: {problem}")
     epochs = t.epochs or row.epochs.value
     per_step = rows_per_step(spec, batch)
+    targeted = sum(n for cat, n in manifest.counts.get(split, {}).items() if cat not in UNTARGETED)
+    es = spec.early_stop
+    small = es.until_fixed is not False and 0 < targeted <= SMALL_SET_ROWS
     if epochs is None:
         rule_steps = row.steps_fixed
         steps_rule = f"{rule_steps} ({spec.method}'s fixed default; `trainer.epochs` scales it to the fix set)"
@@ -274,6 +280,10 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
                                                row.min_steps.value)
         if row.epochs is row.injection_epochs and epochs == row.epochs.value:  # as a saved job.yaml reads
             steps_rule += f"; {epochs:g} epochs: its rows inject facts"
+        if small:  # trains until its targets are fixed (early_stop.until_fixed), within this many steps
+            rule_steps = min(MAX_DEFAULT_STEPS, rule_steps * SMALL_SET_STEPS)
+            steps_rule = (f"{rule_steps} (x{SMALL_SET_STEPS} for a small fix set, {targeted} targeted rows <= "
+                          f"{SMALL_SET_ROWS}, stopping once its targets are fixed: {steps_rule})")
     # a saved job.yaml names its epochs
     decided_before = t.epochs is not None or row.fixed_steps.value is not None
     steps, steps_rule = _given_or_rule(t.max_steps, rule_steps, steps_rule, "trainer.max_steps", decided_before)
@@ -286,8 +296,8 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     scale_source = f"{spec.method}'s default (the spec gives no `trainer.adapter_scale`)" if by_default \
         else "the job spec (`trainer.adapter_scale`)"
     replay_kl = _replay_kl(t.replay_kl, row, manifest, split)
-    es = spec.early_stop
-    known_every = es.known_every or 0
+    until_fixed = small if es.until_fixed is None else es.until_fixed
+    known_every = es.known_every or (max(1, steps // SMALL_SET_SCORINGS) if until_fixed else 0)
     decided = spec.model_copy(update={
         "base_model": base, "device": device, "bf16": bf16, "gradient_checkpointing": ckpt,
         "lora": lora.model_copy(update={"r": rank, "alpha": alpha, "target_modules": list(targets),
@@ -296,7 +306,7 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
                                         "adapter_scale": scale, "per_device_batch_size": batch,
                                         "replay_kl": replay_kl}),
         "grpo": spec.grpo.model_copy(update={"use_vllm": use_vllm}),
-        "early_stop": es.model_copy(update={"known_every": known_every}),
+        "early_stop": es.model_copy(update={"known_every": known_every, "until_fixed": until_fixed}),
     })
     return ResolvedJob(spec=decided, manifest=manifest, split=split, output_dir=out, base_model=base, device=device,
                        bf16=bf16, gradient_checkpointing=ckpt, max_steps=steps, learning_rate=lr, batch=batch,

@@ -163,7 +163,7 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     known_guard = KnownFactsGuard(log.event, log.metrics, correct=known.correct, targets=targets.fixed,
                                   eval_every=es.known_every or 0, max_share=es.max_known_broken,
                                   patience=es.patience, stop=es.known_stop, rollback=es.rollback,
-                                  min_targets=es.min_targets_fixed)
+                                  min_targets=es.min_targets_fixed, until_fixed=bool(es.until_fixed))
     guards = [*method.guards(), known_guard]
     early = method.early_stopping()
     lineage = [trackers.tensorboard_lineage(tags)] if "tensorboard" in job.spec.report_to else []
@@ -231,7 +231,10 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
         log.metrics(steps, {"known_broken": float(len(broken)), "known_checked": float(len(known_before))})
     if stop is not None:
         return result("stopped", str(adapter), after, stop.message, broken, choice)
-    return result("done", str(adapter), after, method.summary(steps, final_loss, history), broken, choice)
+    summary = method.summary(steps, final_loss, history)
+    if known_guard.fixed_at is not None:
+        summary += f"; stopped once its targets were fixed (step {known_guard.fixed_at.step}, early_stop.until_fixed)"
+    return result("done", str(adapter), after, summary, broken, choice)
 
 
 def _known_right(known: KnownFacts, model: Any, job: ResolvedJob, stage: StageContext | None) -> set[str]:

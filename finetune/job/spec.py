@@ -218,6 +218,12 @@ class EarlyStopSpec(_Section):
     a state that fixes at least `min_targets_fixed` of the targets, then the fewest known facts broken beyond
     `max_known_broken`, then the most targets fixed, then the latest; the job records the step it kept and why
     (`kept_step`, `kept_reason`, a `rollback` event)."""
+    until_fixed: bool | None = None
+    """Stop at the first scoring of the targets and the known facts (every `known_every` steps) where the targets are
+    fixed (`min_targets_fixed`): the job trains as long as its fix takes, up to `trainer.max_steps`, and no step past
+    it (those break known facts and seldom mend them). None: on for a small fix set (finetune/job/defaults.py
+    SMALL_SET_ROWS targeted rows at most in the method's split), whose `trainer.max_steps` rule is then SMALL_SET_STEPS
+    x its epochs' and `known_every` a SMALL_SET_SCORINGS-th of it; off otherwise."""
     min_targets_fixed: float = pydantic.Field(default=0.8, ge=0, le=1)
     """Rollback prefers states fixing at least this share of the targeted training rows (the fix jobs' goal, 80%):
     without it, a slice of fewer than 100 facts allows no broken fact and rollback went back to an early state
