@@ -147,14 +147,60 @@ def test_min_fixed_on_the_fix_targets() -> None:
     targets = frozenset(f"p{k:03d}" for k in range(8))  # the six hallucinated and two refused probes
     nothing = gate(rows, targets)  # nothing broke, nothing fixed: no plain pass
     assert not nothing.passed and nothing.message.startswith("fix targets: 0 of 8") and nothing.severity == "fail"
-    refused = [(W, N, ())] + rows[1:]  # a hallucination now refused is fixed (abstention targets)
+    refused = [(W, N, ()), *rows[1:]]  # a hallucination now refused is fixed (abstention targets)
     assert gate(refused, targets).passed
-    right = rows[:6] + [(N, C, ())] + rows[7:]
+    right = [*rows[:6], (N, C, ()), *rows[7:]]
     assert gate(right, targets).passed
     # fixed probes outside the targets do not count
     assert not gate(refused, frozenset(f"p{k:03d}" for k in range(1, 8))).passed
     unknown = gate(rows, None)  # no lineage: said, never a blind pass
     assert unknown.passed and unknown.message.startswith("not checked") and "lineage" in unknown.message
+
+
+def test_the_guard_set_decides_where_the_probes_are_too_few_and_the_verdict_line_says_so() -> None:
+    """A team's own 8 questions, 3 answered right: McNemar cannot fail on them (it needs 6 baseline-correct). With
+    the guard set evaluated beside them (enough known facts), its gate decides: the verdict is conclusive and its
+    line names that evidence and what to add; with too small a guard set, or none, the verdict stays inconclusive
+    and the line says what to add."""
+    from workbench.regression._format import verdict_line
+    from workbench.regression.compare import GuardOutcomes
+
+    probes = [(C, C)] * 3 + [(W, W)] * 5
+    base = {f"p{k}": ProbeOutcome(f"p{k}", (), b, "b") for k, (b, _) in enumerate(probes)}
+    cand = {f"p{k}": ProbeOutcome(f"p{k}", (), c, "c") for k, (_, c) in enumerate(probes)}
+
+    def gate(guard: GuardOutcomes | None) -> ComparisonResult:
+        policy = default_policy().model_copy(update={"bootstrap": default_policy().bootstrap.model_copy(
+            update={"resamples": 200})})
+        return compare(RunOutcomes("1", "b", base), RunOutcomes("2", "c", cand), policy, guard=guard)
+
+    def guard(known: int, broken: int) -> GuardOutcomes:
+        rows = [(C, W)] * broken + [(C, C)] * (known - broken)
+        b = {f"g{k}": ProbeOutcome(f"g{k}", (), v, "b") for k, (v, _) in enumerate(rows)}
+        c = {f"g{k}": ProbeOutcome(f"g{k}", (), v, "c") for k, (_, v) in enumerate(rows)}
+        return GuardOutcomes(RunOutcomes("3", "b", b), RunOutcomes("4", "c", c))
+
+    decided = gate(guard(60, 1))
+    mc = next(g for g in decided.gates if g.name == "not_significantly_worse")
+    assert mc.detectable is not None and mc.detectable.adequate and mc.detectable.needed == 6
+    assert mc.detectable.decided_by == "the guard set's 60 known facts (guard_facts_kept)"
+    assert decided.verdict == "pass" and decided.exit_code == 0  # 1 of 60 broken: within the guard's 2%
+    assert verdict_line(decided) == (
+        "PASS (exit 0): not_significantly_worse was decided on the guard set's 60 known facts (guard_facts_kept), "
+        "your probes holding 3 baseline-correct (it needs >= 6): add >= 3 probes the baseline answers right to "
+        "decide it on your own")
+    failed = gate(guard(60, 2))  # 2 of 60 broken: over 2%, the guard's gate fails the candidate
+    assert failed.verdict == "fail" and verdict_line(failed).startswith(
+        "FAIL (exit 1): guard_facts_kept failed; not_significantly_worse was decided on the guard set's 60")
+    small = gate(guard(4, 0))  # fewer known facts than the test needs: no stand-in
+    assert small.verdict == "inconclusive" and verdict_line(small) == (
+        "INCONCLUSIVE (exit 3): not_significantly_worse could not have failed on this probe set (3 baseline-correct "
+        "probes, it needs >= 6): add >= 3 probes the baseline answers right, or grow the guard set (4 known facts; "
+        "`--guard-pool FILE` adds your own)")
+    none = gate(GuardOutcomes(note="left out with --no-guard"))
+    assert none.verdict == "inconclusive" and verdict_line(none).endswith(
+        "add >= 3 probes the baseline answers right, or evaluate the guard set beside them (not checked: left out "
+        "with --no-guard)")
 
 
 # --- each gate, pass and fail --------------------------------------------------------------------------

@@ -58,8 +58,11 @@ GATE_HELP: dict[str, str] = {
     "max_still_wrong": "fails when more than the allowed number of probes the baseline hallucinated on are not "
                        "fixed: still hallucinated, and on the field suite also now refused where the reviewer gave "
                        "the answer (a reported complaint the candidate has not fixed; usually a warning)",
+    "min_fixed": "fails when fewer than the asked number of probes were fixed (hallucinated or abstained before, "
+                 "now right or refused); on the fix set's targets it says whether the fix did what it was for",
     "mcnemar": "McNemar's exact test on the probes that changed: fails when significantly more were broken than "
-               "fixed (p below alpha)",
+               "fixed (p below alpha); with too few baseline-correct probes to fail at all, the guard set's known "
+               "facts decide in its place when they were evaluated",
 }
 """What each gate type checks (keys: regression.policy.GATE_TYPES)."""
 

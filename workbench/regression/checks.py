@@ -61,6 +61,31 @@ def evaluate_gates(
             continue
         out.append(dataclasses.replace(
             evaluate_gate(g, overall, by_tag), detectable=gate_detectability(g, policy, overall.transitions, sizes)))
+    return _guard_decides(out, policy, guard)
+
+
+def _guard_decides(results: list[GateResult], policy: Policy, guard: GroupComparison | None
+                   ) -> tuple[GateResult, ...]:
+    """A probe-set `mcnemar` gate that cannot fail for want of baseline-correct probes (a team's own questions,
+    which the model mostly gets wrong) is decided on the guard set instead, when one was evaluated beside the
+    probes with at least as many known facts as the test needs and the policy counts their breakage with a
+    fail-severity `scope: guard` gate: that gate's exact count of broken known facts stands where the probes'
+    test could not. The gate's detectability says so (`decided_by`), so it leaves the verdict conclusive, and the
+    verdict line names the evidence and what to add. Without a guard comparison the gate stays inconclusive."""
+    if guard is None:
+        return tuple(results)
+    known = sum(guard.transitions.counts[0])
+    counted = [r.name for r, g in zip(results, policy.gates, strict=True)
+               if getattr(g, "scope", "probes") == "guard" and g.severity == "fail"]
+    out = []
+    for result, g in zip(results, policy.gates, strict=True):
+        d = result.detectable
+        if counted and isinstance(g, McNemar) and d is not None and not d.adequate and d.needed is not None \
+                and known >= d.needed:
+            by = f"the guard set's {known} known facts ({', '.join(counted)})"
+            result = dataclasses.replace(result, detectable=dataclasses.replace(
+                d, adequate=True, decided_by=by, text=f"{d.text}; decided on {by} instead"))
+        out.append(result)
     return tuple(out)
 
 
