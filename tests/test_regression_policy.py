@@ -186,12 +186,12 @@ def test_the_guard_set_decides_where_the_probes_are_too_few_and_the_verdict_line
     assert mc.detectable.decided_by == "the guard set's 60 known facts (guard_facts_kept)"
     assert decided.verdict == "pass" and decided.exit_code == 0  # 1 of 60 broken: within the guard's 2%
     assert verdict_line(decided) == (
-        "PASS (exit 0): not_significantly_worse was decided on the guard set's 60 known facts (guard_facts_kept), "
-        "your probes holding 3 baseline-correct (it needs >= 6): add >= 3 probes the baseline answers right to "
-        "decide it on your own")
+        "PASS (exit 0): not_significantly_worse decided on the guard set's 60 known facts (guard_facts_kept), your "
+        "probes holding 3 baseline-correct (McNemar needs >= 6): add >= 3 probes the baseline answers right to "
+        "decide on your own")
     failed = gate(guard(60, 2))  # 2 of 60 broken: over 2%, the guard's gate fails the candidate
     assert failed.verdict == "fail" and verdict_line(failed).startswith(
-        "FAIL (exit 1): guard_facts_kept failed; not_significantly_worse was decided on the guard set's 60")
+        "FAIL (exit 1): guard_facts_kept failed; not_significantly_worse decided on the guard set's 60")
     small = gate(guard(4, 0))  # fewer known facts than the test needs: no stand-in
     assert small.verdict == "inconclusive" and verdict_line(small) == (
         "INCONCLUSIVE (exit 3): not_significantly_worse could not have failed on this probe set (3 baseline-correct "

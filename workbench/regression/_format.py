@@ -57,12 +57,15 @@ def verdict_line(result: ComparisonResult) -> str:
     if result.inconclusive_gates:
         names = ", ".join(g.name for g in result.inconclusive_gates)
         notes.append(f"{names} could not have failed on this probe set{_what_to_add(result)}")
-    for g in result.gates:
-        d = g.detectable
-        if d is not None and d.decided_by and d.needed is not None:
-            notes.append(f"{g.name} was decided on {d.decided_by}, your probes holding {d.population} "
-                         f"baseline-correct (it needs >= {d.needed}): add >= {d.needed - d.population} probes the "
-                         "baseline answers right to decide it on your own")
+    decided = [g for g in result.gates if g.detectable is not None and g.detectable.decided_by]
+    if decided:
+        have = sum(result.overall.transitions.counts[0])
+        need = max((g.detectable.needed or 0 for g in decided if g.detectable), default=0)
+        add = f">= {need - have} " if need > have else ""
+        by = decided[0].detectable.decided_by if decided[0].detectable else ""
+        notes.append(f"{', '.join(g.name for g in decided)} decided on {by}, your probes holding {have} "
+                     f"baseline-correct{f' (McNemar needs >= {need})' if need else ''}: add {add}probes the baseline "
+                     "answers right to decide on your own")
     line = f"{result.verdict.upper()} (exit {result.exit_code})"
     return line + (": " + "; ".join(notes) if notes else "")
 
