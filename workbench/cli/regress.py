@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     if "--junit" in outputs:
         copy_atomic(record.reports["junit"], outputs["--junit"], "--junit")
     if args.json:
-        from workbench.regression._format import verdict_line
+        from workbench.regression import verdict_line
 
         print_json({"gate_id": record.id, "verdict": result.verdict, "exit_code": result.exit_code,
                     "verdict_line": verdict_line(result), "baseline_run": base, "candidate_run": cand,
