@@ -82,6 +82,8 @@ class FixOptions:
         guard_paraphrases: Replay each replayed guard fact under its paraphrase too (SFT rows, DPO anchors, GRPO
             prompts), with the same answer: twice the guard's replay pool, and the fact asked two ways. Off by
             default until measured (bench/guard_flow.py `--fix-arg --guard-paraphrases`).
+        base_model: The run's model as local weights (a directory), when the run names a model a server serves
+            (`--backend openai`): its tokenizer renders and checks the rows. None: the run's model.
     """
 
     strategy: str = "auto"
@@ -97,6 +99,7 @@ class FixOptions:
     guard: GuardSet | None = None
     allow_unguarded: bool = False
     guard_paraphrases: bool = False
+    base_model: str | None = None
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
