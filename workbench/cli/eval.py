@@ -52,7 +52,10 @@ def model_spec_from_args(args: argparse.Namespace) -> Any:
 
     registration(args.backend)  # an unknown or clashing name is refused before the model is looked at
     check_model_args(args)  # resolves a built-in name or .gguf file into a model directory
-    return ModelSpec(model=args.model, adapter=args.adapter, backend=args.backend, revision=args.revision,
+    adapter = args.adapter
+    if adapter is not None and Path(adapter).is_dir():  # stored absolute: the run's lineage read from anywhere
+        adapter = str(Path(adapter).absolute())
+    return ModelSpec(model=args.model, adapter=adapter, backend=args.backend, revision=args.revision,
                      dtype=args.dtype, options=parse_options(args.backend_option))
 
 

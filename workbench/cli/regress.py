@@ -71,6 +71,8 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
     if ref in BUILTIN or ref.lower().endswith(".gguf"):  # converted once into the workspace
         ref = resolve_model_ref(ref, args.workspace, args.backend)
     is_model = os.path.exists(ref) or (adapter is not None)
+    if adapter is not None and os.path.isdir(adapter):  # stored absolute: the gate's lineage read from anywhere
+        adapter = os.path.abspath(adapter)
     if not is_model:
         try:
             return str(store.get_run(ref).id)
