@@ -24,6 +24,11 @@ def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
     assert len(gates) == 3 and len({g["adapter"] for g in gates}) == 3
     assert all(g["adapter"] and Path(g["report"]).is_file() for g in gates)
     assert {Path(g["adapter"]).parent.name for g in gates} == {"sft", "dpo", "grpo"}
+    # the lines the quickstart shows, as this run printed them
+    from docshow import DOCS, assert_shows, fenced, sections
+
+    (shown,) = fenced(sections(DOCS / "getting-started" / "quickstart.md")["The synthetic world: `make demo`"], "text")
+    assert_shows(shown.splitlines(), proc.stdout, {".workbench": str(ws)}, wrapped=True)
 
 
 @pytest.mark.parametrize(("args", "needle"), [

@@ -27,8 +27,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import docshow
 import pytest
 from clirun import ENV, workbench
+from docshow import assert_shows, fenced
 from procs import free_port
 from realmodel import real_model_dir, small_guard_pool
 
@@ -40,13 +42,7 @@ LIGHT, MODEL = 120, 600
 
 
 def sections() -> dict[str, str]:
-    """The page's `## ` sections by heading."""
-    parts = re.split(r"^## (.+)$", GUIDE.read_text(encoding="utf-8"), flags=re.MULTILINE)
-    return dict(zip(parts[1::2], parts[2::2], strict=True))
-
-
-def fenced(text: str, lang: str) -> list[str]:
-    return re.findall(rf"^```{lang}\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+    return docshow.sections(GUIDE)
 
 
 def commands(text: str) -> list[str]:
@@ -56,17 +52,6 @@ def commands(text: str) -> list[str]:
 def shown(text: str) -> list[str]:
     """The lines of the ```text blocks that show a command's output (the CSV example is a file, not output)."""
     return [line for block in fenced(text, "text") if not block.startswith("id,") for line in block.splitlines()]
-
-
-def pattern(line: str) -> re.Pattern[str]:
-    """A shown output line as a pattern: UPPER_CASE words (and single capitals) stand for any value."""
-    parts = re.split(r"\b([A-Z][A-Z_]*)\b", line)
-    return re.compile("".join(re.escape(p) if i % 2 == 0 else r"\S+" for i, p in enumerate(parts)))
-
-
-def assert_shows(lines: list[str], output: str) -> None:
-    for line in lines:
-        assert any(pattern(line).match(out) for out in output.splitlines()), (line, output[-3000:])
 
 
 #: What the test adds to a command to keep the walk short (see the module docstring); per command, per path.

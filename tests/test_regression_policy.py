@@ -192,6 +192,11 @@ def test_the_guard_set_decides_where_the_probes_are_too_few_and_the_verdict_line
     failed = gate(guard(60, 2))  # 2 of 60 broken: over 2%, the guard's gate fails the candidate
     assert failed.verdict == "fail" and verdict_line(failed).startswith(
         "FAIL (exit 1): guard_facts_kept failed; not_significantly_worse decided on the guard set's 60")
+    # the gate guide shows this line
+    from docshow import DOCS, assert_shows, fenced, sections
+
+    (shown,) = fenced(sections(DOCS / "guides" / "gate.md")["Verdicts and exit codes"], "text")
+    assert_shows(shown.splitlines(), verdict_line(failed))
     small = gate(guard(4, 0))  # fewer known facts than the test needs: no stand-in
     assert small.verdict == "inconclusive" and verdict_line(small) == (
         "INCONCLUSIVE (exit 3): not_significantly_worse could not have failed on this probe set (3 baseline-correct "
