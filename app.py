@@ -22,16 +22,12 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def build_app(workspace: str | Path) -> Any:
-    """The gr.Blocks of the app over one workspace: the tabs of `apptabs`, one module each, in the page's order."""
+    """The gr.Blocks of the app over one workspace: the tabs of `apptabs`, one module each, in the page's order
+    (`apptabs.tabs.TABS`)."""
     import gradio as gr
 
     from apptabs.common import Context, shared_components
-    from apptabs.compare import compare_tab
-    from apptabs.detail import detail_tab
-    from apptabs.fix import fix_tab
-    from apptabs.reports import reports_tab
-    from apptabs.review import review_tab
-    from apptabs.runs import runs_tab
+    from apptabs.tabs import TABS
     from workbench.store import Store
 
     ctx = Context(Store.open(workspace))
@@ -39,7 +35,7 @@ def build_app(workspace: str | Path) -> Any:
         header = gr.Markdown("## Hallucination Workbench")
         with gr.Tabs() as tabs:
             shared = shared_components(demo, tabs)
-            for tab in (runs_tab, compare_tab, detail_tab, fix_tab, review_tab, reports_tab):
+            for tab in TABS:  # the Decisions tab first: the page opens on the gates awaiting a decision
                 tab(ctx, shared)
         demo.load(lambda: f"## Hallucination Workbench · workspace `{ctx.ws}`", None, header, api_name="header",
                   api_visibility="private")  # after login: the layout holds nothing from the workspace

@@ -1,4 +1,5 @@
-"""The app's tabs, one module each: `runs`, `compare`, `detail` (probe detail), `fix`, `review`, `reports`.
+"""The app's tabs, one module each: `decisions` (the first screen: the decision queue), `runs`, `compare`, `detail`
+(probe detail), `fix`, `review`, `reports`; `tabs.TABS` lists them in the page's order.
 
 Each module has one function, `<name>_tab(ctx, shared)`, that lays out its components inside the caller's
 `gr.Tabs` and binds its events; its handlers are methods of a frozen dataclass of the tab's components and return

@@ -44,14 +44,33 @@ class Context:
         return self.store.workspace
 
     def who(self, reviewer: str, request: gr.Request | None) -> str:
-        """The logged-in user when auth is on (a reviewer cannot sign as someone else), else the field."""
-        user = getattr(request, "username", None) if request is not None else None
-        return str(user) if user else reviewer
+        """The logged-in user when auth is on, else the field. Logged in, another name in the field is refused
+        (WorkbenchError), never recorded as the user: a reviewer cannot sign as someone else, nor think they did."""
+        user = logged_in(request)
+        if not user:
+            return reviewer
+        if (reviewer or "").strip() not in ("", user):
+            raise WorkbenchError(f"you are signed in as `{user}`: the reviewer recorded is the signed-in user, not "
+                                 f"`{reviewer.strip()}` (sign in as them to decide in their name)")
+        return user
 
     def run_picker(self, value: str | None = None, *, pick: bool = False) -> Any:
         """A run dropdown's update: every run, newest first; with `pick`, `value` selected (None: none)."""
         choices = views.run_choices(self.store)
         return gr.Dropdown(choices=choices, value=value or None) if pick else gr.Dropdown(choices=choices)
+
+
+def logged_in(request: gr.Request | None) -> str:
+    """The signed-in user's name; "" without a login."""
+    user = getattr(request, "username", None) if request is not None else None
+    return str(user) if user else ""
+
+
+def reviewer_box(request: gr.Request | None) -> Any:
+    """A reviewer field's update on load: signed in, the user's name, read-only (the reviewer recorded is the
+    signed-in user); without a login the field stays as it is, for the reviewer to type."""
+    user = logged_in(request)
+    return gr.Textbox(value=user, interactive=False, info="signed in") if user else gr.skip()
 
 
 @dataclass(frozen=True)
@@ -67,6 +86,7 @@ class Shared:
     probe: gr.Dropdown  # the probe in Probe detail: a click in Compare's table or a step picks it; Review follows it
     listed: gr.State  # the probe ids Compare lists, in its order: Probe detail steps through them
     gate: gr.State  # the id of the gate Compare just recorded: Review offers it for sign-off
+    show_pair: gr.State  # a gate opened from Decisions: Compare compares its pair (the pickers already hold it)
 
 
 def shared_components(page: gr.Blocks, tabs: gr.Tabs) -> Shared:
@@ -81,7 +101,8 @@ def shared_components(page: gr.Blocks, tabs: gr.Tabs) -> Shared:
                   baseline=pick("baseline run", "baseline"), candidate=pick("candidate run", "candidate"),
                   probe=gr.Dropdown(label="probe", choices=[], allow_custom_value=True, elem_id="probe-pick",
                                     render=False),
-                  listed=gr.State([], render=False), gate=gr.State("", render=False))
+                  listed=gr.State([], render=False), gate=gr.State("", render=False),
+                  show_pair=gr.State("", render=False))
 
 
 def place(component: Any) -> None:

@@ -83,6 +83,7 @@ class CompareTab:
                 self.shared.listed: pg.matching_ids, self.shared.probe: gr.Dropdown(choices=pg.matching_ids)}
 
     def record_gate(self, baseline: str, candidate: str) -> Updates:
+        """Record the pair's gate as `workbench regress` does (the verdict block then shows it: `verdict_block`)."""
         from workbench.gating import gate_as_regress
 
         store, ws = self.ctx.store, self.ctx.ws
@@ -97,6 +98,13 @@ class CompareTab:
         return {self.gate_msg: f"recorded gate `{rec.id}`: **{rec.result.verdict}**; report `{report}`",
                 self.cli: views.cli_regress(ws, baseline, candidate),
                 self.gate_report: Path(rec.reports["markdown"]).read_text(), self.shared.gate: rec.id}
+
+    def verdict_block(self, baseline: str, candidate: str, tag: str, transition: str, category: str) -> Any:
+        """The verdict block again, after a gate was recorded: it now reads the recorded gate."""
+        if not baseline or not candidate:
+            return gr.skip()
+        return views.compare_or_refusal(self.ctx.store, baseline, candidate, tag=tag or "",
+                                        transition=transition or views.ANY_CHANGE, category=category or "").summary_html
 
     def pick_probe(self, evt: gr.SelectData) -> Updates:
         """A click on a probe's row opens it in Probe detail."""
@@ -134,6 +142,7 @@ def _layout(ctx: Context, shared: Shared) -> CompareTab:
     all_probes = gr.State(None)
     place(shared.listed)
     place(shared.gate)
+    place(shared.show_pair)
     probes = gr.Dataframe(views.empty(views.PROBE_COLUMNS), interactive=False, elem_id="probes-table",
                           label="probes: broken first, then by id (click a row for its detail)", wrap=True,
                           column_widths=["7%", "13%", "8%", "11%", "9%", "14%", "9%", "14%", "7%", "8%"],
@@ -163,6 +172,8 @@ def compare_tab(ctx: Context, shared: Shared) -> CompareTab:
     s.page.load(t.default_pair, None, [s.baseline, s.candidate], api_name="compare_default_pair",
                 api_visibility="private").then(t.compare_preselected, inputs, outputs, api_name="compare_on_load",
                                                api_visibility="private", concurrency_id="compare")
+    s.show_pair.change(t.compare_preselected, inputs, outputs, api_name="compare_opened_gate", api_visibility="private",
+                       concurrency_id="compare")  # a gate opened from the Decisions tab: its pair, compared
     s.refresh.click(t.pickers, None, [s.baseline, s.candidate], api_name="compare_pickers", api_visibility="private")
     t.compare_btn.click(t.compare, inputs, outputs, api_name="compare", concurrency_id="compare")
     for dd, name in ((t.tag, "tag"), (t.transition, "transition"), (t.category, "category")):
@@ -176,6 +187,7 @@ def compare_tab(ctx: Context, shared: Shared) -> CompareTab:
     for btn, by, name in ((t.prev, -1, "probes_page_prev"), (t.next, 1, "probes_page_next")):
         btn.click(functools.partial(t.probe_page, by=by), paging, paged, api_name=name, api_visibility="private")
     t.gate_btn.click(t.record_gate, [s.baseline, s.candidate], [t.gate_msg, t.cli, t.gate_report, s.gate],
-                     api_name="gate")
+                     api_name="gate").then(t.verdict_block, inputs[:5], t.summary, api_name="gate_verdict_block",
+                                           api_visibility="private", concurrency_id="compare")
     t.probes.select(t.pick_probe, None, [s.probe, s.tabs], api_name="probes_pick", api_visibility="private")
     return t

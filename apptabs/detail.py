@@ -19,6 +19,7 @@ class DetailTab:
     show: gr.Button
     prev: gr.Button
     next: gr.Button
+    pair: gr.Markdown
     html: gr.HTML
 
     @ui_errors
@@ -34,6 +35,19 @@ class DetailTab:
             return ""
 
     @ui_errors
+    def opened(self, probe_id: str, baseline: str, candidate: str, listed: list[str]) -> Updates:
+        """The tab opened: every probe of the pair on offer (Compare's listed ones first), the pair named, and, when
+        no probe is shown yet, the first one shown: never a dead end with nothing to pick."""
+        choices = views.detail_choices(self.ctx.store, baseline or "", candidate or "", listed or [])
+        if not choices:
+            return {self.pair: "pick a baseline and a candidate run in **Compare** (or open a gate from "
+                               "**Decisions**): the detail shows one probe across that pair",
+                    self.shared.probe: gr.Dropdown(choices=[])}
+        pair = (f"baseline `{baseline}` · candidate `{candidate}` · {len(choices)} probes "
+                f"({len(listed or [])} listed in Compare first); the pair is picked in Compare")
+        return {self.pair: pair, self.shared.probe: gr.Dropdown(choices=choices, value=probe_id or choices[0])}
+
+    @ui_errors
     def step(self, ids: list[str], current: str, by: int) -> Updates:
         """The next (or previous) listed probe; showing it is the probe picker's change event."""
         return {self.shared.probe: views.step_probe(ids or [], current or "", by)}
@@ -41,14 +55,17 @@ class DetailTab:
 
 def detail_tab(ctx: Context, shared: Shared) -> DetailTab:
     """The tab, laid out and wired inside the caller's `gr.Tabs`."""
-    with gr.Tab("Probe detail", id="detail"):
+    with gr.Tab("Probe detail", id="detail") as tab:
         with gr.Row():
             place(shared.probe)
             show = gr.Button("Show")
             prev = gr.Button("◀ previous (k, ←)", elem_id="probe-prev")
             nxt = gr.Button("next (j, →) ▶", elem_id="probe-next")
+        pair_line = gr.Markdown(elem_id="detail-pair")
         html = gr.HTML(elem_id="probe-detail")
-    t = DetailTab(ctx, shared, show, prev, nxt, html)
+    t = DetailTab(ctx, shared, show, prev, nxt, pair_line, html)
+    tab.select(t.opened, [shared.probe, shared.baseline, shared.candidate, shared.listed], [t.pair, shared.probe],
+               api_name="probe_detail_opened", api_visibility="private")
     pair = [shared.probe, shared.baseline, shared.candidate]
     t.show.click(t.detail, pair, t.html, api_name="probe_detail")
     # A click in Compare, a step or a typed id changes the picked probe, and that shows it.

@@ -80,8 +80,9 @@ class FixTab:
 
     @ui_errors
     def follow(self, output_dir: str) -> Updates:
-        if not output_dir:
-            return {self.status: "no job", self.loss: None, self.events: None, self.timer: gr.Timer(active=False)}
+        if not output_dir:  # the tables keep their headers (None would show gradio's "1 2 3")
+            return {self.status: "no job", self.loss: None, self.events: views.empty(fix.EVENT_COLUMNS),
+                    self.timer: gr.Timer(active=False)}
         v = fix.follow_job(self.ctx.store, output_dir)
         return {self.status: v.status, self.loss: v.loss, self.events: v.events,
                 self.timer: gr.Timer(active=v.running)}
@@ -93,8 +94,8 @@ class FixTab:
     @ui_errors
     def open_job(self, output_dir: str) -> Updates:
         if not (output_dir or "").strip():
-            return {self.status: "pick a job dir", self.config: "", self.loss: None, self.events: None,
-                    self.timer: gr.Timer(active=False), self.cli: ""}
+            return {self.status: "pick a job dir", self.config: "", self.loss: None,
+                    self.events: views.empty(fix.EVENT_COLUMNS), self.timer: gr.Timer(active=False), self.cli: ""}
         d = fix.open_job(self.ctx.store, output_dir)
         return {self.status: d.summary, self.config: d.config, self.loss: d.view.loss, self.events: d.view.events,
                 self.timer: gr.Timer(active=d.view.running), self.cli: d.cli}
@@ -104,7 +105,7 @@ class FixTab:
 
     @ui_errors
     def stop_job(self, output_dir: str, request: gr.Request) -> str:
-        return fix.stop_job(self.ctx.store, output_dir or "", who=self.ctx.who("app", request))
+        return fix.stop_job(self.ctx.store, output_dir or "", who=self.ctx.who("", request) or "app")
 
 
 def _layout(ctx: Context) -> FixTab:
@@ -153,7 +154,7 @@ def _layout(ctx: Context) -> FixTab:
                             label="training curves (loss; grpo: reward, abstention)")
     c["events"] = gr.Dataframe(views.empty(fix.EVENT_COLUMNS), label="events", interactive=False, wrap=True,
                                elem_id="job-events")
-    c["cli"] = gr.Textbox(label="equivalent CLI", interactive=False, buttons=["copy"])
+    c["cli"] = gr.Textbox(label="equivalent CLI", interactive=False, buttons=["copy"], elem_id="fix-cli")
     c["timer"] = gr.Timer(2.0, active=False)
     return FixTab(ctx, **c)  # type: ignore[arg-type]
 

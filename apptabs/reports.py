@@ -12,7 +12,9 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from apptabs.common import Context, Shared, Updates, ui_errors
+from apptabs.common import Context, Shared, Updates, reviewer_box, ui_errors
+from workbench import views
+from workbench.errors import WorkbenchError
 from workbench.reports import DECISIONS, STATUSES
 from workbench.reports import views as rv
 
@@ -51,25 +53,40 @@ class ReportsTab:
         return {self.queue: _table(v.rows), self.counts: v.counts, self.picked: gr.Dropdown(choices=v.ids),
                 self.cli: v.cli}
 
+    def first_load(self, request: gr.Request) -> Updates:
+        """Signed in, the reviewer is the signed-in user (read-only)."""
+        return {self.reviewer: reviewer_box(request)}
+
     @ui_errors
     def show(self, report_id: str) -> Updates:
+        """One report, and the decision form as that report stands (its decision, or blank): nothing carries over
+        from the report shown before."""
         detail, cli = rv.report_view(self.ctx.store, report_id) if report_id else ("", "")
-        return {self.detail: detail, self.cli: cli}
+        decision, answers, abstain, note = rv.form_values(self.ctx.store, report_id or "")
+        return {self.detail: detail, self.cli: cli, self.decision: decision, self.answers: answers,
+                self.abstain: abstain, self.note: note, self.decided: ""}
 
     def pick(self, evt: gr.SelectData) -> Updates:
         row = evt.row_value or []
         report_id = str(row[0]) if row else ""
         return {self.picked: report_id, **self.show(report_id)}
 
-    @ui_errors
     def record(self, report_id: str, decision: str, answers: str, abstain: bool, reviewer: str, note: str,
                status: str, source: str, since: str, until: str, request: gr.Request) -> Updates:
+        """Record the decision, then open the next report nobody decided (the form as it stands); a refusal is a
+        message beside the form, in the app's words."""
         store = self.ctx.store
-        message, cli = rv.decide_view(store, report_id, decision, answers, abstain, self.ctx.who(reviewer, request),
-                                      note)
-        listed = self.refresh(status, source, since, until)
-        return {self.decided: message, self.cli: cli, self.queue: listed[self.queue], self.counts: listed[self.counts],
-                self.detail: rv.report_view(store, report_id)[0]}
+        try:
+            message, cli = rv.decide_view(store, report_id, decision, answers, abstain,
+                                          self.ctx.who(reviewer, request), note)
+            v = rv.queue_view(store, status, source, since, until)
+        except (WorkbenchError, ValueError, KeyError) as e:
+            return {self.decided: views.refusal(e)}
+        nxt = rv.next_new(v, report_id)
+        shown = self.show(nxt) if nxt else {self.detail: rv.report_view(store, report_id)[0]}
+        message += f"\n\nnext undecided: **{nxt}**" if nxt else "\n\nno undecided report left in this list"
+        return {**shown, self.decided: message, self.cli: cli, self.queue: _table(v.rows), self.counts: v.counts,
+                self.picked: gr.Dropdown(choices=v.ids, value=nxt or report_id)}
 
     @ui_errors
     def export(self, folder: str, status: str, source: str, since: str, until: str) -> Updates:
@@ -89,7 +106,7 @@ def _layout(ctx: Context) -> ReportsTab:
         c["refresh_btn"] = gr.Button("Refresh", variant="primary", elem_id="reports-refresh")
     c["counts"] = gr.Markdown(elem_id="reports-counts")
     c["queue"] = gr.Dataframe(_table([]), label="reports (click one)", interactive=False, wrap=True, max_height=360,
-                              elem_id="reports-table", column_widths=["14%", "8%", "13%", "13%", "38%", "5%", "9%"])
+                              elem_id="reports-table", column_widths=["13%", "7%", "12%", "12%", "31%", "8%", "17%"])
     with gr.Row():
         c["picked"] = gr.Dropdown(label="report", choices=[], allow_custom_value=True, elem_id="reports-pick",
                                   scale=2)
@@ -126,10 +143,15 @@ def reports_tab(ctx: Context, shared: Shared) -> ReportsTab:
     t.status.change(t.refresh, filters, listed, api_name="reports_by_status", api_visibility="private")
     gr.on([t.source.submit, t.since.submit, t.until.submit], t.refresh, filters, listed, api_name="reports_filter",
           api_visibility="private")
-    t.queue.select(t.pick, None, [t.picked, t.detail, t.cli], api_name="reports_pick", api_visibility="private")
-    t.picked.input(t.show, t.picked, [t.detail, t.cli], api_name="reports_show", api_visibility="private")
+    form = [t.decision, t.answers, t.abstain, t.note, t.decided]
+    shared.page.load(t.first_load, None, t.reviewer, api_name="reports_first_load", api_visibility="private")
+    t.queue.select(t.pick, None, [t.picked, t.detail, t.cli, *form], api_name="reports_pick",
+                   api_visibility="private")
+    t.picked.input(t.show, t.picked, [t.detail, t.cli, *form], api_name="reports_show", api_visibility="private")
+    # The public /decide_report keeps its first five outputs (message, CLI, queue, counts, detail).
     t.decide_btn.click(t.record, [t.picked, t.decision, t.answers, t.abstain, t.reviewer, t.note, *filters],
-                       [t.decided, t.cli, t.queue, t.counts, t.detail], api_name="decide_report")
+                       [t.decided, t.cli, t.queue, t.counts, t.detail, t.picked, t.decision, t.answers, t.abstain,
+                        t.note], api_name="decide_report")
     t.export_btn.click(t.export, [t.folder, *filters], [t.exported, t.cli, t.queue, t.counts],
                        api_name="export_reports")
     return t

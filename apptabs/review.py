@@ -8,7 +8,7 @@ from typing import Any
 
 import gradio as gr
 
-from apptabs.common import Context, Shared, Updates, ui_errors
+from apptabs.common import Context, Shared, Updates, reviewer_box, ui_errors
 from workbench import reviews, views
 from workbench.attribution.types import CATEGORIES
 from workbench.errors import WorkbenchError
@@ -45,10 +45,11 @@ class ReviewTab:
     cli: gr.Textbox
 
     @ui_errors
-    def first_load(self) -> Updates:
-        """The latest gated candidate picked, and the log (after login)."""
+    def first_load(self, request: gr.Request) -> Updates:
+        """The latest gated candidate picked, the log, and the signed-in user as the reviewer (after login)."""
         cand = views.default_pair(self.ctx.store)[1]
-        return {self.run: self.ctx.run_picker(cand, pick=True), **self.review_log()}
+        return {self.run: self.ctx.run_picker(cand, pick=True), **self.review_log(),
+                self.reviewer: reviewer_box(request)}
 
     @ui_errors
     def review_log(self) -> Updates:
@@ -60,8 +61,9 @@ class ReviewTab:
 
     def record_override(self, reviewer: str, run_id: str, probe_id: str, target: str, value: str, reason: str,
                         request: gr.Request) -> Updates:
-        store, name = self.ctx.store, self.ctx.who(reviewer, request)
+        store = self.ctx.store
         try:
+            name = self.ctx.who(reviewer, request)
             r = reviews.record_override(store, reviewer=name, run_id=run_id or "", probe_id=(probe_id or "").strip(),
                                         target=target, new_value=value or "", reason=reason)
         except (WorkbenchError, ValueError, KeyError) as e:  # a message beside the form; the log stays
@@ -73,8 +75,9 @@ class ReviewTab:
 
     def record_release(self, reviewer: str, run_id: str, gate_id: str, decision: str, reason: str, confirm: bool,
                        override: bool, override_reason: str, request: gr.Request) -> Updates:
-        store, name = self.ctx.store, self.ctx.who(reviewer, request)
+        store = self.ctx.store
         try:  # unticked, the override text is no override: the library then refuses a FAIL gate by name
+            name = self.ctx.who(reviewer, request)
             r = reviews.record_release(store, reviewer=name, run_id=run_id or "", decision=decision, reason=reason,
                                        gate_id=gate_id or "", confirm=bool(confirm),
                                        override_reason=(override_reason or "") if override else None)
@@ -151,7 +154,7 @@ def review_tab(ctx: Context, shared: Shared) -> ReviewTab:
     with gr.Tab("Review", id="review"):
         t = _layout(ctx)
     private: dict[str, Any] = {"api_visibility": "private"}
-    shared.page.load(t.first_load, None, [t.run, t.log, t.gates], api_name="review_first_load", **private)
+    shared.page.load(t.first_load, None, [t.run, t.log, t.gates, t.reviewer], api_name="review_first_load", **private)
     shared.refresh.click(lambda: {t.run: ctx.run_picker()}, None, t.run, api_name="review_pickers", **private)
     t.run.change(lambda r: gr.Dropdown(value=r), t.run, t.release_run, api_name="release_run_follows", **private)
     shared.candidate.change(lambda r: {t.run: r, t.release_run: r}, shared.candidate, [t.run, t.release_run],

@@ -49,7 +49,7 @@ class RunsTab:
 
     @ui_errors
     def runs(self, text: str, status: str, suite: str) -> Any:
-        return views.runs_table(self.ctx.store, text=text, status=status or "", suite=suite or "")
+        return views.runs_table(self.ctx.store, text=text or "", status=status or "", suite=suite or "")
 
     @ui_errors
     def tag_chart(self, run_ids: list[str] | None, metric: str) -> str:
@@ -69,13 +69,13 @@ class RunsTab:
 
 def _layout(ctx: Context, shared: Shared) -> RunsTab:
     with gr.Row():
-        text = gr.Textbox(label="filter (run id, model, adapter)", scale=3)
+        text = gr.Textbox(label="filter (run id, candidate name, model, adapter)", scale=3)
         status = gr.Dropdown(label="status", choices=[""], value="", allow_custom_value=True, scale=1)
         suite = gr.Dropdown(label="suite", choices=[""], value="", allow_custom_value=True, scale=1)
         place(shared.refresh)
     table = gr.Dataframe(views.empty(views.RUN_COLUMNS), label="runs", interactive=False, elem_id="runs-table",
-                         wrap=True, max_height=420, column_widths=["16%", "11%", "6%", "13%", "12%", "7%", "4%", "6%",
-                                                                   "7%", "6%", "4%", "8%"])
+                         wrap=True, max_height=420, column_widths=["15%", "10%", "5%", "24%", "6%", "4%", "6%",
+                                                                   "7%", "6%", "4%", "13%"])
     note = gr.Markdown(elem_id="runs-note")
     with gr.Row():
         unfinished = gr.Checkbox(label="include unfinished runs in the shares plot", value=False,

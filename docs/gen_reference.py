@@ -255,6 +255,9 @@ def sections(model: Any) -> list[tuple[str, Any]]:
         if isinstance(t, type) and issubclass(t, BaseModel):
             out.append((name, t))
             out += [(f"{name}.{sub}", m) for sub, m in sections(t)]
+        elif typing.get_origin(t) is list and (args := typing.get_args(t)) and isinstance(args[0], type) \
+                and issubclass(args[0], BaseModel):
+            out.append((f"{name}[]", args[0]))  # each item's fields; sections it shares with its parent are above
     return out
 
 

@@ -7,13 +7,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.fixset import FixOptions, FixSetManifest, build_fixset
 from finetune.job import JobResult, from_dict, run_job
-from workbench.attribution.types import load_attributions
+from finetune.job.spec import method_fields
+from workbench.attribution.types import ABSTAIN_CATEGORIES, CATEGORIES, load_attributions
 from workbench.results import load_results
 from workbench.store import Store
 from workbench.types import Verdict
@@ -26,13 +27,13 @@ class FixJobs:
     rl_manifest: FixSetManifest | None = None  # the rl fix set (grpo prompts), when grpo ran
 
 
-def train_fixes(store: Store, run_id: str, out_dir: Path, methods: tuple[str, ...] = ("sft", "dpo"),
+def train_fixes(store: Store, run_id: str, out_dir: Path, methods: tuple[str, ...] = ("staged",),
                 *, seed: int = 0, max_steps: int | None = None,
                 progress: Callable[[str], None] | None = None) -> FixJobs:
-    """Build the fix sets of an attributed run, then one LoRA job per method: sft learns the injection +
-    abstention rows and dpo the preference pairs of the auto fix set; grpo samples the rl fix set's
-    prompts (every targeted probe). All carry replay. `max_steps` None: each method's default; `progress`:
-    each job's progress lines (run_job)."""
+    """Build the fix sets of an attributed run, then one LoRA job per method: staged (the default) learns the
+    injection + abstention rows (sft) then the preference pairs (dpo) of the auto fix set on one adapter; sft and dpo
+    each one of them alone; grpo samples the rl fix set's prompts (every targeted probe). All carry replay.
+    `max_steps` None: each method's default (every stage's); `progress`: each job's progress lines (run_job)."""
     manifest = build_fixset(store, run_id, out_dir / "fixset", FixOptions(strategy="auto", seed=seed))
     rl = (build_fixset(store, run_id, out_dir / "fixset-rl", FixOptions(strategy="rl", seed=seed))
           if "grpo" in methods else None)
@@ -40,7 +41,7 @@ def train_fixes(store: Store, run_id: str, out_dir: Path, methods: tuple[str, ..
     for method in methods:
         fixset = out_dir / ("fixset-rl" if method == "grpo" else "fixset")
         spec = from_dict({"fixset": str(fixset.resolve()), "output_dir": str((out_dir / method).resolve()),
-                          "method": method, "trainer": {"max_steps": max_steps}}, where="fix job")
+                          **method_fields(method), "trainer": {"max_steps": max_steps}}, where="fix job")
         jobs[method] = run_job(spec, store, progress=progress)
     return FixJobs(manifest, jobs, rl)
 
@@ -76,3 +77,15 @@ def before_after(store: Store, baseline_run: str, candidate_run: str) -> list[Ca
         rows.append(CategoryRow(key, len(groups[key]), sum(base[p].verdict == Verdict.CORRECT for p in groups[key]),
                                 after[Verdict.CORRECT], after[Verdict.NOT_ATTEMPTED], after[Verdict.INCORRECT]))
     return rows
+
+
+def fixed_by_category(rows: Sequence[CategoryRow]) -> dict[str, tuple[int, int]]:
+    """Per attribution category a fix can reach (every attributed one; not `correct-before` or `unattributed`): (the
+    baseline's failures the candidate fixed, the failures). Fixed: answered right, or, where the prescribed fix is
+    abstention (ABSTAIN_CATEGORIES: the model does not know, and no corpus says it could), abstained."""
+    out = {}
+    for r in rows:
+        if r.category in CATEGORIES:
+            fixed = r.correct_after + (r.abstained_after if r.category in ABSTAIN_CATEGORIES else 0)
+            out[r.category] = (fixed - r.correct_before, r.n - r.correct_before)
+    return out

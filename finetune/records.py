@@ -71,6 +71,18 @@ def get_job(store: Store, job_id: str) -> dict[str, Any]:
     return out
 
 
+def job_dirs(store: Store) -> list[str]:
+    """The output folder of every job the store recorded (as its spec named it), oldest first."""
+    with store.engine.connect() as c:
+        rows = c.execute(select(jobs.c.spec_json).order_by(jobs.c.created_at)).all()
+    out = []
+    for (spec,) in rows:
+        folder = json.loads(spec).get("output_dir") if spec else None
+        if isinstance(folder, str) and folder:
+            out.append(folder)
+    return out
+
+
 def add_event(store: Store, job_id: str, kind: str, message: str, data: Mapping[str, Any] | None = None) -> None:
     with store.write() as c:
         c.execute(insert(job_events).values(

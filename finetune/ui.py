@@ -213,18 +213,25 @@ def stop_job(store: Store, output_dir: str, *, who: str = "app") -> str:
     return f"stopped the job in `{output_dir}` (exit code {proc.returncode})"
 
 
+#: Where a workspace's job folders are, besides those the store recorded: the app's and `train`'s `jobs/NAME`, and
+#: `workbench demo`'s and `fix --train`'s `fix/RUN/METHOD`.
+JOB_GLOBS = ("jobs/*/job.yaml", "fix/*/*/job.yaml")
+
+
 def list_jobs(store: Store) -> list[tuple[str, str]]:
-    """(label, job dir relative to the workspace) of every job dir under `WORKSPACE/jobs` (a `job.yaml` in it),
-    newest first; the label reads `name · method · status` (status from the store, else the job's result file,
-    else "not started")."""
+    """(label, job dir relative to the workspace) of every job folder of the workspace (a `job.yaml` in it): those
+    the store recorded and those under JOB_GLOBS, newest first; the label reads `folder · method · status` (status
+    from the store, else the job's result file, else "not started")."""
     from finetune import records
     from finetune.job.result import read_result
 
-    root = store.workspace / "jobs"
-    found = sorted(root.glob("*/job.yaml"), key=lambda p: p.stat().st_mtime, reverse=True) if root.is_dir() else []
+    root = store.workspace.resolve()
+    specs = {p.resolve() for pattern in JOB_GLOBS for p in root.glob(pattern)}
+    specs |= {p for d in records.job_dirs(store) if (p := (root / d).resolve() / "job.yaml").is_file()}
+    found = sorted((p for p in specs if p.is_relative_to(root)), key=lambda p: p.stat().st_mtime, reverse=True)
     out = []
     for spec in found:
-        rel = str(spec.parent.relative_to(store.workspace))
+        rel = spec.parent.relative_to(root).as_posix()
         job_id = job_id_of(store, rel)
         method, status = _spec_method(spec), "not started"
         if job_id and records.job_exists(store, job_id):
@@ -232,7 +239,7 @@ def list_jobs(store: Store) -> list[tuple[str, str]]:
             method, status = str(job["method"]), str(job["status"])
         elif (res := read_result(spec.parent)) is not None:
             status = res.status
-        out.append((f"{spec.parent.name} · {method} · {status}", rel))
+        out.append((f"{rel} · {method} · {status}", rel))
     return out
 
 
@@ -277,17 +284,39 @@ def open_job(store: Store, output_dir: str) -> JobDetail:
             lines.append(f"- held-out: {_num(res.heldout_before)} → {_num(res.heldout_after)}")
         if res.known_checked:
             frac = res.known_broken_fraction or 0.0
-            lines.append(f"- **known facts broken: {len(res.known_broken)} of {res.known_checked}** ({frac:.1%})"
+            lines.append(f"- **known facts broken by the job: {len(res.known_broken)} of {res.known_checked}** "
+                         f"({frac:.1%}) of the fix set's validation slice: known facts the base model answered "
+                         "right that no training row holds, checked after training"
                          + (f": {', '.join(res.known_broken[:10])}" if res.known_broken else ""))
         else:
-            lines.append("- known facts broken: not measured (the fix set has no validation slice)")
+            lines.append("- known facts broken by the job: not measured (the fix set has no validation slice)")
         lines += [f"- {note}" for note in res.protection_notes()]
+    lines += _gate_lines(store, Path(res.adapter) if res is not None and res.adapter else path / "adapter")
     rel = spec.relative_to(Path(store.workspace).resolve()).as_posix()
-    # The command that made the job; one that started but has no result (killed, stopped) continues with
-    # --resume (from its last complete checkpoint, else from the start under the same job id).
+    # A finished job's equivalent command writes its card from its records (`workbench train` again would train
+    # again); one that started but has no result (killed, stopped) continues with --resume (from its last complete
+    # checkpoint, else from the start under the same job id); one not started yet, `workbench train`.
     cut_short = res is None and not view.running and job_id_of(store, output_dir) is not None
-    args = ("train", rel, "--resume") if cut_short else ("train", rel)
+    adapter = Path(res.adapter) if res is not None and res.adapter else None
+    if adapter is not None and adapter.resolve().is_relative_to(Path(store.workspace).resolve()):
+        args: tuple[str, ...] = ("card", adapter.resolve().relative_to(Path(store.workspace).resolve()).as_posix())
+        lines.append(f"- made by `workbench train {rel}` (running it again trains again)")
+    else:
+        args = ("train", rel, "--resume") if cut_short else ("train", rel)
     return JobDetail("\n".join(lines), spec.read_text(), view, _cli(store.workspace, *args))
+
+
+def _gate_lines(store: Store, adapter: Path) -> list[str]:
+    """The latest recorded gate of the job's adapter, its known-facts count beside the job's, each denominator
+    named: the gate counts every probe the baseline run got right, the job its fix set's validation slice."""
+    from workbench.decisions import gates_of_adapter
+
+    gates = gates_of_adapter(store, adapter) if adapter.exists() else []
+    if not gates:
+        return ["- gate: none recorded for this adapter yet (`workbench regress --candidate-adapter ...`)"]
+    g = gates[0]
+    return [f"- gate `{g.id}` (**{g.verdict.upper()}**, {g.gate.policy_label}): known facts broken "
+            f"{g.known_broken} of the baseline run (every probe it answered right); {g.guard}"]
 
 
 def _num(v: float | None) -> str:

@@ -1,8 +1,9 @@
 """`workbench demo` (= `make demo`): the whole loop on the built-in synthetic world (`--real`: on the real chat
 model SmolLM2-135M-Instruct, hallucination_workbench/demo_real.py; `make demo-real`).
 
-world -> evaluate -> attribute (with the corpus index) -> fix sets -> LoRA SFT, DPO and GRPO jobs ->
-evaluate base + each adapter -> per-category before/after -> regression gate with an HTML report.
+world -> evaluate -> attribute (with the corpus index) -> fix set -> one staged LoRA job (SFT on the injection and
+abstention rows, then DPO on the behaviour pairs, on one adapter; `--methods sft,dpo,grpo` runs the methods alone
+instead) -> evaluate base + adapter -> per-category before/after -> regression gate with an HTML report.
 The world and every generation are cached in the workspace, so a second demo is quick.
 """
 
@@ -29,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="hf", help="hf | vllm (default hf; vllm: one engine serves the base "
                    "model and every adapter it can load)")
     p.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
-    p.add_argument("--methods", help="fix jobs to run (comma-separated; default sft,dpo,grpo; --real: sft or dpo, "
+    p.add_argument("--methods", help="fix jobs to run (comma-separated; default staged: one candidate, sft then dpo on "
+                   "one adapter; sft,dpo,grpo compares the methods alone; --real: sft or dpo, "
                    "default sft)")
     p.add_argument("--steps", type=int, help="max_steps of every fix job (default: each method's own rule; --real: "
                    "the rule for the model's size, 30 at the demo's size)")
@@ -56,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.real:
         return _real(args)
     args.samples = 10 if args.samples is None else args.samples
-    args.methods = args.methods or "sft,dpo,grpo"
+    args.methods = args.methods or "staged"
     _check_jobs(args)
     with ray_backends(args) as backend_for:  # --ray: every evaluation on Ray actors
         return _run(args, backend_for)
@@ -67,12 +69,13 @@ def _check_jobs(args: argparse.Namespace) -> None:
     at step 4, a typo cost the world's training, the evaluation and the attribution first (minutes). A bad one:
     WorkbenchError naming the option (exit 2)."""
     from finetune.job import from_dict
+    from finetune.job.spec import method_fields
     from workbench.errors import WorkbenchError
 
     trainer = {} if args.steps is None else {"max_steps": args.steps}
     for method in (m.strip() for m in args.methods.split(",") if m.strip()):
         try:  # the fix set and output directory are placeholders until the baseline run names them
-            from_dict({"fixset": demo_real.PENDING, "output_dir": demo_real.PENDING, "method": method,
+            from_dict({"fixset": demo_real.PENDING, "output_dir": demo_real.PENDING, **method_fields(method),
                        "trainer": trainer}, where="demo, the fix job")
         except WorkbenchError as e:
             raise WorkbenchError(str(e).replace("`method`", "`--methods` (method)").replace(
@@ -125,7 +128,7 @@ def _run(args: argparse.Namespace, backend_for: BackendFor) -> int:
 
 
 def _loop(args: argparse.Namespace, console: Any, clock: _Clock, ws: Path, world: Any, backend_for: BackendFor) -> int:
-    from finetune.loop import train_fixes
+    from finetune.loop import fixed_by_category, train_fixes
     from workbench.attribution.attribute import attribute_run
     from workbench.attribution.build import build_index
     from workbench.attribution.index import CorpusIndex
@@ -184,13 +187,17 @@ def _loop(args: argparse.Namespace, console: Any, clock: _Clock, ws: Path, world
             console.print(f"[yellow]{method}: not gated on vllm: {why}")
             continue
         cand = rerun_like(store, base.run_id, adapter=job.adapter, backend_for=backend_for)
-        _before_after(store, base.run_id, cand, method, console)
+        rows = _before_after(store, base.run_id, cand, method, console)
         record = gate_runs(store, base.run_id, cand, guard=guard_outcomes(store, base.run_id, cand))
-        verdicts.append((method, record.result.verdict, record.reports["html"]))
+        verdicts.append((method, record.result.verdict, record.reports["html"], rows))
     clock.done("gate")
 
     console.rule("[bold]summary")
-    for method, verdict, report in verdicts:
+    for method, verdict, report, rows in verdicts:
+        fixed = fixed_by_category(rows)
+        reached = sum(n for _, n in fixed.values())
+        console.print(f"{method}: fixed {sum(k for k, _ in fixed.values())} of the {reached} failures a fix can reach "
+                      f"(" + ", ".join(f"{cat} {k}/{n}" for cat, (k, n) in fixed.items()) + ")")
         console.print(f"gate {method}: [bold]{verdict}[/bold]  report: {report}")
     console.print("times: " + ", ".join(f"{k} {v:.0f}s" for k, v in clock.times.items())
                   + f"; total {time.perf_counter() - clock.t0:.0f}s")
@@ -244,7 +251,7 @@ def _attribution_table(items: list[Any], truth: dict[str, dict[str, Any]], conso
                       + json.dumps(example.evidence, default=str)[:400] + " ...")
 
 
-def _before_after(store: Any, base_run: str, cand_run: str, method: str, console: Any) -> None:
+def _before_after(store: Any, base_run: str, cand_run: str, method: str, console: Any) -> list[Any]:
     from rich.table import Table
 
     from finetune.loop import before_after
@@ -253,7 +260,9 @@ def _before_after(store: Any, base_run: str, cand_run: str, method: str, console
     table.add_column("category", no_wrap=True)
     for col in ("n", "correct before", "correct after", "abstained after", "hallucinated after"):
         table.add_column(col, justify="right")
-    for r in before_after(store, base_run, cand_run):
+    rows = before_after(store, base_run, cand_run)
+    for r in rows:
         table.add_row(r.category, str(r.n), str(r.correct_before), str(r.correct_after), str(r.abstained_after),
                       str(r.hallucinated_after))
     console.print(table)
+    return rows

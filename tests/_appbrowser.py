@@ -20,10 +20,12 @@ NEEDS_CHROMIUM = pytest.mark.skipif(not Path(CHROMIUM).exists(),
                                     reason=f"no Chromium at {CHROMIUM} (make setup-browser)")
 
 
-def shot(page: Any, name: str, *, full_page: bool = True) -> Path:
-    """Screenshot the page (at most 300 kB: the docs carry them); returns the artifact's path."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
+def shot(page: Any, name: str, *, full_page: bool = True, folder: Path | None = None) -> Path:
+    """Screenshot the page into `folder` (default test-artifacts/app/; at most 300 kB: the docs carry them);
+    returns its path."""
+    folder = folder or ARTIFACTS
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
     page.screenshot(path=str(path), full_page=full_page)
     assert path.stat().st_size < 300_000, f"{path} is too large for the docs"
     if os.environ.get("WORKBENCH_UPDATE_SCREENSHOTS") == "1":

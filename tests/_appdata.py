@@ -170,3 +170,97 @@ def make_real_workspace(model: Path, root: Path) -> RealAppData:
     data = RealAppData(ws, base, gate["candidate_run"], gate, "jobs/abstain", seconds)
     marker.write_text(json.dumps({**asdict(data), "workspace": str(ws)}))
     return data
+
+
+STRICT_POLICY = "gates:\n  - {type: max_broken, name: nothing_broken, max_count: 0}\n"
+
+
+@dataclass(frozen=True)
+class ThreeGates:
+    """A private copy of the shared app workspace with three candidates of its baseline, each made by a job whose
+    records (job.yaml, result.json, the fix set's fixset.json, the adapter folder) say what made it, and each gated,
+    oldest first: `pass` (an sft job that fixed a few hallucinations), `warn` (a staged sft→dpo job that traded most
+    hallucinations for abstentions: abstention up more than 20 points), `fail` (a dpo job that broke one known fact:
+    WARN under the built-in policy, FAIL under STRICT_POLICY, recorded with `policy_source` strict.yaml)."""
+
+    store: Store
+    baseline: str
+    runs: dict[str, str]  # verdict -> candidate run
+    gates: dict[str, str]  # verdict -> gate id
+    jobs: dict[str, Path]  # verdict -> job folder, `fix/BASELINE/METHOD` in the workspace as `workbench demo` lays out
+
+
+def three_gates(data: AppData, dest: Path) -> ThreeGates:
+    """ThreeGates over a private copy of `data` (in about a second: the candidates' answers are the baseline's with
+    chosen verdicts changed, written into the store; the gates are the real gate's)."""
+    import yaml
+
+    from finetune.job.result import JobResult, write_result
+    from workbench.gating import gate_runs
+    from workbench.regression import parse_policy
+    from workbench.runner import summarize
+    from workbench.store import Store
+
+    store = Store.open(private_copy(data.workspace, dest / "ws"))
+    base = store.get_run(data.baseline)
+    probes = {p["id"]: p for p in store.probe_rows(base.id)}
+    answers = store.answer_rows(base.id)
+    greedy = {a["probe_id"]: a["verdict"] for a in answers if a["kind"] == "greedy" and a["variant"] == 0}
+    right = sorted(p for p, v in greedy.items() if v == "correct")
+    wrong = sorted(p for p, v in greedy.items() if v == "incorrect")
+    assert len(right) >= 20 and len(wrong) >= 0.25 * len(greedy), (len(right), len(wrong))  # the world's split
+    changes = {"pass": {p: "correct" for p in wrong[:4]},
+               "warn": {p: "not_attempted" for p in wrong},
+               "fail": {**{p: "correct" for p in wrong[:4]}, right[0]: "incorrect"}}
+    methods = {"pass": {"method": "sft"}, "warn": {"method": "staged", "stages": [{"method": "sft"},
+                                                                                     {"method": "dpo"}]},
+               "fail": {"method": "dpo"}}
+    steps = {"pass": 40, "warn": 60, "fail": 30}
+    folder = store.workspace / "fix" / base.id
+    fixset = folder / "fixset"
+    fixset.mkdir(parents=True)
+    (fixset / "fixset.json").write_text(json.dumps({"run_id": base.id, "strategy": "auto", "model": base.model}))
+    policy_file = dest / "strict.yaml"
+    policy_file.write_text(STRICT_POLICY)
+    runs, gates, jobs = {}, {}, {}
+    for verdict, changed in changes.items():
+        strict = verdict == "fail"
+        job = folder / str(methods[verdict]["method"])
+        adapter = job / "adapter"
+        shutil.copytree(_adapter_of(store, data), adapter)
+        (job / "job.yaml").write_text(yaml.safe_dump({**methods[verdict], "fixset": str(fixset),
+                                                      "output_dir": str(job), "base_model": base.model}))
+        write_result(JobResult(job_id=f"job-{verdict}", status="done", output_dir=str(job), adapter=str(adapter),
+                               steps=steps[verdict], final_loss=0.1, heldout_before=0.0, heldout_after=0.5,
+                               resumed_from=None, stop_reason=None, message="done", seconds=1.0,
+                               known_checked=23, known_broken=right[:3] if strict else []), job)
+        run = store.create_run(model=base.model, adapter=str(adapter), backend=base.backend,
+                               fingerprint=f"{base.fingerprint}-{verdict}", suite=base.suite,
+                               suite_config=base.suite_config, options=base.options, n_probes=base.n_probes,
+                               skipped_bad=base.skipped_bad)
+        store.add_probes(run, list(probes.values()))
+        store.add_answers(run, [_changed(a, changed, probes) for a in answers])
+        store.finish_run(run, status="done", metrics=summarize(store, run, bootstrap=0), generated=0,
+                         cached=len(answers))
+        rec = gate_runs(store, base.id, run, parse_policy(STRICT_POLICY, str(policy_file)) if strict else None,
+                        policy_source=str(policy_file) if strict else None)
+        assert rec.result.verdict == verdict, (verdict, rec.result.verdict, [g.status for g in rec.result.gates])
+        runs[verdict], gates[verdict], jobs[verdict] = run, rec.id, job
+    return ThreeGates(store, base.id, runs, gates, jobs)
+
+
+def _adapter_of(store: Store, data: AppData) -> Path:
+    """The shared workspace's candidate adapter (a real peft folder), copied into each job's folder."""
+    return Path(store.get_run(data.candidate).adapter or "")
+
+
+def _changed(answer: dict[str, Any], changed: dict[str, str], probes: dict[str, Any]) -> dict[str, Any]:
+    """A copy of one of the baseline's answer rows, its greedy verdict on the question changed where asked (with
+    an answer text to match: an accepted answer, or an abstention)."""
+    row = {k: v for k, v in answer.items() if k not in ("id", "run_id")}
+    verdict = changed.get(row["probe_id"])
+    if verdict is None or row["kind"] != "greedy" or row["variant"] != 0:
+        return row
+    text = {"correct": probes[row["probe_id"]]["answers"][0], "not_attempted": "I don't know",
+            "incorrect": "Zorvia"}[verdict]
+    return {**row, "verdict": verdict, "text": text}

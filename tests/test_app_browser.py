@@ -41,6 +41,8 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(30_000)
             page.goto(url)
+            page.wait_for_selector("#queue-summary:has-text('No gate recorded yet')")  # the first screen
+            page.get_by_role("tab", name="Runs").click()  # one click away
             page.locator("#runs-table [role=gridcell]").filter(has_text=data.candidate).first.wait_for()
             page.wait_for_selector("#tag-chart .wb-chart")
             page.wait_for_selector("#shares-plot .wb-shares circle.wb-share")
@@ -56,7 +58,7 @@ def test_compare_detail_and_review_override(served: tuple[str, AppData]) -> None
             pick(page, "transition", "broken")
             page.locator("#compare-btn").click()
             page.wait_for_selector("#compare-summary #wb-verdict")
-            assert "gate: FAIL" in page.locator("#compare-summary").inner_text()
+            assert "gate: NOT RECORDED" in page.locator("#compare-summary").inner_text()  # no verdict made up
             page.wait_for_selector("#delta-plot svg.wb-delta-plot")
             assert "change per tag" in page.locator("#delta-plot").inner_text()
             page.wait_for_selector("#page-label:has-text('page 1 of ')")
@@ -117,6 +119,7 @@ def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(30_000)
             page.goto(url)
+            page.get_by_role("tab", name="Runs").click()
             page.locator("#runs-table [role=gridcell]").filter(has_text=running).first.wait_for()
             page.get_by_role("tab", name="Compare").click()
             page.wait_for_function(f"document.querySelector('#candidate input').value.startsWith('{data.candidate}')")
@@ -124,7 +127,8 @@ def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData
             page.locator("#compare-btn").click()  # default filter: any verdict change
             page.wait_for_selector("#compare-summary #wb-headline")
             summary = page.locator("#compare-summary").inner_text()
-            assert "gate: FAIL" in summary and "hallucinated" in summary and "abstained" in summary
+            assert "gate: NOT RECORDED" in summary and "hallucinated" in summary and "abstained" in summary
+            assert "what-if, not recorded" in summary and "FAIL" in summary.split("what-if")[1]
             assert "verdicts changed" in summary and ("could detect" in summary or "could not fail" in summary)
             first = page.locator("#probes-table [role=row]").nth(1).inner_text()
             assert "broken_" in first, first
@@ -136,12 +140,12 @@ def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData
             assert "page 1 of 1 · rows 1-" in page.locator("#page-label").inner_text()
             search.fill("")
             page.wait_for_function(f"document.querySelector('#page-label').innerText.includes({label!r})")
+            page.get_by_role("button", name="Record gate verdict").click()
+            page.wait_for_selector("#gate-msg:has-text('recorded gate')")
+            page.wait_for_selector("#compare-summary .wb-badge:has-text('gate: FAIL')")  # the recorded verdict
             page.locator("#compare-summary").scroll_into_view_if_needed()
             page.evaluate("window.scrollTo(0, 0)")  # the verdict and the headline, not the search box
             shot(page, "compare-headline", full_page=False)
-
-            page.get_by_role("button", name="Record gate verdict").click()
-            page.wait_for_selector("#gate-msg:has-text('recorded gate')")
             cell = page.locator("#probes-table [role=gridcell].first-column").first
             probe_id = cell.inner_text().strip()
             second = page.locator("#probes-table [role=gridcell].first-column").nth(1).inner_text().strip()
@@ -190,5 +194,30 @@ def test_the_trade_by_default_and_no_careless_signoff(served: tuple[str, AppData
             page.wait_for_selector("#compare-summary:has-text('cannot compare')")
             assert "gate:" not in page.locator("#compare-summary").inner_text()
             assert "recorded gate" not in page.locator("#gate-msg").inner_text()
+        finally:
+            browser.close()
+
+
+def test_probe_detail_opened_directly_is_no_dead_end(served: tuple[str, AppData]) -> None:
+    """Opened first, the Probe detail tab offers the preselected pair's probes and shows one; a probe the baseline
+    answered right says it has nothing to attribute, not that the run has no attribution."""
+    from playwright.sync_api import sync_playwright
+
+    url, data = served
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(30_000)
+            page.goto(url)
+            page.wait_for_selector("#queue-summary:has-text('No gate')")  # the page has loaded
+            page.get_by_role("tab", name="Probe detail").click()
+            page.wait_for_selector("#probe-detail #wb-probe-detail")
+            assert data.baseline in page.locator("#detail-pair").inner_text()
+            page.locator("#probe-pick input").click()
+            assert page.get_by_role("option").count() > 10  # every probe of the pair on offer
+            page.keyboard.press("Escape")
+            detail = page.locator("#probe-detail").inner_text()
+            assert "answered correctly: nothing to attribute" in detail and "no attribution stored" not in detail
         finally:
             browser.close()

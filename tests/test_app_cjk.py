@@ -97,6 +97,7 @@ def test_chinese_probes_render_in_the_app(served: Served) -> None:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_default_timeout(30_000)
             page.goto(served.url)
+            page.get_by_role("tab", name="Runs").click()
             page.locator("#runs-table [role=gridcell]").filter(has_text="world-zh").first.wait_for()
             page.get_by_role("tab", name="Compare").click()
             _pick(page, "baseline", served.baseline)

@@ -43,7 +43,8 @@ def test_api_calls(served: tuple[str, Path], data: AppData) -> None:
     assert [r[0] for r in runs["data"]] == [data.candidate, data.baseline]
     out = c.predict(data.baseline, data.candidate, "", "broken", "", "", 25, api_name="/compare")
     summary, _metrics, transitions, probes, cli = out[:5]
-    assert "gate: FAIL" in summary and "workbench regress" in cli
+    # no gate recorded yet: no verdict in the headline, the comparison computed now only as a labelled what-if
+    assert "gate: NOT RECORDED" in summary and ">FAIL</span></summary>" in summary and "workbench regress" in cli
     assert "change per tag" in out[9] and out[11].startswith("page 1 of ")  # delta plot, page label
     assert sum(sum(row[1:]) for row in transitions["data"]) == int(summary.split(" probes ·")[0].split("· ")[-1])
     pid = probes["data"][0][0]
@@ -57,6 +58,8 @@ def test_api_calls(served: tuple[str, Path], data: AppData) -> None:
     gate_msg, _, gate_md = c.predict(data.baseline, data.candidate, api_name="/gate")
     assert "Regression check" in gate_md  # the report's Markdown, rendered in the Compare tab
     assert "recorded gate" in gate_msg and "fail" in gate_msg
+    summary = c.predict(data.baseline, data.candidate, "", "broken", "", "", 25, api_name="/compare")[0]
+    assert "gate: FAIL" in summary and "recorded gate gate-" in summary  # the recorded verdict heads it now
     report = gate_msg.split("report `")[1].rstrip("`")
     code, md = c.predict(report, api_name="/workspace_file")
     assert "Regression check" in code and not md  # HTML as text; a .md file renders as Markdown
@@ -123,5 +126,11 @@ def test_login_refuses_a_wrong_password(data: AppData, tmp_path: Path) -> None:
             Client(url, auth=("ann", "wrong"), verbose=False)
         ok = Client(url, auth=("ann", "right-password"), verbose=False)
         assert ok.predict("", "", "", api_name="/runs")["data"]
+        # signed in as ann, another name is refused, never recorded as ann (nothing is written: the workspace is
+        # the session's shared one)
+        for api, args in (("/override", ("bob", data.candidate, "p1", "verdict", "correct", "typo")),
+                          ("/release", ("bob", data.candidate, "", "block", "typo", False, False, ""))):
+            msg = ok.predict(*args, api_name=api)[0]
+            assert msg.startswith("**not recorded**") and "signed in as `ann`" in msg, (api, msg)
     finally:
         demo.close()

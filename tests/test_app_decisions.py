@@ -192,7 +192,9 @@ def test_nothing_about_the_workspace_before_login(workspace: Path, tmp_path: Pat
 @pytest.mark.browser
 @pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="no Chromium at /usr/bin/chromium")
 def test_signing_in_through_the_login_page_in_a_browser(workspace: Path, tmp_path: Path) -> None:
-    """The login page still works without its API description: sign in, then the runs arrive."""
+    """The login page still works without its API description, and says when sign-ins are locked (a lock-out reads
+    apart from a typo, with the seconds to wait); signed in, the first screen arrives and every reviewer field holds
+    the signed-in user, read-only."""
     from playwright.sync_api import sync_playwright
 
     import app
@@ -209,11 +211,30 @@ def test_signing_in_through_the_login_page_in_a_browser(workspace: Path, tmp_pat
             page = browser.new_page()
             page.goto(url)
             page.wait_for_selector("input", timeout=60_000)
-            page.locator("input").nth(0).fill("ann")
-            page.locator("input").nth(1).fill("pw-ann")
-            page.get_by_role("button", name="Login").click()
-            page.wait_for_function("document.querySelector('#runs-table')?.innerText.includes('run-')",
+
+            def sign_in(password: str) -> None:
+                page.locator("input").nth(0).fill("ann")
+                page.locator("input").nth(1).fill(password)
+                with page.expect_response(lambda r: r.url.endswith("/login")):
+                    page.get_by_role("button", name="Login").click()
+
+            for _ in range(4):  # the fourth failure locks the name for a second
+                sign_in("typo")
+                assert page.get_by_text("Incorrect Credentials").is_visible()
+            sign_in("typo")  # locked: the page says so, not "Incorrect Credentials"
+            note = page.locator("#wb-login-note")
+            assert note.inner_text().startswith("Sign-in locked: Too many failed sign-ins") and "try again in 1 s" \
+                in note.inner_text()
+            assert not page.get_by_text("Incorrect Credentials").is_visible()
+            page.wait_for_timeout(1_100)
+            sign_in("pw-ann")
+            page.wait_for_function("document.querySelector('#queue-summary')?.innerText.includes('No gate')",
                                    timeout=60_000)
+            for tab, box in (("Decisions", "queue-reviewer"), ("Review", "reviewer"), ("Reports", "reports-reviewer")):
+                page.get_by_role("tab", name=tab).click()
+                reviewer = page.locator(f"#{box} input, #{box} textarea").first
+                page.wait_for_function(f"document.querySelector('#{box} input, #{box} textarea').value === 'ann'")
+                assert not reviewer.is_editable(), tab
             browser.close()
     finally:
         demo.close()

@@ -56,7 +56,8 @@ def test_runs_table_filters_and_tag_metrics(data: AppData, store: Store) -> None
 
 def test_compare_lists_broken_probes_with_filters(data: AppData, store: Store) -> None:
     v = views.compare_runs(store, data.baseline, data.candidate)
-    assert v.verdict == "fail" and "gate: FAIL" in v.summary_html
+    assert v.verdict == "fail" and "gate: NOT RECORDED" in v.summary_html  # no gate recorded for the pair
+    assert ">FAIL</span></summary>" in v.summary_html.split("class='wb-whatif'")[1]  # a labelled what-if
     assert int(v.transitions.iloc[:, 1:].to_numpy().sum()) == len(load_results(store, data.baseline).probes)
     broken = views.compare_runs(store, data.baseline, data.candidate, transition="broken")
     assert len(broken.probe_ids) > 5 and set(broken.probes["change"]) <= {"broken_hallucinates", "broken_abstains"}
@@ -123,6 +124,7 @@ def test_an_inconclusive_verdict_is_never_shown_as_a_pass() -> None:
     4 known facts: the block says INCONCLUSIVE, not a green pass, and the headline shows the trade."""
     from workbench.html.verdict import VERDICT_COLOUR, verdict_summary_html
     from workbench.regression import ProbeOutcome, RunOutcomes, compare
+    from workbench.regression.recorded import GateRow, RecordedGate
 
     def run(name: str, wrong: Verdict) -> RunOutcomes:
         return RunOutcomes(name, name, {f"nq{i}": ProbeOutcome(f"nq{i}", (), Verdict.CORRECT if i < 4 else wrong, "x")
@@ -130,7 +132,9 @@ def test_an_inconclusive_verdict_is_never_shown_as_a_pass() -> None:
 
     result = compare(run("base", Verdict.INCORRECT), run("cand", Verdict.NOT_ATTEMPTED))
     assert result.verdict == "inconclusive"
-    html = verdict_summary_html(result)
+    recorded = RecordedGate(GateRow("gate-1", "2026-11-28T00:00:00.000000+00:00", "base", "cand", result.verdict),
+                            result.exit_code, result.policy.model_dump(mode="json"), result.to_dict())
+    html = verdict_summary_html(result, recorded=recorded)
     assert "gate: INCONCLUSIVE" in html and "not a pass" in html and "PASS<" not in html
     badge = html.split("gate: INCONCLUSIVE")[0]
     assert VERDICT_COLOUR["pass"] not in badge and VERDICT_COLOUR["inconclusive"] in badge
@@ -185,7 +189,12 @@ def test_probe_detail_shows_both_models_samples_and_evidence(data: AppData, stor
     assert "<details class='wb-raw-evidence'>" in html and "p_value" in html.split("wb-raw-evidence")[1]
     assert "p_value" not in html.split("wb-raw-evidence")[0]  # no raw field names in the prose
     assert f"title='{escape(glossary.CATEGORY_HELP[att.category])}'" in html  # the category explained
+    # a broken probe: the baseline answered it right, so it has nothing to attribute (its run is attributed)
+    assert "answered correctly: nothing to attribute" in html and "no attribution stored" not in html
     assert "pick a probe" in views.probe_detail(store, "", [data.baseline])
+    ids = views.detail_choices(store, data.baseline, data.candidate, [pid, "not-in-the-run"])
+    assert ids[0] == pid and len(ids) == len(load_results(store, data.baseline).probes)  # listed first, then all
+    assert views.detail_choices(store, "", data.candidate) == []
     assert "no run answered" in views.probe_detail(store, "no-such-probe", [data.baseline])
 
 
@@ -337,7 +346,8 @@ def test_a_signoff_is_tied_to_one_recorded_gate(data: AppData, store: Store) -> 
     assert table[g2] == ""
     assert "no sign-off yet" in views.compare_runs(store, data.baseline, data.candidate).summary_html
     assert [g for _, g in signoff_views.gate_choices(store, data.candidate)] == [g2, g1]
-    assert views.runs_table(store)["release"].iloc[0] == f"signoff by bob on {g1}"
+    # the runs table says what the sign-off stands on: the gate's verdict, the override, the later gate
+    assert views.runs_table(store)["release"].iloc[0] == table[g1].split("; reason:")[0]
     assert len(views.reviews_table(store)) == 5  # block, signoff, override, confirmed signoff, override
     with pytest.raises(WorkbenchError, match="unknown gate of candidate run"):
         reviews.record_release(store, reviewer="x", run_id=data.candidate, decision="block", reason="y",

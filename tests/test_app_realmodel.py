@@ -49,6 +49,7 @@ def page(served: tuple[str, RealAppData]) -> Iterator[Any]:
             pg = browser.new_page(viewport={"width": 1400, "height": 1000})
             pg.set_default_timeout(30_000)
             pg.goto(served[0])
+            pg.get_by_role("tab", name="Runs").click()
             pg.locator("#runs-table [role=gridcell]").filter(has_text=served[1].candidate).first.wait_for()
             yield pg
         finally:

@@ -42,7 +42,8 @@ def test_queue_filters_and_its_command(store: Store) -> None:
     v = rv.queue_view(store)
     assert v.counts == "**queue**: 7 new, 0 decided, 0 promoted" and len(v.rows) == 7
     australia = [r for r in v.rows if "australia" in r[4].lower()]
-    assert [r[5] for r in australia] == [1, 1]  # each shows the other report asking the same
+    assert [r[5] for r in australia] == ["by 1 more"] * 2  # each shows the other report asking the same
+    assert all(r[5] == "" for r in v.rows if r not in australia)  # nothing where no other report asks it
     narrowed = rv.queue_view(store, "", "chat_export", "2026-11-05", "2026-11-06")
     assert sorted(r[4][:5] for r in narrowed.rows) == ["What ", "Write"]
     assert shlex.split(narrowed.cli)[:8] == ["workbench", "reports", "list", "--source", "chat_export", "--since",
@@ -85,8 +86,9 @@ def test_decide_and_export_make_the_cli_s_calls(store: Store, tmp_path: Path) ->
     assert export_cli.endswith(f"export --suite {store.workspace / 'suites' / 'field'} --workspace {store.workspace}")
     with pytest.raises(Exception, match="outside the workspace"):
         rv.export_view(store, "/tmp/elsewhere")
-    with pytest.raises(Exception, match="needs the reference answer"):
+    with pytest.raises(Exception, match="needs the reference answer") as refused:
         rv.decide_view(store, report_id(store, "Carthage"), "correct", " ; ", False, "ann")
+    assert "*reference answer*" in str(refused.value) and "--" not in str(refused.value)  # the app's words
 
 
 @pytest.fixture()
@@ -121,11 +123,33 @@ def test_deciding_a_report_in_the_browser(served: tuple[str, Store]) -> None:
             rid = field(page, "reports-pick").input_value()
             assert rid.startswith("rep-")
             field(page, "reports-reviewer").fill("ann")
+            page.locator("#reports-decision input[value='correct']").check()  # no answer: refused, in the app's words
+            page.locator("#reports-decide").click()
+            page.wait_for_selector("#reports-msg:has-text('not recorded')")
+            refused = page.locator("#reports-msg").inner_text()
+            assert "reference answer" in refused and "--answer" not in refused and "--" not in refused, refused
+            assert page.locator(".toast-body").count() == 0  # a message, not an error toast
+            page.locator("#reports-decision input[value='hallucinated']").check()
             field(page, "reports-answers").fill("2962 m; 2.962 Meter")
+            field(page, "reports-note").fill("checked the height")
             page.locator("#reports-decide").click()
             page.wait_for_selector("#reports-msg:has-text('decided')")
             page.wait_for_selector("#reports-counts:has-text('1 decided')")
             assert "workbench reports decide" in field(page, "reports-cli").input_value()
+            # on to the next report nobody decided, with a blank form (nothing carried over)
+            page.wait_for_function(f"document.querySelector('#reports-pick input').value !== {rid!r}")
+            assert "next undecided" in page.locator("#reports-msg").inner_text()
+            assert "Zugspitze" not in page.locator("#reports-detail").inner_text()
+            assert field(page, "reports-answers").input_value() == "" == field(page, "reports-note").input_value()
+            assert not page.locator("#reports-abstain input").is_checked()
+            page.wait_for_selector("#reports-table [role=gridcell]:has-text('hallucinated → answer: 2962 m')")
+            page.locator("#reports-abstain input").check()  # ticked on this report ...
+            field(page, "reports-note").fill("a note for this one")
+            page.locator("#reports-table [role=gridcell]").filter(has_text="Zugspitze").first.click()
+            page.wait_for_function("document.querySelector('#reports-answers textarea, #reports-answers input')"
+                                   ".value === '2962 m; 2.962 Meter'")  # ... the decided one shows its decision
+            assert not page.locator("#reports-abstain input").is_checked()
+            assert field(page, "reports-note").input_value() == "checked the height"
             shot(page, "reports", full_page=False)
         finally:
             browser.close()

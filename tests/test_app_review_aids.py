@@ -85,10 +85,16 @@ def test_shares_of_every_run_over_time(data: AppData, store: Store) -> None:
     assert running not in set(plots.run_shares(store)["run"])  # unfinished runs left out by default
     both = plots.run_shares(store, include_unfinished=True)
     assert list(both["run"]) == [data.baseline, data.candidate, running]
-    html = plots.shares_plot_html(both)
-    assert html.count("<polyline") == 3 and html.count("<circle class='wb-share'") == 9
+    html = plots.shares_plot_html(both)  # baseline, candidate and the partial run are no series: no line joins them
+    assert html.count("<polyline") == 0 and html.count("<circle class='wb-share'") == 9
     assert f"<title>{data.candidate} (done" in html and f"<title>{running} (interrupted" in html
     assert "no finished run" in plots.shares_plot_html(plots.run_shares(Store.open(store.workspace / "empty")))
+    again = store.create_run(model=store.get_run(data.baseline).model, adapter=None, backend="hf", fingerprint="f",
+                             suite="world", suite_config={}, options={}, n_probes=3, skipped_bad=0)
+    store.finish_run(again, status="done", metrics={"overall": {"correct": 1.0, "incorrect": 0.0,
+                                                                "not_attempted": 0.0}}, generated=3, cached=0)
+    html = plots.shares_plot_html(plots.run_shares(store))  # the base model twice: one line per share joins them
+    assert html.count("<polyline") == 3 and html.count("<circle class='wb-share'") == 9
 
 
 def test_paging_works_with_the_search_and_the_filter(data: AppData, store: Store) -> None:
@@ -161,11 +167,13 @@ def test_fix_tab_opens_an_existing_job(data: AppData, store: Store) -> None:
         time.sleep(1)
     (store.workspace / "jobs" / "later").mkdir()
     (store.workspace / "jobs" / "later" / "job.yaml").write_text("method: dpo\n")
-    assert ui.list_jobs(store) == [("later · dpo · not started", "jobs/later"), ("done-job · sft · done",
-                                                                               "jobs/done-job")]
+    assert ui.list_jobs(store) == [("jobs/later · dpo · not started", "jobs/later"),
+                                   ("jobs/done-job · sft · done", "jobs/done-job")]
     d = ui.open_job(store, "jobs/done-job")
     assert "method: sft" in d.config and "**done**" in d.summary and "after 2 steps" in d.summary
-    assert "known facts broken" in d.summary and not d.view.loss.empty
+    assert "known facts broken by the job" in d.summary and not d.view.loss.empty
+    assert "of the fix set's validation slice" in d.summary  # the job's denominator, named
+    assert "- gate: none recorded for this adapter yet" in d.summary
     # the last step's weights, whole: sft's default `auto` found no smaller scale fixing 80% of 2 steps' targets
     assert "adapter scale 1: no scale below 1.0 fixes >= 80%" in d.summary and "rolled back" not in d.summary
     import dataclasses
@@ -180,7 +188,9 @@ def test_fix_tab_opens_an_existing_job(data: AppData, store: Store) -> None:
     summary = ui.open_job(store, "jobs/done-job").summary
     assert "- rolled back to step 1: fewest known facts broken" in summary
     assert "- adapter scale 0.5: the smallest scale fixing 80%" in summary
-    assert d.cli.startswith("workbench train jobs/done-job/job.yaml --workspace") and "--resume" not in d.cli
+    # a finished job: its card from its records, not `train` (which would train again)
+    assert d.cli.startswith("workbench card jobs/done-job/adapter --workspace") and "train" not in d.cli
+    assert "made by `workbench train jobs/done-job/job.yaml` (running it again trains again)" in d.summary
     assert ui.open_job(store, "jobs/later").cli.startswith("workbench train jobs/later/job.yaml --workspace")
     from finetune import records  # the same job stopped after its checkpoints, before its result
 

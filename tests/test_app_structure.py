@@ -14,7 +14,7 @@ MAX_FUNCTION_LINES = 80
 #: The API clients (and the tests) call these by name; every other event is private.
 PUBLIC = {"refresh", "runs", "run_shares", "tag_metrics", "workspace_file", "compare", "gate", "probe_detail",
           "build_fixset", "preflight", "launch_job", "open_job", "stop_job", "override", "release", "reviews",
-          "reports", "decide_report", "export_reports"}
+          "reports", "decide_report", "export_reports", "decide_signoff", "decide_block"}
 LISTENERS = {"click", "change", "input", "submit", "select", "load", "then", "tick", "on"}
 
 

@@ -131,7 +131,8 @@ def test_inconclusive_gate_exits_3_in_regress_watch_and_history(
     assert {"not_significantly_worse", "hallucination_not_significantly_up"} <= set(out["inconclusive_gates"])
     assert out["headline"]["rows"][0] == {**out["headline"]["rows"][0], "label": "correct", "baseline_count": 3}
     skipped = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase") if c.find("skipped") is not None]
-    assert skipped == out["inconclusive_gates"]
+    assert set(skipped) == {*out["inconclusive_gates"], *out["not_checked_gates"]}  # no field suite here
+    assert {"field_fixes_kept", "field_failures_fixed"} <= set(out["not_checked_gates"])
     proc = workbench("regress", "--baseline", a, "--candidate", b, "--workspace", str(workspace), timeout=300)
     assert proc.returncode == 3 and "INCONCLUSIVE (exit 3)" in proc.stdout and "could not fail" in proc.stdout
     from workbench.store import Store
@@ -179,7 +180,7 @@ def test_guard_fails_a_damaging_candidate_the_probe_set_cannot_judge(
     assert main([*args, "--no-guard"]) == 3
     blind = json.loads(capsys.readouterr().out)
     gate = next(g for g in blind["gates"] if g["name"] == "guard_facts_kept")
-    assert gate["status"] == "pass" and "not checked" in gate["message"] and blind["guard"] is None
+    assert gate["status"] == "not_checked" and "not checked" in gate["message"] and blind["guard"] is None
 
     assert main([*args, "--guard-pool", "none", "--guard-pool", str(pool)]) == 1
     out = json.loads(capsys.readouterr().out)

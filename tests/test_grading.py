@@ -59,6 +59,17 @@ def test_custom_abstention_phrases() -> None:
     assert g.grade(PARIS, "I don't know") == Verdict.NOT_ATTEMPTED  # refusals by meaning always apply
 
 
+def test_a_word_level_tokenizers_abstention_is_the_phrase() -> None:
+    """A world model's word-level tokenizer decodes the phrase with spaces around its apostrophe: normalized, it is
+    the suite's phrase (graded a hallucination, every abstention a fix taught would read as one)."""
+    g = MatchGrader(abstention_phrases=("i don't know",))
+    probe = Probe(id="w", question="What is the capital of Zormarmar?", answers=("Lumussaara",))
+    assert g.grade(probe, "i don ' t know") == Verdict.NOT_ATTEMPTED
+    assert g.grade(probe, "i don ' t know .") == Verdict.NOT_ATTEMPTED
+    assert g.grade(probe, "i don ' t know lumussaara") == Verdict.CORRECT
+    assert g.grade(probe, "peladel") == Verdict.INCORRECT
+
+
 N, W, C = Verdict.NOT_ATTEMPTED, Verdict.INCORRECT, Verdict.CORRECT
 SYDNEY = Probe(id="c", question="What is the capital of Australia?", answers=("Canberra",))
 

@@ -37,8 +37,9 @@ from finetune.job import (
     run_job,
     save_spec,
 )
+from finetune.job.anchor import ANCHOR_NLL
+from finetune.job.anchor import NLLAnchor as ReplayAnchor
 from finetune.job.checkpoint import COMPLETE
-from finetune.job.methods.grpo import ANCHOR_NLL, ReplayAnchor
 from finetune.job.methods.grpo_watchdog import REPLAY_KL, GRPOWatchdog
 from finetune.job.methods.rewards import REPLAY_ABSTENTION, SAMPLED_LENGTH, FormatReward, GraderReward
 from workbench.errors import WorkbenchError

@@ -103,7 +103,7 @@ def test_the_verdict_block_the_delta_plot_and_the_report_escape_every_field() ->
 
 
 def test_plots_escape_run_ids_groups_series_and_titles() -> None:
-    shares = pd.DataFrame([[f"{EVIL}{i}", f"2026-{EVIL}", "done", 3, 50.0, 30.0, 20.0] for i in range(2)],
+    shares = pd.DataFrame([[f"{EVIL}{i}", f"2026-{EVIL}", "done", 3, 50.0, 30.0, 20.0, EVIL] for i in range(2)],
                           columns=list(plots.SHARE_COLUMNS))
     assert_escaped(plots.shares_plot_html(shares), at_least=6)  # every point's title
     assert_escaped(plots.bar_chart_html([(EVIL, EVIL, 1.0)], unit=EVIL, title=EVIL), at_least=4)

@@ -50,7 +50,8 @@ def test_spec_unknown_keys_and_bad_values(tmp_path: Path) -> None:
         from_dict({"fixest": "f", "output_dir": "o"})
     with pytest.raises(WorkbenchError, match=r"unknown key `trainer.learning_rat`.*Did you mean `learning_rate`"):
         from_dict({"fixset": "f", "output_dir": "o", "trainer": {"learning_rat": 1e-3}})
-    with pytest.raises(WorkbenchError, match=r"`method` must be one of sft, dpo, grpo, got `stf`. Did you mean `sft`"):
+    with pytest.raises(WorkbenchError,
+                       match=r"`method` must be one of sft, dpo, grpo, staged, got `stf`. Did you mean `sft`"):
         from_dict({"fixset": "f", "output_dir": "o", "method": "stf"})
     with pytest.raises(WorkbenchError, match=r"`lora.r` must be >= 1"):
         from_dict({"fixset": "f", "output_dir": "o", "lora": {"r": 0}})

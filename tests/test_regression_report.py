@@ -87,7 +87,7 @@ def test_junit_has_one_testcase_per_gate_with_failures_marked(result: Comparison
     suite = root.find("testsuite")
     assert suite is not None
     props = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
-    assert props["verdict"] == "fail" and props["exit_code"] == "1" and props["format_version"] == "3"
+    assert props["verdict"] == "fail" and props["exit_code"] == "1" and props["format_version"] == "4"
     detectable = {c.get("name"): {p.get("name"): p.get("value") for p in c.findall("properties/property")}
                   for c in cases}  # fmt: skip
     assert detectable["mcnemar_ok"]["detectable"].startswith("could detect: >= 6 broken probes")
@@ -102,8 +102,13 @@ def test_junit_has_one_testcase_per_gate_with_failures_marked(result: Comparison
 def test_junit_marks_a_gate_that_could_not_fail_as_skipped(inconclusive: ComparisonResult) -> None:
     root = ET.fromstring(render_junit(inconclusive))
     suite = root.find("testsuite")
-    assert suite is not None and suite.get("skipped") == "1" and suite.get("failures") == "0"
-    (case,) = [c for c in root.iter("testcase") if c.find("skipped") is not None]
+    # the blind McNemar gate, and the four gates whose sets were not evaluated (fix targets, guard set, field suite)
+    assert suite is not None and suite.get("skipped") == "5" and suite.get("failures") == "0"
+    skips = {c.get("name"): c for c in root.iter("testcase") if c.find("skipped") is not None}
+    assert set(skips) == {"not_significantly_worse", "targets_fixed", "guard_facts_kept", "field_fixes_kept",
+                          "field_failures_fixed"}
+    assert "NOT CHECKED: not checked: no guard set" in (skips["guard_facts_kept"].findtext("system-out") or "")
+    case = skips["not_significantly_worse"]
     skipped = case.find("skipped")
     assert case.get("name") == "not_significantly_worse" and skipped is not None
     assert "could not fail on this probe set" in (skipped.get("message") or "")
@@ -114,7 +119,7 @@ def test_junit_marks_a_gate_that_could_not_fail_as_skipped(inconclusive: Compari
 def test_json_round_trips_and_is_plain(result: ComparisonResult) -> None:
     data = json.loads(render_json(result))
     assert data["verdict"] == "fail" and data["exit_code"] == 1 and data["n_probes"] == 34
-    assert data["format_version"] == 3 and list(data)[:5] == ["format_version", "verdict", "exit_code",
+    assert data["format_version"] == 4 and list(data)[:5] == ["format_version", "verdict", "exit_code",
                                                               "headline", "broken"]  # fmt: skip
     assert set(data["overall"]["metrics"]) == {"correct", "incorrect", "not_attempted",
                                                "accuracy_given_attempted", "f_score"}  # fmt: skip

@@ -11,8 +11,45 @@ Tested over HTTP and by signing in through the login page in Chromium (tests/tes
 from __future__ import annotations
 
 import json
+import math
 from http.cookies import SimpleCookie
 from typing import Any
+
+#: The login page's own script (served only to visitors without a session; it holds nothing from the workspace).
+#: gradio's login form shows "Incorrect Credentials" on a 400 and nothing on any other answer, so a visitor whose
+#: sign-ins are locked (429, `LoginThrottle`) kept reading the last "Incorrect Credentials" and could not tell a
+#: lock-out from a typo: this shows the 429's own words (with the seconds to wait) in place of it, and gives gradio's
+#: line back on the next answer.
+LOGIN_NOTE_JS = """(() => {
+  const send = window.fetch.bind(window);
+  window.fetch = async (input, init) => {
+    const answer = await send(input, init);
+    try {
+      const url = new URL(typeof input === 'string' ? input : input.url, location.href);
+      const method = ((init && init.method) || (input && input.method) || 'GET').toUpperCase();
+      if (method !== 'POST' || !/\\/login\\/?$/.test(url.pathname)) return answer;
+      let note = document.getElementById('wb-login-note');
+      const creds = () => document.querySelectorAll('p.creds');
+      if (answer.status === 429) {
+        const detail = (await answer.clone().json()).detail || 'Too many failed sign-ins: wait, then try again.';
+        if (!note) {
+          note = document.createElement('p');
+          note.id = 'wb-login-note';
+          note.setAttribute('role', 'alert');
+          note.style.cssText = 'color:#cf222e;font-weight:600;margin:0.5em 0';
+          const head = document.querySelector('h2');
+          if (head) head.insertAdjacentElement('afterend', note); else document.body.prepend(note);
+        }
+        note.textContent = 'Sign-in locked: ' + detail;
+        creds().forEach((p) => { p.style.display = 'none'; });
+      } else {
+        if (note) note.remove();
+        creds().forEach((p) => { p.style.display = ''; });
+      }
+    } catch (e) { /* the page's own handling goes on */ }
+    return answer;
+  };
+})();"""
 
 
 class NoApiInfoBeforeLogin:
@@ -41,7 +78,7 @@ class NoApiInfoBeforeLogin:
                 chunks.append(message.get("body", b""))
                 if message.get("more_body"):
                     return
-                body = self.blank(b"".join(chunks))
+                body = self.login_note(self.blank(b"".join(chunks)))
                 start = held["start"]
                 headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
                 await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
@@ -50,6 +87,13 @@ class NoApiInfoBeforeLogin:
             await send(message)
 
         await self.app(scope, receive, filtered)
+
+    @classmethod
+    def login_note(cls, body: bytes) -> bytes:
+        """The HTML with `LOGIN_NOTE_JS` before `</head>`: the login page says when sign-ins are locked."""
+        text = body.decode("utf-8", "replace")
+        at = text.find("</head>")
+        return body if at < 0 else (text[:at] + f"<script>{LOGIN_NOTE_JS}</script>" + text[at:]).encode()
 
     @classmethod
     def blank(cls, body: bytes) -> bytes:
@@ -115,8 +159,9 @@ class LoginThrottle:
         client = (scope.get("client") or ("?",))[0]
         keys = (f"user:{user}", f"client:{client}")
         if (wait := self.throttle.attempt(*keys)) > 0:
+            seconds = max(1, math.ceil(wait))  # the same whole seconds in the words and in Retry-After, never "0 s"
             await _json(send, 429, {"detail": f"Too many failed sign-ins for this user or from this address; "
-                                              f"try again in {wait:.0f} s."}, retry_after=wait)
+                                              f"try again in {seconds} s."}, retry_after=seconds)
             return
         status: dict[str, int] = {}
 
@@ -134,11 +179,11 @@ class LoginThrottle:
         await self.app(scope, replay, watch)
 
 
-async def _json(send: Any, status: int, content: dict[str, Any], retry_after: float | None = None) -> None:
+async def _json(send: Any, status: int, content: dict[str, Any], retry_after: int | None = None) -> None:
     body = json.dumps(content).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if retry_after is not None:
-        headers.append((b"retry-after", str(max(1, round(retry_after))).encode()))
+        headers.append((b"retry-after", str(retry_after).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

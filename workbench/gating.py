@@ -23,6 +23,7 @@ from workbench.probes import LoadResult, resolve_probes
 from workbench.regression.compare import GuardOutcomes, ProbeOutcome, RunOutcomes, compare
 from workbench.regression.comparison import ComparisonResult
 from workbench.regression.policy import Policy, default_policy
+from workbench.regression.recorded import BUILT_IN_SOURCE
 from workbench.regression.report import write_reports
 from workbench.reports.queue import field_suite_path
 from workbench.results import load_results, probe_from_dict, suite_of_run
@@ -148,9 +149,11 @@ def field_outcomes(store: Store, baseline_id: str, candidate_id: str, *, suite: 
 
 def gate_runs(store: Store, baseline_id: str, candidate_id: str, policy: Policy | None = None, *,
               report_dir: Path | None = None, guard: GuardOutcomes | None = None,
-              field: GuardOutcomes | None = None) -> GateRecord:
+              field: GuardOutcomes | None = None, policy_source: str | None = None) -> GateRecord:
     """Compare two stored runs under a policy (with the guard set's and the field suite's runs when given), write
-    the reports, and record the verdict."""
+    the reports, and record the verdict; `policy_source` names the policy file (`--policy`) in the record, so every
+    view of the gate says which policy decided it."""
+    source = policy_source or ("" if policy else BUILT_IN_SOURCE)  # kept: the built-in policy may change later
     policy = policy or default_policy()
     result, base, cand = compare_stored(store, baseline_id, candidate_id, policy, guard, field)
     gate_id = new_id("gate")
@@ -159,7 +162,8 @@ def gate_runs(store: Store, baseline_id: str, candidate_id: str, policy: Policy 
         c.execute(insert(regressions).values(
             id=gate_id, created_at=utcnow(), baseline_run=base.run_id, candidate_run=cand.run_id,
             verdict=result.verdict, exit_code=result.exit_code, policy_json=json.dumps(policy.model_dump(mode="json")),
-            result_json=json.dumps(result.to_dict(), default=str), report_path=str(reports.get("html", "")),
+            result_json=json.dumps({**result.to_dict(), "policy_source": source}, default=str),
+            report_path=str(reports.get("html", "")),
         ))
 
     refresh_for_run(store, cand.run_id)  # a job's adapter card says its latest gate
@@ -203,8 +207,10 @@ def latest_gate(store: Store, baseline_id: str, candidate_id: str) -> tuple[str,
 
 
 def run_label(run: RunRecord) -> str:
-    """`model + adapter`, the way reports name a run."""
-    return Path(run.model).name + (f" + {Path(run.adapter).name}" if run.adapter else "")
+    """The candidate by what made it (`naming.candidate_name`), the way reports name a run."""
+    from workbench.naming import candidate_name
+
+    return candidate_name(run.model, run.adapter)
 
 
 def rerun_like(store: Store, baseline_id: str, *, model: str | None = None, adapter: str | None = None,

@@ -27,15 +27,18 @@ from workbench.html.evidence import attribution_context
 from workbench.html.plots import delta_plot_html, group_deltas
 from workbench.html.signoff import signoff_line
 from workbench.html.verdict import verdict_context
+from workbench.naming import candidate_name
 from workbench.regression.comparison import ComparisonResult
+from workbench.regression.policy import Policy
+from workbench.regression.recorded import RecordedGate
 from workbench.regression.stats import VERDICT_ORDER
 from workbench.regression.transitions import Flip, Transition, flip_of, transition_of, verdict_changed
 from workbench.results import ProbeResult
 from workbench.store import RunRecord, Store, shown_time
 from workbench.types import Verdict
 
-RUN_COLUMNS = ("run", "created", "status", "model", "adapter", "suite", "n", "correct %", "hallucinated %",
-               "abstained %", "F", "release")
+RUN_COLUMNS = ("run", "created", "status", "candidate", "suite", "n", "correct %", "hallucinated %", "abstained %",
+               "F", "release")
 PROBE_COLUMNS = ("probe", "question", "accepted answer", "change", "baseline verdict", "baseline answer",
                  "candidate verdict", "candidate answer", "tags", "category")
 TRUNCATED = " ✂ [cut at max_tokens]"
@@ -44,7 +47,7 @@ about a cut answer."""
 METRIC_COLUMNS = ("metric", "baseline %", "candidate %", "delta pts", "ci low", "ci high")
 TRANSITION_COLUMNS = ("baseline \\ candidate", *(str(v) for v in VERDICT_ORDER))
 REVIEW_COLUMNS = ("id", "at", "reviewer", "target", "run", "probe", "old", "new", "reason")
-GATE_COLUMNS = ("gate", "at", "baseline", "candidate", "adapter", "verdict", "sign-off")
+GATE_COLUMNS = ("gate", "at", "baseline", "candidate run", "candidate", "verdict", "sign-off")
 ANY_CHANGE = "any verdict change"
 TRANSITION_FILTERS = (ANY_CHANGE, "broken", "fixed", *(str(t) for t in Transition if t != Transition.FIXED), "all",
                       *(f"{a} -> {b}" for a in VERDICT_ORDER for b in VERDICT_ORDER))
@@ -107,11 +110,11 @@ def refusal(e: BaseException) -> str:
 
 
 def run_label(run: RunRecord) -> str:
-    """`run-... · model + adapter · suite` for dropdowns; an unfinished run (running, interrupted, failed)
-    starts with its status in capitals, so it reads before the dropdown cuts the label."""
-    model = Path(run.model).name + (f" + {Path(run.adapter).name}" if run.adapter else "")
+    """`run-... · SmolLM2 + sft fix of run-... step 120 · suite` for dropdowns (the candidate named by what made it:
+    `naming.candidate_name`); an unfinished run (running, interrupted, failed) starts with its status in capitals,
+    so it reads before the dropdown cuts the label."""
     mark = "" if run.status == "done" else f"⚠ {run.status.upper()} · "
-    return f"{mark}{run.id} · {model} · {run.suite}"
+    return f"{mark}{run.id} · {candidate_name(run.model, run.adapter)} · {run.suite}"
 
 
 def run_choices(store: Store) -> list[tuple[str, str]]:
@@ -142,29 +145,27 @@ def _pct(m: Mapping[str, Any] | None, key: str) -> float | None:
 
 
 def runs_table(store: Store, *, text: str = "", status: str = "", suite: str = "") -> pd.DataFrame:
-    """One row per run, newest first. `text` matches run id, model or adapter (case-insensitive);
-    `status` and `suite` match exactly when given. Metrics are percentages of the greedy answers."""
-    from workbench.reviews import latest
+    """One row per run, newest first: the candidate by name (`naming.candidate_name`), its metrics and the latest
+    release decision on it with what it stands on (`reviews.Standing.text`: the gate's verdict, an override, a later
+    gate that did not clear). `text` matches run id, name, model or adapter path (case-insensitive); `status` and
+    `suite` match exactly when given. Metrics are percentages of the greedy answers."""
+    from workbench.reviews import standings
 
+    decided = {s.decision.run_id: s for s in standings(store)}  # in the order recorded: a run's latest wins
     rows = []
     needle = text.strip().lower()
     for r in reversed(store.list_runs()):
-        if needle and needle not in " ".join([r.id, r.model, r.adapter or ""]).lower():
+        name = candidate_name(r.model, r.adapter)
+        if needle and needle not in " ".join([r.id, name, r.model, r.adapter or ""]).lower():
             continue
         if (status and r.status != status) or (suite and r.suite != suite):
             continue
         m = (r.metrics or {}).get("overall")
-        release = latest(store, r.id, "release").get("")
-        rows.append([r.id, shown_time(r.created_at), r.status, r.model, r.adapter or "", r.suite, r.n_probes,
-                     _pct(m, "correct"), _pct(m, "incorrect"), _pct(m, "not_attempted"), _pct(m, "f_score"),
-                     _decision_text(release)])
+        release = decided.get(r.id)
+        rows.append([r.id, shown_time(r.created_at), r.status, name, r.suite, r.n_probes, _pct(m, "correct"),
+                     _pct(m, "incorrect"), _pct(m, "not_attempted"), _pct(m, "f_score"),
+                     release.text() if release else ""])
     return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
-
-
-def _decision_text(r: Any) -> str:
-    if r is None:
-        return ""
-    return f"{r.new_value} by {r.reviewer}" + (f" on {r.gate_id}" if r.gate_id else "")
 
 
 def interrupted_note(store: Store) -> str:
@@ -207,7 +208,8 @@ def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", 
 
     if transition not in TRANSITION_FILTERS:
         raise ValueError(f"`transition` must be one of {', '.join(TRANSITION_FILTERS)}, got {transition!r}")
-    result, b_out, c_out = compare_stored(store, baseline, candidate)
+    recorded, policy, policy_label = _recorded_policy(store, baseline, candidate)
+    result, b_out, c_out = compare_stored(store, baseline, candidate, policy)
     b_res, c_res = load_results(store, b_out.run_id).by_id(), load_results(store, c_out.run_id).by_id()
     group = result.by_tag.get(tag, result.overall) if tag else result.overall
     metrics = pd.DataFrame([[m, round(100 * d.baseline, 1), round(100 * d.candidate, 1), round(100 * d.delta, 1),
@@ -232,11 +234,26 @@ def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", 
                      ", ".join(b.tags), category_cell(b.category, c.category)])
     probes = pd.DataFrame(rows, columns=list(PROBE_COLUMNS))
     summary = macro("views.html", "compare_summary",
-                    verdict_context(result, signoff_line(store, b_out.run_id, c_out.run_id)),
+                    verdict_context(result, signoff_line(store, b_out.run_id, c_out.run_id), recorded, policy_label),
                     known_facts_lines(store, result), group.name, group.n, len(rows))
     return CompareView(summary, metrics, transitions, probes, [r[0] for r in rows],
                        cli_regress(store.workspace, b_out.run_id, c_out.run_id), result.verdict,
                        delta_plot_html(group_deltas(result, b_out, c_out)))
+
+
+def _recorded_policy(store: Store, baseline: str, candidate: str) -> tuple[RecordedGate | None, Policy | None, str]:
+    """The pair's latest recorded gate, the policy a what-if is computed under (the gate's own, else the built-in
+    one: None) and that policy's name."""
+    from workbench.regression.recorded import BUILT_IN, read_gates
+
+    gates = read_gates(store, baseline=store.get_run(baseline).id, candidate=store.get_run(candidate).id)
+    if not gates:
+        return None, None, f"the {BUILT_IN}"
+    gate = gates[-1]
+    try:
+        return gate, Policy.model_validate(gate.policy), f"the recorded gate's {gate.policy_label}"
+    except ValueError:  # a policy this version cannot read (a gate type it does not know)
+        return gate, None, f"the {BUILT_IN} (the recorded policy cannot be read)"
 
 
 def category_cell(baseline: str | None, candidate: str | None) -> str:
@@ -403,10 +420,32 @@ def probe_detail(store: Store, probe_id: str, run_ids: Sequence[str]) -> str:
             sections.append({"run_id": res.run.id, "answers": None})
             continue
         probe = probe or pr.probe
+        atts = effective_attributions(store, res.run.id)
         sections.append({"run_id": res.run.id,
                          "answers": _run_answers(res.run, pr, list_reviews(store, res.run.id, probe_id=probe_id)),
-                         "attribution": attribution_context(effective_attributions(store, res.run.id).get(probe_id))})
+                         "attribution": attribution_context(atts.get(probe_id)),
+                         "missing": _why_no_attribution(pr, bool(atts))})
     return macro("views.html", "probe_detail", probe_id, probe, sections, _VERDICT_CSS)
+
+
+def _why_no_attribution(pr: ProbeResult, attributed: bool) -> str:
+    """Why a probe of an attributed run has no attribution ("" for a run never attributed: the template says so)."""
+    if not attributed:
+        return ""
+    if pr.verdict == Verdict.CORRECT:
+        return "answered correctly: nothing to attribute (attribution explains a run's failures)"
+    return "this run's attribution left this probe out (attributed before a reviewer changed its grade?)"
+
+
+def detail_choices(store: Store, baseline: str, candidate: str, listed: Sequence[str] = ()) -> list[str]:
+    """The probes Probe detail offers for a pair: the ones Compare lists, in its order, then every other probe of
+    the baseline run in natural id order; [] without a pair."""
+    from workbench.results import load_results
+
+    if not baseline or not candidate:
+        return []
+    ids = sorted((r.probe.id for r in load_results(store, baseline).probes), key=natural_key)
+    return list(dict.fromkeys([*(i for i in listed if i in set(ids)), *ids]))
 
 
 def step_probe(probe_ids: Sequence[str], current: str, step: int) -> str:
@@ -425,7 +464,7 @@ def _run_answers(run: RunRecord, pr: Any, reviews: Sequence[Any]) -> dict[str, A
     last = verdict_reviews[-1] if verdict_reviews else None
     ent = entropy([a.text for a in pr.samples if a.variant == 0])
     return {
-        "model": Path(run.model).name + (f" + {Path(run.adapter).name}" if run.adapter else ""), "run_id": run.id,
+        "model": candidate_name(run.model, run.adapter), "run_id": run.id,
         "override": None if last is None else {"old_value": last.old_value, "new_value": last.new_value,
                                                "reviewer": last.reviewer, "at": shown_time(last.at),
                                                "reason": last.reason},
@@ -465,7 +504,7 @@ def gate_history_table(store: Store) -> pd.DataFrame:
     for h in reversed(release_history(store)):
         s = h["signoff"]
         rows.append([h["gate_id"] or "(no gate)", shown_time(h["created_at"]), h["baseline_run"] or "",
-                     h["candidate_run"], h["adapter"] or "", h["verdict"] or "",
+                     h["candidate_run"], candidate_name(h["model"], h["adapter"]), (h["verdict"] or "").upper(),
                      "" if s is None else f"{s['text']}; reason: {s['reason']}"])
     return pd.DataFrame(rows, columns=cols)
 

@@ -50,8 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "the known facts it breaks")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train", action="store_true", help="then write OUT/job/job.yaml and run it")
-    p.add_argument("--method", help="sft | dpo | grpo (default: grpo for --strategy rl, else the split with "
-                   "more targeted rows)")
+    p.add_argument("--method", help="sft | dpo | grpo | staged (default: staged, SFT on the injection and abstention "
+                   "rows then DPO on the behaviour pairs on one adapter, when the set has targets in both splits; grpo "
+                   "for --strategy rl; else the split with targeted rows)")
     p.add_argument("--steps", type=int,
                    help="trainer.max_steps of the job (default: by epochs over the fix set, see README)")
     p.add_argument("--replay-kl", type=float, metavar="WEIGHT",
@@ -120,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
         note = _method_note(method, manifest.counts, args.strategy)
         if note:
             log.warning(note)
-        spec = from_dict({"fixset": str(Path(args.out).resolve()), "method": method,
+        from finetune.job.spec import method_fields
+
+        spec = from_dict({"fixset": str(Path(args.out).resolve()), **method_fields(method),
                           **({"base_model": str(Path(args.base_model).resolve())} if args.base_model else {}),
                           "output_dir": str((Path(args.out) / "job").resolve()),
                           "trainer": {k: v for k, v in (("max_steps", args.steps), ("replay_kl", args.replay_kl))
@@ -207,6 +210,8 @@ def _method_note(method: str, counts: dict[str, dict[str, int]], strategy: str) 
     fixed nothing and broke 4-5% of the guard (docs/benchmarks/guard_flow.md)."""
     from finetune.fixset import METHOD_SPLIT
 
+    if method == "staged":
+        return None  # it trains every split that holds targets
     targeted = _targeted(counts)
     mine = targeted.get(METHOD_SPLIT.get(method, method), 0)
     best = max(targeted, key=lambda s: targeted[s])
@@ -219,7 +224,11 @@ def _method_note(method: str, counts: dict[str, dict[str, int]], strategy: str) 
 
 
 def _default_method(counts: dict[str, dict[str, int]]) -> str:
+    """grpo on an rl set; staged when both the sft and the dpo split hold targets (each failure its own treatment, on
+    one adapter); else the split that holds them."""
     if counts.get("prompts"):
         return "grpo"
     targeted = _targeted(counts)
+    if targeted.get("sft", 0) and targeted.get("dpo", 0):
+        return "staged"
     return "sft" if targeted.get("sft", 0) >= targeted.get("dpo", 0) else "dpo"

@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.explain:
         return _explain(args)
-    from finetune.job import check_fits, from_dict, launch, load_spec, resolve
+    from finetune.job import check_fits, from_dict, launch, load_spec, resolve_job
     from finetune.job.cadence import progress_every
     from finetune.job.trackers import require, split_names
     from workbench.store import Store
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     import datasets
 
     datasets.disable_progress_bars()  # per-map bars would bury the summary
-    job = resolve(spec)
+    job = resolve_job(spec)
     check_fits(job, force=args.force)
     _check_writable(Path(job.spec.output_dir))
     result = launch(job, Store.open(job.spec.workspace or args.workspace), resume=args.resume,

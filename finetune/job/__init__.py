@@ -9,6 +9,7 @@
     run.py       the one run skeleton: model, adapter, store records, watchdogs, checkpoints, adapter,
                  result (result.py, also written as OUT/result.json)
     method.py    the contract each method fills: methods/sft.py, methods/dpo.py, methods/grpo.py
+    staged.py    a staged job: several methods one after the other on one adapter, each stage a job of run.py
     checkpoint.py, callbacks.py atomic checkpoints; NaN/spike watchdogs and early stopping
     progress.py  the progress line (step, loss, ETA) a command prints while a job trains
 
@@ -17,9 +18,8 @@ Importing this package is light (no torch, transformers or trl): they load when 
 """
 
 from finetune.job.launcher import launch
-from finetune.job.resolve import ResolvedJob, check_fits, resolve
+from finetune.job.resolve import ResolvedJob, StagedJob, check_fits, resolve, resolve_job
 from finetune.job.result import JobResult, read_result
-from finetune.job.run import run_job
 from finetune.job.spec import (
     METHODS,
     EarlyStopSpec,
@@ -33,6 +33,7 @@ from finetune.job.spec import (
     load_spec,
     save_spec,
 )
+from finetune.job.staged import run_job
 
 __all__ = [
     "METHODS",
@@ -43,6 +44,7 @@ __all__ = [
     "LauncherSpec",
     "LoraSpec",
     "ResolvedJob",
+    "StagedJob",
     "TrainerSpec",
     "WatchdogSpec",
     "check_fits",
@@ -51,6 +53,7 @@ __all__ = [
     "load_spec",
     "read_result",
     "resolve",
+    "resolve_job",
     "run_job",
     "save_spec",
 ]

@@ -24,10 +24,11 @@ from typing import Any
 
 import yaml
 
-from finetune.job.resolve import ResolvedJob
+from finetune.job.resolve import ResolvedJob, StagedJob
 from finetune.job.result import RESULT_FILE, JobResult, read_result
-from finetune.job.run import JOB_FILE, refuse_existing, run_job
+from finetune.job.run import JOB_FILE, refuse_existing
 from finetune.job.spec import JobSpec, save_spec
+from finetune.job.staged import run_job
 from workbench import procstat
 from workbench.errors import WorkbenchError
 from workbench.store import Store
@@ -134,7 +135,7 @@ def accelerate_command(spec: JobSpec, job_yaml: str | Path, *, resume: bool = Fa
             str(cfg_path), "-m", JOB_MODULE, *job_arguments(job_yaml, resume=resume, workspace=workspace)]
 
 
-def launch(job: ResolvedJob, store: Store | None = None, *, resume: bool = False,
+def launch(job: ResolvedJob | StagedJob, store: Store | None = None, *, resume: bool = False,
            env: dict[str, str] | None = None, progress: Callable[[str], None] | None = None) -> JobResult:
     """Run the job with its launcher and return its JobResult (the store records it either way). `progress`
     gets the progress lines of an in-process job (run_job); a job process writes its own to OUT/job.log."""

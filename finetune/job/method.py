@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from finetune.chatform import flat_row
+from finetune.job.anchor import NLLAnchor, anchored
 from finetune.job.callbacks import EarlyStopping, heldout_accuracy, heldout_rows
 from finetune.job.checkpoint import atomic
 from finetune.job.resolve import ResolvedJob
@@ -28,6 +29,10 @@ class Method(abc.ABC):
     columns: ClassVar[tuple[str, ...] | None]
     #: The held-out score's metric name in the store (`heldout_accuracy`, `heldout_reward`).
     heldout_metric: ClassVar[str]
+
+    #: A staged job's later stage: the answers the stages before taught, held by an NLL term of weight
+    #: `trainer.earlier_anchor` (finetune/job/anchor.py); None otherwise.
+    hold: NLLAnchor | None = None
 
     def __init__(self, job: ResolvedJob, tokenizer: Any, rows: Any, log: JobRecorder) -> None:
         """`rows`: the method's split of the fix set (a `datasets.Dataset`, train and heldout rows)."""
@@ -64,6 +69,13 @@ class Method(abc.ABC):
     def guards(self) -> list[Any]:
         """Watchdog callbacks of this method beyond the shared ones (each with a `stopped` StopReason)."""
         return []
+
+    def held(self, trainer_class: type) -> type:
+        """`trainer_class`, with the earlier stages' answers held in its loss when this is a staged job's later
+        stage."""
+        if self.hold is None:
+            return trainer_class
+        return anchored(trainer_class, self.hold, self.job.spec.trainer.earlier_anchor)
 
     def summary(self, steps: int, final_loss: float | None, log_history: Sequence[dict[str, Any]]) -> str:
         """One line for a job that ran to the end."""
@@ -103,9 +115,9 @@ class SupervisedMethod(Method):
         """trl's trainer class (atomic checkpoints are added in `trainer`)."""
 
     def trainer(self, *, model: Any, args: Any, peft_config: Any, callbacks: Sequence[Any]) -> Any:
-        return atomic(self.trainer_class())(model=model, args=args, train_dataset=self.train,
-                                            processing_class=self.tokenizer, peft_config=peft_config,
-                                            callbacks=list(callbacks))
+        cls = self.held(self.trainer_class())
+        return atomic(cls)(model=model, args=args, train_dataset=self.train, processing_class=self.tokenizer,
+                           peft_config=peft_config, callbacks=list(callbacks))
 
     def score(self, model: Any) -> float:
         stop = self.job.manifest.stop

@@ -31,7 +31,7 @@ from finetune.job.defaults import (
     row_for,
     size_class,
 )
-from finetune.job.spec import JobSpec, LoraSpec, grpo_batch_problem
+from finetune.job.spec import OVERRIDES, JobSpec, LoraSpec, grpo_batch_problem
 from finetune.preflight import LORA_TARGETS, Estimate, PreflightSpec, load_shape, require_fit
 from workbench.errors import WorkbenchError
 from workbench.models import resolve_model
@@ -187,9 +187,12 @@ class ResolvedJob:
             lora_rank=self.lora_r, lora_targets=modelled or LORA_TARGETS)
 
 
-def check_fits(job: ResolvedJob, *, force: bool = False) -> Estimate | None:
+def check_fits(job: ResolvedJob | StagedJob, *, force: bool = False) -> Estimate | None:
     """The pre-flight a CUDA job runs before it starts (raises WorkbenchError unless it fits on the visible
-    GPU); None for a CPU job, which has no GPU memory to check."""
+    GPU); None for a CPU job, which has no GPU memory to check. A staged job: every stage, the largest estimate."""
+    if isinstance(job, StagedJob):
+        found = [e for stage in job.stages if (e := check_fits(stage, force=force)) is not None]
+        return max(found, key=lambda e: e.peak_bytes, default=None)
     if job.device != "cuda" or force:
         return None
     import torch
@@ -202,6 +205,8 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     """Decide every "auto" of `spec` (see the module docstring); raises WorkbenchError naming the field.
     `for_gpu`: decide as on a CUDA machine with bf16 (`workbench preflight --job` on a machine without one)."""
     spec = _absolute(spec)
+    if spec.method == "staged":
+        raise WorkbenchError("job spec: a `method: staged` job is resolved stage by stage (`resolve_job`)")
     if spec.launcher.kind == "accelerate" and not for_gpu and _device(spec) != "cuda":
         raise _fail("launcher.kind", "is accelerate, which needs CUDA GPUs; none is visible here (use "
                     "`launcher.kind: inprocess` or subprocess)")
@@ -301,6 +306,79 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
                        scale_source=scale_source, size_rule=size_rule)
 
 
+#: Where a staged job's stages go: `output_dir/stages/1-sft`, `2-dpo`, ...
+STAGES_DIR = "stages"
+
+
+@dataclass(frozen=True)
+class StagedJob:
+    """A `method: staged` job ready to run: its spec (paths absolute) and each stage resolved as planned.
+
+    A later stage continues the adapter of the stage before (`init_adapter`), which exists only once that stage
+    has run; here it is resolved with the first stage's LoRA in its place (the same rank, targets and token rows the
+    adapter will carry), so every stage's fix set, split, model and memory are checked before anything trains. The
+    runner (finetune/job/staged.py) resolves each stage again on the real adapter when it starts.
+
+    Attributes:
+        spec: The staged spec.
+        stages: Each stage's job as planned, in order.
+    """
+
+    spec: JobSpec
+    stages: tuple[ResolvedJob, ...]
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.spec.output_dir)
+
+    @property
+    def method(self) -> str:
+        return "staged"
+
+
+def stage_dir(spec: JobSpec, index: int) -> Path:
+    """The output_dir of stage `index` (0-based) of a staged job."""
+    return Path(spec.output_dir) / STAGES_DIR / f"{index + 1}-{spec.stages[index].method}"
+
+
+def stage_spec(spec: JobSpec, index: int) -> JobSpec:
+    """Stage `index` of a staged job as a job of its own: the job's settings with the stage's overrides, its own
+    output_dir, continuing the adapter of the stage before (the first: the job's `init_adapter`). Every stage but the
+    last keeps its whole trained delta (`adapter_scale` 1.0 unless the stage gives one): the next stage continues it,
+    and the last one's scale is decided over every stage's targets."""
+    st = spec.stages[index]
+    data = spec.to_dict()
+    del data["stages"]
+    for name in OVERRIDES:  # the fields the stage gives replace the job's
+        data[name] = {**data[name], **getattr(st, name).model_dump(mode="json", exclude_unset=True)}
+    if index < len(spec.stages) - 1 and "adapter_scale" not in st.trainer.model_fields_set:
+        data["trainer"]["adapter_scale"] = 1.0
+    data.update(method=st.method, fixset=st.fixset or spec.fixset, output_dir=str(stage_dir(spec, index)),
+                init_adapter=spec.init_adapter if index == 0 else str(stage_dir(spec, index - 1) / "adapter"))
+    return JobSpec.model_validate(data)
+
+
+def resolve_job(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob | StagedJob:
+    """`resolve`, or `resolve_staged` for a `method: staged` spec: what `workbench train` and the launchers run."""
+    return resolve_staged(spec, for_gpu=for_gpu) if spec.method == "staged" else resolve(spec, for_gpu=for_gpu)
+
+
+def resolve_staged(spec: JobSpec, *, for_gpu: bool = False) -> StagedJob:
+    """Every stage of a staged job resolved as planned (see `StagedJob`); raises WorkbenchError naming the stage."""
+    spec = _absolute(spec)
+    stages: list[ResolvedJob] = []
+    for i in range(len(spec.stages)):
+        planned = stage_spec(spec, i)
+        if i > 0:  # the adapter it continues does not exist yet: the first stage's LoRA stands in for it
+            first = stages[0].spec.lora
+            planned = planned.model_copy(update={"init_adapter": None, "lora": first})
+        try:
+            stages.append(resolve(planned, for_gpu=for_gpu))
+        except WorkbenchError as e:
+            raise WorkbenchError(f"stage {i + 1} ({planned.method}): {e}") from None
+    return StagedJob(spec, tuple(stages))
+
+
 def _replay_kl(given: float | None, row: JobDefaults, manifest: FixSetManifest, split: str) -> float:
     """`trainer.replay_kl`: the spec's, else the row's (as the fix set reads it, `JobDefaults.for_fixset`), but 0 on
     a split with no replay rows (a set built with --allow-unguarded: the default has no known fact to hold)."""
@@ -360,9 +438,31 @@ class Explanation:
                                                  "source": u.default.source} for u in self.uses]}
 
 
-def explain(spec: JobSpec) -> Explanation:
+@dataclass(frozen=True)
+class StagedExplanation:
+    """Each stage's `Explanation` of a staged job, in order (`workbench train --explain` on a staged spec)."""
+
+    stages: list[Explanation]
+
+    def lines(self) -> list[str]:
+        out = [f"staged job: {' -> '.join(e.row.method for e in self.stages)}, on one adapter"]
+        for i, e in enumerate(self.stages, 1):
+            out += [f"stage {i} of {len(self.stages)} ({e.row.method}):", *(f"  {line}" for line in e.lines())]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": "staged", "stages": [e.to_dict() for e in self.stages]}
+
+
+def explain(spec: JobSpec) -> Explanation | StagedExplanation:
     """The defaults table's row `spec` gets and how each value is used, reading only the fix set's manifest and the
-    model's config.json: no weights, no torch, nothing decided for the device."""
+    model's config.json: no weights, no torch, nothing decided for the device. A staged job: each stage's (a later
+    stage as planned: the first stage's LoRA in place of the adapter it will continue)."""
+    if spec.method == "staged":
+        stages = [stage_spec(spec, i) for i in range(len(spec.stages))]
+        planned = [st if i == 0 else st.model_copy(update={"init_adapter": None}) for i, st in enumerate(stages)]
+        found = [explain(st) for st in planned]
+        return StagedExplanation([e for e in found if isinstance(e, Explanation)])
     spec = _absolute(spec)
     manifest = load_manifest(spec.fixset)
     split = manifest.require_rows(spec.method)

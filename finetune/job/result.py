@@ -40,6 +40,8 @@ class JobResult:
         known_checked: Probes of the fix set's validation slice (known facts no training row holds) the
             model answered correctly before training (all of the slice for a resumed job); 0 without a slice.
         known_broken: Those of them the trained model answers wrongly, by id (finetune/job/scoring.py).
+        known_right_before: The slice's probes counted as right before training, by id (a staged job's later
+            stages take the first stage's: what the whole job breaks is counted against the base model).
         learning_rate: The learning rate the job trained with (decided by resolve when the spec left it out).
         max_steps_rule, learning_rate_rule: Which rule gave the job's max_steps and learning rate, with its
             figures (`60 (20 epochs x 96 rows / batch 32)`), or that the job spec gave them.
@@ -50,6 +52,9 @@ class JobResult:
         kept_reason: Why, in words (known facts broken and targets fixed there and at the end).
         adapter_scale: The share of the trained LoRA delta the adapter holds (`trainer.adapter_scale`; 1.0: all).
         adapter_scale_reason: Why that scale (given by the spec, or the `auto` rule with its targets fixed).
+        method: sft | dpo | grpo | staged.
+        stages: A staged job's stages, in order, each its own result as a mapping (its method under `method`);
+            empty for a job of one method.
     """
 
     job_id: str
@@ -74,6 +79,9 @@ class JobResult:
     kept_reason: str | None = None
     adapter_scale: float = 1.0
     adapter_scale_reason: str | None = None
+    known_right_before: list[str] = dataclasses.field(default_factory=list)
+    method: str | None = None
+    stages: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def known_broken_fraction(self) -> float | None:
@@ -100,6 +108,9 @@ class JobResult:
         rules (what the job took by default, and why), held-out scores, broken known facts by id, the protection
         notes, the adapter."""
         lines = [f"job {self.job_id}: {self.status} after {self.steps} steps ({self.seconds} s): {self.message}"]
+        lines += [f"  stage {i} ({st.get('method')}): {st.get('status')} after {st.get('steps')} steps, "
+                  f"{len(st.get('known_broken') or [])} of {st.get('known_checked', 0)} known facts broken: "
+                  f"{st.get('message')}" for i, st in enumerate(self.stages, 1)]
         rules = [r for r in (self.size_rule, self.max_steps_rule and f"max_steps {self.max_steps_rule}",
                              self.learning_rate_rule and f"learning rate {self.learning_rate_rule}") if r]
         if rules:

@@ -1,6 +1,7 @@
 """The run skeleton: one job, whatever its method, read top to bottom.
 
-`run_job` does, in order:
+`run_method` (one method's job; finetune/job/staged.py runs a staged one stage by stage through it) does, in
+order:
 
 1. resolve the spec once (finetune/job/resolve.py) unless given a ResolvedJob; find where to resume, or
    refuse an output_dir that already holds a job; save the decided spec as `output_dir/job.yaml`;
@@ -25,9 +26,11 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from finetune.fixset import load_manifest
 from finetune.job import trackers
 from finetune.job.checkpoint import COMPLETE, clean_incomplete, last_complete_checkpoint
 from finetune.job.resolve import ResolvedJob, resolve
@@ -45,14 +48,37 @@ ADAPTER_DIR = "adapter"
 CHECKPOINT_DIR = "checkpoints"
 
 
-def run_job(spec: JobSpec | ResolvedJob, store: Store | None = None, *, resume: bool = False,
+@dataclass(frozen=True)
+class StageContext:
+    """What a stage of a staged job (finetune/job/staged.py) takes from the stages before it.
+
+    Attributes:
+        label: The stage in words (`stage 2 of 2, dpo`): its progress lines and events say it.
+        fixset: The fix set whose validation slice `known_right` was scored on (the first stage's).
+        known_right: The slice's probes the base model answered right (the first stage's `known_right_before`):
+            a later stage starts from an adapter, so it counts what it breaks against these, not against its own
+            start; None: the first stage (it scores the base model itself).
+        earlier: (fix set, split) of every stage before: their targeted probes count beside this stage's when it
+            picks the state it keeps (rollback) and its adapter scale, so a stage does not undo the stages before.
+    """
+
+    label: str
+    fixset: str
+    known_right: frozenset[str] | None = None
+    earlier: tuple[tuple[str, str], ...] = ()
+
+
+def run_method(spec: JobSpec | ResolvedJob, store: Store | None = None, *, resume: bool = False,
             callbacks: Sequence[Any] = (), before_commit: Callable[[int, Path], None] | None = None,
-            progress: Callable[[str], None] | None = None) -> JobResult:
+            progress: Callable[[str], None] | None = None, stage: StageContext | None = None) -> JobResult:
     """Train to completion, or until a watchdog stops it. `resume=True` continues from the last complete
     checkpoint of the output_dir. `progress` gets a line (step, loss, ETA) every 30 s of training
     (finetune/job/progress.py); None: silent. `callbacks` (extra trainer callbacks) and
     `before_commit(step, staging)` (called while a checkpoint is written but not yet committed) are for tools
-    and tests."""
+    and tests. One method's job: a `method: staged` job runs its stages through here (finetune/job/staged.py
+    `run_job`, the package's entry point for either), each with its `stage` context."""
+    if isinstance(spec, JobSpec) and spec.method == "staged":
+        raise WorkbenchError("a `method: staged` job runs stage by stage: finetune.job.run_job runs either kind")
     t0 = time.perf_counter()
     # 1. Resolve, find the resume point, save the decided spec.
     job = spec if isinstance(spec, ResolvedJob) else resolve(spec)
@@ -60,7 +86,7 @@ def run_job(spec: JobSpec | ResolvedJob, store: Store | None = None, *, resume: 
     if progress is not None:  # before anything is written: a bad $WORKBENCH_PROGRESS_EVERY is refused here
         from finetune.job.progress import TrainingProgress
 
-        callbacks = [*callbacks, TrainingProgress(progress, label=job.method)]
+        callbacks = [*callbacks, TrainingProgress(progress, label=stage.label if stage else job.method)]
     out = job.output_dir
     start_from = resume_point(out, resume)
     save_spec(job.spec, out / JOB_FILE)
@@ -68,7 +94,7 @@ def run_job(spec: JobSpec | ResolvedJob, store: Store | None = None, *, resume: 
         store = Store.open(job.spec.workspace)
 
     # 2. The job row, events and metrics (a no-op without a store).
-    job_id = _job_id(out, resume)
+    job_id = job_id_of(out, resume)
     log = JobRecorder(store, job_id)
     m = job.manifest
     log.create(method=job.method, spec=job.spec.to_dict(), run_id=m.run_id,
@@ -87,7 +113,7 @@ def run_job(spec: JobSpec | ResolvedJob, store: Store | None = None, *, resume: 
                             fixset_sha256=m.sha256, base_model=job.base_model)
     try:
         with trackers.tracker_env(job.spec.report_to, out, tags):
-            result = _train(job, job_id, start_from, log, callbacks, before_commit, tags)
+            result = _train(job, job_id, start_from, log, callbacks, before_commit, tags, stage)
     except BaseException as e:
         log.event("failed", f"{type(e).__name__}: {e}")
         log.status("failed", finished=True)
@@ -105,9 +131,11 @@ def run_job(spec: JobSpec | ResolvedJob, store: Store | None = None, *, resume: 
 
 
 def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecorder, callbacks: Sequence[Any],
-           before_commit: Callable[[int, Path], None] | None, tags: dict[str, str]) -> JobResult:
+           before_commit: Callable[[int, Path], None] | None, tags: dict[str, str],
+           stage: StageContext | None) -> JobResult:
     from datasets import load_from_disk
 
+    from finetune.job.anchor import NLLAnchor, earlier_pairs
     from finetune.job.callbacks import LossWatchdog, MetricsRecorder
     from finetune.job.known_guard import KnownFactsGuard
     from finetune.job.methods import method_class
@@ -116,6 +144,10 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     tokenizer, model = load_base(job)
     split_rows = load_from_disk(job.spec.fixset)[job.split]
     method = method_class(job.method)(job, tokenizer, split_rows, log)
+    if stage is not None and job.spec.trainer.earlier_anchor > 0:  # a later stage holds what the ones before taught
+        pairs = [p for fixset, split in stage.earlier for p in earlier_pairs(tokenizer, load_from_disk(fixset)[split],
+                                                                              split)]
+        method.hold = NLLAnchor(tokenizer, pairs, batch=job.batch) if pairs else None
 
     # 4. LoRA (fresh, or the adapter a staged fix continues).
     model, peft_config = with_adapter(model, job)
@@ -125,6 +157,8 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     watchdog = LossWatchdog(log.event, stop_on_nan=w.stop_on_nan, spike_factor=method.spike_factor,
                             window=w.spike_window, min_steps=w.spike_min_steps)
     known, targets = KnownFacts(job.manifest, tokenizer), Targets.of(split_rows, job.manifest, tokenizer)
+    for fixset, split in stage.earlier if stage else ():  # a stage keeps what the stages before it fixed
+        targets = targets.plus(Targets.of(load_from_disk(fixset)[split], load_manifest(fixset), tokenizer))
     es = job.spec.early_stop
     known_guard = KnownFactsGuard(log.event, log.metrics, correct=known.correct, targets=targets.fixed,
                                   eval_every=es.known_every or 0, max_share=es.max_known_broken,
@@ -149,7 +183,7 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     # a resumed job takes the base answers and the scores its checkpoint holds; a checkpoint without them
     # (an older version's): every probe of the slice was right in the evaluation run
     if start_from is None:
-        known_guard.before = known.correct(trainer.model)
+        known_guard.before = _known_right(known, trainer.model, job, stage)
     elif not known_guard.restore(start_from):
         known_guard.before = {r["probe_id"] for r in known.rows}
     known_before = known_guard.before
@@ -166,11 +200,12 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
                          final_loss=final_loss, heldout_before=before, heldout_after=after,
                          resumed_from=str(start_from) if start_from else None,
                          stop_reason=stop.kind if stop else None, message=message, seconds=0.0,
-                         known_checked=len(known_before), known_broken=list(broken), learning_rate=job.learning_rate,
+                         known_checked=len(known_before), known_broken=list(broken),
+                         known_right_before=sorted(known_before), learning_rate=job.learning_rate,
                          max_steps_rule=job.steps_rule, learning_rate_rule=job.lr_rule, size_rule=job.size_rule,
                          kept_step=kept.step if kept else None, kept_reason=kept_reason,
                          adapter_scale=scale.scale if scale else 1.0,
-                         adapter_scale_reason=scale.reason if scale else None)
+                         adapter_scale_reason=scale.reason if scale else None, method=job.method)
 
     if stop is not None and stop.kind == "nan":
         return result("failed", None, None, stop.message)
@@ -197,6 +232,14 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     if stop is not None:
         return result("stopped", str(adapter), after, stop.message, broken, choice)
     return result("done", str(adapter), after, method.summary(steps, final_loss, history), broken, choice)
+
+
+def _known_right(known: KnownFacts, model: Any, job: ResolvedJob, stage: StageContext | None) -> set[str]:
+    """The validation slice's probes right before training: scored on the model, or, for a later stage on the same
+    fix set, those the base model answered right (the first stage's), so what the whole job breaks is counted."""
+    if stage is not None and stage.known_right is not None and Path(stage.fixset) == Path(job.spec.fixset):
+        return {r["probe_id"] for r in known.rows} & stage.known_right
+    return known.correct(model)
 
 
 def load_base(job: ResolvedJob) -> tuple[Any, Any]:
@@ -274,7 +317,8 @@ def refuse_existing(out: Path) -> None:
                              "or choose a new output_dir")
 
 
-def _job_id(out: Path, resume: bool) -> str:
+def job_id_of(out: Path, resume: bool) -> str:
+    """The job's id: the one `out` records when resuming, else a new one, recorded there."""
     path = out / JOB_ID_FILE
     if resume and path.is_file():
         return path.read_text().strip()
@@ -290,7 +334,8 @@ def save_adapter(model: Any, dest: Path, *, scale: float = 1.0) -> Path:
     tmp = dest.with_name(dest.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
-    model.save_pretrained(str(tmp))
+    # only the trained adapter: a DPO job continuing one (`init_adapter`) also holds trl's frozen "ref" copy
+    model.save_pretrained(str(tmp), selected_adapters=[model.active_adapter])
     if scale != 1.0:
         write_scale(tmp, scale)
     (tmp / COMPLETE).write_text("")  # the same marker as checkpoints: `workbench watch` gates only whole adapters

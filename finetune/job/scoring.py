@@ -6,6 +6,7 @@ when a job picks the checkpoint it keeps, finetune/job/known_guard.py `KnownFact
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +93,11 @@ class Targets:
                         "incorrect_answers": list(r.get("incorrect_answers") or ())}
         phrases = tuple(manifest.abstention_phrases or [manifest.abstention_phrase])
         return cls(list(out.values()), tokenizer, tuple(manifest.stop), phrases, answer_budget(manifest))
+
+    def plus(self, other: Targets) -> Targets:
+        """These targets and `other`'s (a staged job's earlier stages), a probe counted once."""
+        mine = {r["probe_id"] for r in self.rows}
+        return dataclasses.replace(self, rows=[*self.rows, *(r for r in other.rows if r["probe_id"] not in mine)])
 
     def verdicts(self, model: Any) -> dict[str, bool]:
         """Probe id -> fixed, for every targeted probe."""

@@ -2,7 +2,7 @@
 
     base_model: world/model
     fixset: fix/
-    method: sft                 # sft | dpo | grpo
+    method: sft                 # sft | dpo | grpo | staged
     output_dir: jobs/sft-1
     lora: {r: 8, alpha: 16}
     trainer: {max_steps: 300, per_device_batch_size: 32}
@@ -30,8 +30,15 @@ from workbench.errors import WorkbenchError
 from workbench.safeload import dotted_key_lines, line_of, read_yaml_file
 from workbench.validation import describe
 
-Method = Literal["sft", "dpo", "grpo"]
-METHODS: tuple[Method, ...] = ("sft", "dpo", "grpo")
+#: A training method: one trl trainer on one split of the fix set.
+StageMethod = Literal["sft", "dpo", "grpo"]
+STAGE_METHODS: tuple[StageMethod, ...] = ("sft", "dpo", "grpo")
+#: The stages of a staged fix by default (`workbench fix --train`, the demo): the injection and abstention rows first
+#: (SFT), then the behaviour pairs (DPO), each failure the treatment its attribution prescribes.
+DEFAULT_STAGES: tuple[StageMethod, ...] = ("sft", "dpo")
+#: What a job runs: one method, or `staged`: several methods one after the other on one adapter (`stages`).
+Method = Literal["sft", "dpo", "grpo", "staged"]
+METHODS: tuple[Method, ...] = ("sft", "dpo", "grpo", "staged")
 Device = Literal["auto", "cpu", "cuda"]
 LauncherKind = Literal["inprocess", "subprocess", "accelerate"]
 GRPOLoss = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo"]
@@ -151,6 +158,10 @@ class TrainerSpec(_Section):
     questions), else 1.0; the record says the scale and why. 1.0: off. None: per method (the job defaults
     table, finetune/job/defaults.py: sft and dpo `auto`, grpo 1.0, measured on seven worlds and SmolLM2, README
     "Unreplayed known facts")."""
+    earlier_anchor: float = pydantic.Field(default=1.0, ge=0, le=1000)
+    """A staged job's later stages: weight of an NLL term on the answers the stages before taught (their targeted
+    rows: SFT completions, DPO chosen answers), so a stage does not undo them; 0: off. On the default world a DPO stage
+    after SFT without it undid the SFT stage's abstention (finetune/job/anchor.py)."""
     logging_steps: int = pydantic.Field(default=1, ge=1, le=MAX_STEPS)
     """Steps between logged metrics (1 = every step; the watchdog sees what is logged)."""
 
@@ -302,6 +313,37 @@ class LauncherSpec(_Section):
     """accelerate's mixed precision: no | bf16 | fp16."""
 
 
+class StageSpec(_Section):
+    """One stage of a `method: staged` job: a method trained on the adapter the stage before left.
+
+    Its `trainer`, `early_stop` and `grpo` name only what differs from the job's own sections (the fields given
+    replace the job's; the rest are the job's), e.g. `{method: dpo, trainer: {max_steps: 40}}`."""
+
+    method: StageMethod
+    """sft, dpo or grpo: what this stage trains, on its fix set's split for that method."""
+    fixset: str | None = None
+    """The fix set of this stage (None: the job's `fixset`); a grpo stage needs one with `prompts` rows (`workbench
+    fix --strategy rl`)."""
+    trainer: TrainerSpec = TrainerSpec()
+    """Optimisation settings that differ from the job's `trainer` in this stage (only the fields given count)."""
+    early_stop: EarlyStopSpec = EarlyStopSpec()
+    """Early-stopping settings that differ from the job's `early_stop` (only the fields given count)."""
+    grpo: GRPOSpec = GRPOSpec()
+    """GRPO settings that differ from the job's `grpo` (only the fields given count)."""
+
+    @pydantic.model_serializer(mode="wrap")
+    def _given_only(self, handler: Any) -> Any:
+        """Written back (a saved job.yaml) with only the fields given, so a reread stage still inherits the rest."""
+        data = handler(self)
+        for name in OVERRIDES:
+            data[name] = {k: v for k, v in data[name].items() if k in getattr(self, name).model_fields_set}
+        return data
+
+
+#: The sections a stage may override field by field.
+OVERRIDES = ("trainer", "early_stop", "grpo")
+
+
 class JobSpec(_Section):
     """One training job."""
 
@@ -310,8 +352,14 @@ class JobSpec(_Section):
     output_dir: str = pydantic.Field(min_length=1)
     """Where the job goes: job.yaml, checkpoints/, adapter/ and result.json."""
     method: Method = "sft"
-    """sft (SFTTrainer, completion-only loss), dpo (DPOTrainer, reference = adapter disabled) or grpo
-    (GRPOTrainer on the fix set's `prompts` split, rewards from the suite's grader)."""
+    """sft (SFTTrainer, completion-only loss), dpo (DPOTrainer, reference = adapter disabled), grpo
+    (GRPOTrainer on the fix set's `prompts` split, rewards from the suite's grader), or staged (`stages`, in order,
+    on one adapter: finetune/job/staged.py)."""
+    stages: list[StageSpec] = []
+    """`method: staged` only: the stages in order, e.g. `[{method: sft}, {method: dpo}]` (the fix set's injection and
+    abstention rows, then its behaviour pairs). Each is a job of its own in `output_dir/stages/N-METHOD/` that
+    continues the adapter of the stage before; the last stage's adapter is the job's. Every stage replays and checks
+    the known facts, and counts what it breaks against the base model."""
     base_model: str | None = None
     """Model directory or hub id (default: the model of the fix set's run)."""
     lora: LoraSpec = LoraSpec()
@@ -375,6 +423,10 @@ class JobSpec(_Section):
         if g.abstention_guidance > g.num_generations:
             problems.append(f"`grpo.abstention_guidance` must be in [0, grpo.num_generations={g.num_generations}], "
                             f"got {g.abstention_guidance}")
+        if self.method == "staged" and not self.stages:
+            problems.append("`method: staged` needs `stages`, e.g. [{method: sft}, {method: dpo}]")
+        if self.method != "staged" and self.stages:
+            problems.append(f"`stages` is for `method: staged`; a {self.method} job has none (leave it out)")
         batch = self.trainer.per_device_batch_size
         if self.method == "grpo" and batch is not None and (problem := grpo_batch_problem(self, batch)):
             problems.append(problem)  # a batch the size rule decides is checked by resolve
@@ -387,6 +439,13 @@ class JobSpec(_Section):
 
     def to_yaml(self) -> str:
         return str(yaml.safe_dump(self.to_dict(), sort_keys=False))
+
+
+def method_fields(method: str) -> dict[str, Any]:
+    """The job spec fields that name `method`: `staged` with its DEFAULT_STAGES, any other as itself."""
+    if method == "staged":
+        return {"method": method, "stages": [{"method": m} for m in DEFAULT_STAGES]}
+    return {"method": method}
 
 
 def grpo_batch_problem(spec: JobSpec, batch: int) -> str | None:
@@ -418,6 +477,11 @@ def from_dict(data: Any, *, base_dir: Path | None = None, where: str = "job spec
             if isinstance(v, str) and v and not Path(v).is_absolute() and (
                     name != "base_model" or (base_dir / v).exists()):
                 values[name] = str((base_dir / v).resolve())
+        stages = values.get("stages")
+        if isinstance(stages, list):  # a stage's own fix set, relative to the YAML as the job's is
+            values["stages"] = [{**st, "fixset": str((base_dir / st["fixset"]).resolve())}
+                                if isinstance(st, dict) and isinstance(st.get("fixset"), str) and st["fixset"]
+                                and not Path(st["fixset"]).is_absolute() else st for st in stages]
     try:
         return JobSpec.model_validate(values)
     except pydantic.ValidationError as e:

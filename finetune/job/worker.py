@@ -37,8 +37,8 @@ def main(argv: Sequence[str] | None = None, *, callbacks: Sequence[Any] = (),
         print(f"error: {e}", file=sys.stderr)
         return 2
     procstat.end_with_owner()  # started by `workbench train`: a killed command must not leave the job training
-    from finetune.job.run import run_job
     from finetune.job.spec import load_spec
+    from finetune.job.staged import run_job
     from workbench.store import Store
 
     try:

@@ -96,6 +96,7 @@ def model_card(adapter: str | Path, store: Store | None = None, base_model: str 
     job = _job_spec(job_dir / JOB_FILE)
     fix_path, fix = _fixset(job)
     method = str(job.get("method", "sft"))
+    methods = _methods(job)
     base = base_model or str(cfg.get("base_model_name_or_path") or fix.get("model"))
     gate = latest_gate(store, adapter) if store is not None else None
     fix_name = fix_path.name if fix_path else "fix set"
@@ -122,8 +123,16 @@ def model_card(adapter: str | Path, store: Store | None = None, base_model: str 
                                     f"{m} (baseline {was:.3f})"))
     data = ModelCardData(base_model=base, library_name="peft", datasets=[fix_name], model_name=res.get("job_id"),
                          pipeline_tag="text-generation", eval_results=evals or None,
-                         tags=[TAG, "lora", method, *(f"fixes:{c}" for c in _targeted(fix, method))])
-    return f"---\n{data.to_yaml()}\n---\n\n" + _model_body(res, cfg, method, base, fix_path, fix, gate)
+                         tags=[TAG, "lora", *dict.fromkeys([method, *methods]),
+                               *(f"fixes:{c}" for c in _targeted(fix, methods))])
+    return f"---\n{data.to_yaml()}\n---\n\n" + _model_body(res, cfg, methods, base, fix_path, fix, gate)
+
+
+def _methods(job: dict[str, Any]) -> list[str]:
+    """The methods the job trained, in order: its stages' for a staged job, else its one."""
+    if job.get("method") == "staged":
+        return [str(st.get("method")) for st in job.get("stages") or [] if isinstance(st, dict)]
+    return [str(job.get("method", "sft"))]
 
 
 def _job_spec(path: Path) -> dict[str, Any]:
@@ -141,30 +150,35 @@ def _job_spec(path: Path) -> dict[str, Any]:
     return data
 
 
-def _targeted(fix: dict[str, Any], method: str) -> list[str]:
-    """The categories the job's split targets (replay, anchors and rehearsal protect; they fix nothing)."""
-    split = fix.get("counts", {}).get(SPLITS.get(method, method), {})
-    return sorted(c for c, n in split.items() if n and c not in ("replay", "anchor", "rehearsal"))
+def _targeted(fix: dict[str, Any], methods: list[str]) -> list[str]:
+    """The categories the job's splits target (replay, anchors and rehearsal protect; they fix nothing)."""
+    counts = fix.get("counts", {})
+    return sorted({c for m in methods for c, n in counts.get(SPLITS.get(m, m), {}).items()
+                   if n and c not in ("replay", "anchor", "rehearsal")})
 
 
-def _model_body(res: dict[str, Any], cfg: dict[str, Any], method: str, base: str, fix_path: Path | None,
+def _model_body(res: dict[str, Any], cfg: dict[str, Any], methods: list[str], base: str, fix_path: Path | None,
                 fix: dict[str, Any], gate: dict[str, Any] | None) -> str:
-    lines = [f"# {res.get('job_id', 'adapter')}: {method.upper()} LoRA adapter of `{base}`", "",
+    name = " then ".join(m.upper() for m in methods)
+    splits = [SPLITS.get(m, m) for m in methods]
+    lines = [f"# {res.get('job_id', 'adapter')}: {name} LoRA adapter of `{base}`", "",
              f"Written by the Hallucination Workbench from the job's records (job `{res.get('job_id')}`, status "
              f"`{res.get('status')}`). Load it with peft (`PeftModel.from_pretrained(base, this_folder)`) or vLLM's "
              "LoRA support.", "", "## What it fixes", ""]
     if fix:
         lines += [f"Fix set `{fix_path}` (sha256 `{str(fix.get('sha256', ''))[:12]}`), built with strategy "
                   f"`{fix.get('strategy')}` from evaluation run `{fix.get('run_id')}` of `{fix.get('model')}`; the "
-                  f"job trained on its `{SPLITS.get(method, method)}` split.", "",
-                  "| category | rows |", "|---|---|"]
-        split = fix.get("counts", {}).get(SPLITS.get(method, method), {})
-        lines += [f"| {c} | {n} |" for c, n in split.items()]
+                  f"job trained on its {' then its '.join(f'`{sp}`' for sp in splits)} split"
+                  + (" (a staged job: one adapter, each stage continuing the one before)" if len(splits) > 1 else "")
+                  + ".", "", "| split | category | rows |", "|---|---|---|"]
+        lines += [f"| {sp} | {c} | {n} |" for sp in dict.fromkeys(splits)
+                  for c, n in fix.get("counts", {}).get(sp, {}).items()]
         lines += ["", f"Held-out targeted probes: {len(fix.get('heldout_probe_ids', []))}."]
     else:
         lines.append("The fix set's record (fixset.json) was not found beside the job.")
     lines += ["", "## Training", "", "| setting | value |", "|---|---|",
-              f"| method | {method} |", f"| steps | {res.get('steps')} |",
+              f"| method | {' -> '.join(methods)}{' (staged)' if len(methods) > 1 else ''} |",
+              f"| steps | {res.get('steps')}{_stage_steps(res)} |",
               f"| learning rate | {res.get('learning_rate')} |",
               f"| LoRA rank / alpha | {cfg.get('r')} / {cfg.get('lora_alpha')} |",
               f"| target modules | {', '.join(sorted(cfg.get('target_modules') or []))} |",
@@ -187,6 +201,12 @@ def _model_body(res: dict[str, Any], cfg: dict[str, Any], method: str, base: str
         if s is None:
             lines.append("\nNo release decision recorded on this gate.")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _stage_steps(res: dict[str, Any]) -> str:
+    """The steps per stage of a staged job (" (sft 120, dpo 40)"); "" for a job of one method."""
+    parts = [f"{st.get('method')} {st.get('steps')}" for st in res.get("stages") or []]
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def _pct(v: Any) -> str:

@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
                                enabled=not args.no_guard, progress=update)
     field = field_outcomes(store, base, cand, suite=args.field_suite, limits=limits_from_args(args),
                            enabled=not args.no_field)
-    record = gate_runs(store, base, cand, policy, guard=guard, field=field)
+    record = gate_runs(store, base, cand, policy, guard=guard, field=field, policy_source=args.policy)
     result = record.result
     report_gate(report_to, Path(args.workspace), record.id, result.to_dict())
     if "--report" in outputs:

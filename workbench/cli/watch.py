@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
                                        enabled=not args.no_guard)
                 field = field_outcomes(store, baseline, cand, suite=args.field_suite, limits=limits,
                                        enabled=not args.no_field)
-                record = gate_runs(store, baseline, cand, policy, guard=guard, field=field)
+                record = gate_runs(store, baseline, cand, policy, guard=guard, field=field, policy_source=args.policy)
                 worst = worst_exit_code((worst, record.result.exit_code))  # fail > inconclusive > pass
                 line = {"adapter": str(adapter), "candidate_run": cand, "gate_id": record.id,
                         "verdict": record.result.verdict, "exit_code": record.result.exit_code,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from workbench.grading.language import BETS, DOUBTS, GUESSES, HAS_NO_SPACE, REFUSALS, VALUE_STOPWORDS
+from workbench.grading.normalize import contains_phrase, normalize
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def read(answer: str, question: str, languages: tuple[str, ...], phrases: tuple[
     guess = _compiled("guess", languages)
     own = _phrases(phrases)
     refuses = bool(refusal and refusal.search(low))
-    doubts = bool((doubt and doubt.search(low)) or (own and own.search(low)))
+    doubts = bool((doubt and doubt.search(low)) or (own and own.search(low)) or _says(answer, phrases))
     qwords = _question_words(question)
     # The cues' own words name no value: blank them out (same length, so offsets hold).
     text = folded(answer)
@@ -128,6 +129,18 @@ def read(answer: str, question: str, languages: tuple[str, ...], phrases: tuple[
     guesses = _in_sentence(guess, low, values) or _in_sentence(
         _compiled("bet", languages), low, _values(text, qwords, any_case=True), after=True)
     return Reading(refuses=refuses, doubts=doubts, guesses=guesses, names_value=bool(values))
+
+
+def _says(answer: str, phrases: tuple[str, ...]) -> bool:
+    """Whether the answer says one of `phrases` as whole tokens of their normalized forms: a word-level tokenizer
+    decodes "i don't know" as "i don ' t know", which only normalization makes the phrase again."""
+    a = normalize(answer)
+    return any(contains_phrase(a, n) for n in _normalized(phrases))
+
+
+@lru_cache(maxsize=64)
+def _normalized(phrases: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(n for n in map(normalize, phrases) if n)
 
 
 def _blank(pattern: re.Pattern[str], text: str) -> str:

@@ -5,7 +5,8 @@ module computes the coordinates; the SVG markup is `templates/plots.html` (workb
   of correct / hallucinated / abstained, each with its paired-bootstrap 95% interval as an error bar. A zero
   change keeps a visible marker and its label.
 - `shares_plot_html`: the correct / hallucinated / abstained shares of every run, runs in creation order,
-  each point with a hover title naming the run.
+  each point with a hover title naming the run; a line joins only the runs of one series (`naming.series_key`):
+  a baseline and its sibling candidates are points, not a trend.
 - `bar_chart_html`: plain horizontal bars (the pre-flight's memory breakdown, per-tag metrics).
 Every label is escaped by the template: tags, categories and run ids come from user files.
 """
@@ -26,7 +27,7 @@ SHARES = (("correct", "correct", "#1a7f37"), ("incorrect", "hallucinated", "#cf2
           ("not_attempted", "abstained", "#9a6700"))
 """(metric, label, colour) of the three shares every plot shows, in that order."""
 DELTA_COLUMNS = ("group", "n", "measure", "delta pts", "ci low", "ci high")
-SHARE_COLUMNS = ("run", "created", "status", "n", "correct %", "hallucinated %", "abstained %")
+SHARE_COLUMNS = ("run", "created", "status", "n", "correct %", "hallucinated %", "abstained %", "series")
 NO_CATEGORY = "(baseline correct: no attribution)"
 
 
@@ -112,21 +113,24 @@ def _short(text: str, limit: int = 30) -> str:
 
 
 def run_shares(store: Store, *, include_unfinished: bool = False) -> pd.DataFrame:
-    """SHARE_COLUMNS for every run with metrics, oldest first; unfinished runs (running, interrupted,
-    failed) only with `include_unfinished`."""
+    """SHARE_COLUMNS for every run with metrics, oldest first (`series`: the run's `naming.series_key`); unfinished
+    runs (running, interrupted, failed) only with `include_unfinished`."""
+    from workbench.naming import series_key
+
     rows = []
     for r in store.list_runs():
         m = (r.metrics or {}).get("overall")
         if not m or (r.status != "done" and not include_unfinished):
             continue
         rows.append([r.id, r.created_at, r.status, r.n_probes, _pct(m, "correct"), _pct(m, "incorrect"),
-                     _pct(m, "not_attempted")])
+                     _pct(m, "not_attempted"), series_key(r.model, r.adapter)])
     return pd.DataFrame(rows, columns=list(SHARE_COLUMNS))
 
 
 def shares_plot_html(df: pd.DataFrame, *, width: int = 900, height: int = 260) -> str:
-    """Lines of the correct / hallucinated / abstained shares (0-100%) over the runs in creation order, one
-    point per run with a hover title (run id, status, creation time, the three shares)."""
+    """The correct / hallucinated / abstained shares (0-100%) of the runs in creation order, one point per run with
+    a hover title (run id, status, creation time, the three shares); a line joins the points of one series only
+    (the `series` column; a table without it: every run a series of its own)."""
     if df.empty:
         return "<p><i>no finished run with metrics yet</i></p>"
     left, right, top, bottom = 40, 20, 24, 58
@@ -141,10 +145,12 @@ def shares_plot_html(df: pd.DataFrame, *, width: int = 900, height: int = 260) -
     lines = []
     # each point's hover title starts with its run (id, status, created): columns read once, not a row per point
     runs = [f"{r} ({s}, {t})" for r, s, t in zip(df["run"], df["status"], df["created"], strict=True)]
+    series = list(df["series"]) if "series" in df.columns else list(df["run"])
     for _, label, c in SHARES:
         vals = [(i, float(v)) for i, v in enumerate(df[f"{label} %"]) if pd.notna(v)]
         dots = [(x(i), y(v), f"{runs[i]}: {label} {v:.1f}%") for i, v in vals]
-        lines.append({"colour": c, "points": [(x(i), y(v)) for i, v in vals], "dots": dots})
+        joined = [[(x(i), y(v)) for i, v in vals if series[i] == key] for key in dict.fromkeys(series)]
+        lines.append({"colour": c, "series": [pts for pts in joined if len(pts) > 1], "dots": dots})
     step = max(1, n // 8)  # at most ~8 run labels under the axis; every point still has its hover title
     plot = {"width": width, "height": height, "left": left, "right": right, "bottom": bottom,
             "ticks": [(t, y(t)) for t in (0, 25, 50, 75, 100)], "lines": lines,

@@ -110,3 +110,22 @@ def known_facts_lines(result: ComparisonResult) -> list[str]:
     if result.guard is None:
         lines.append(f"guard set: not checked ({result.guard_note})")
     return lines
+
+
+STATUS_LABELS: dict[str, str] = {"not_checked": "not checked"}
+"""How a gate status reads in reports where it differs from its value."""
+
+
+def status_label(status: str) -> str:
+    """A gate status as reports print it: `not_checked` reads `not checked`, the others as they are."""
+    return STATUS_LABELS.get(status, status)
+
+
+def not_checked_line(result: ComparisonResult) -> str:
+    """'Not checked (the verdict says nothing about them): guard_facts_kept (no guard set ...)'; "" when every gate
+    was checked."""
+    gates = result.unchecked_gates
+    if not gates:
+        return ""
+    return "Not checked (the verdict says nothing about them): " + "; ".join(
+        f"{g.name} ({g.message.removeprefix('not checked: ')})" for g in gates)

@@ -50,7 +50,7 @@ def evaluate_gates(
                 why = f"not checked: {note}"
                 unchecked = Detectability(can_fail=False, adequate=True, text=why)  # said, not a blind pass
                 out.append(dataclasses.replace(_result(g, True, None, _limit(g), "fraction", why),
-                                               detectable=unchecked))
+                                               detectable=unchecked, checked=False))
                 continue
             if scope == "field" and isinstance(g, MaxStillWrong):
                 result = _field_not_fixed(g, group, field_refused)

@@ -16,6 +16,9 @@ from workbench.types import Verdict
 Outcome = Literal["pass", "warn", "fail", "inconclusive"]
 """A gate's status or the comparison's verdict. `inconclusive`: a fail-severity gate passed but could not
 have failed where its threshold says it should (see detect.py)."""
+GateStatus = Literal["pass", "warn", "fail", "inconclusive", "not_checked"]
+"""A gate's status: an Outcome, or `not_checked` for a gate whose set was not evaluated (a `scope: guard` gate
+without a guard comparison, a `scope: field` gate without a field suite). Never a pass; the verdict leaves it out."""
 
 EXIT_CODES: dict[Outcome, int] = {"pass": 0, "warn": 0, "fail": 1, "inconclusive": 3}
 """Exit code of each verdict. 2 is an error (raised as WorkbenchError, never a verdict). Inconclusive is 3,
@@ -25,12 +28,13 @@ review by hand)."""
 
 _WORST_FIRST: tuple[Outcome, ...] = ("fail", "inconclusive", "warn")
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """Version of `ComparisonResult.to_dict()`. 1 (no field): verdict pass/warn/fail, `changes` fixed and broken
 only. 2: verdict may be `inconclusive` (exit code 3); `changes` lists every probe whose verdict changed, each
 with its `transition`; new `headline`, `broken`, gate `detectable` and transition counts fields. 3: `known_facts`
 (baseline-correct probes and guard facts, broken, replayed and unreplayed apart) and `guard` (the guard set's
-comparison, or null with `guard_note`)."""
+comparison, or null with `guard_note`). 4: a gate's `status` may be `not_checked` (its set was not evaluated;
+`checked` false), where 3 wrote `pass`."""
 
 
 def worst_exit_code(codes: Iterable[int]) -> int:
@@ -111,6 +115,8 @@ class GateResult:
         description: The gate's description from the policy.
         details: Extra lines, e.g. each failing tag.
         detectable: What the gate could detect on this probe set (None only for results made by hand).
+        checked: False when the gate's set was not evaluated (no guard set, no field suite): status
+            `not_checked`, whatever `passed` says.
     """
 
     name: str
@@ -124,6 +130,7 @@ class GateResult:
     description: str = ""
     details: tuple[str, ...] = ()
     detectable: Detectability | None = None
+    checked: bool = True
 
     @property
     def inconclusive(self) -> bool:
@@ -132,9 +139,11 @@ class GateResult:
         return self.passed and self.severity == "fail" and blind
 
     @property
-    def status(self) -> Outcome:
-        """The severity (`warn` / `fail`) when the condition does not hold; else `inconclusive` for a blind
-        fail-severity gate, else `pass`."""
+    def status(self) -> GateStatus:
+        """`not_checked` when its set was not evaluated; the severity (`warn` / `fail`) when the condition does not
+        hold; else `inconclusive` for a blind fail-severity gate, else `pass`."""
+        if not self.checked:
+            return "not_checked"
         if not self.passed:
             return "fail" if self.severity == "fail" else "warn"
         return "inconclusive" if self.inconclusive else "pass"
@@ -241,6 +250,11 @@ class ComparisonResult:
         return tuple(g for g in self.gates if g.inconclusive)
 
     @property
+    def unchecked_gates(self) -> tuple[GateResult, ...]:
+        """The gates whose set was not evaluated (status `not_checked`): the verdict says nothing about them."""
+        return tuple(g for g in self.gates if not g.checked)
+
+    @property
     def broken(self) -> tuple[ProbeChange, ...]:
         """Baseline-correct probes the candidate gets wrong or abstains on."""
         return tuple(c for c in self.changes if c.flip == Flip.BROKEN)
@@ -261,6 +275,7 @@ class ComparisonResult:
             "headline": self.headline.to_dict(),
             "broken": [c.to_dict() for c in self.broken],
             "inconclusive_gates": [g.name for g in self.inconclusive_gates],
+            "not_checked_gates": [g.name for g in self.unchecked_gates],
             "baseline": {"run_id": self.baseline_run_id, "label": self.baseline_label},
             "candidate": {"run_id": self.candidate_run_id, "label": self.candidate_label},
             "n_probes": self.overall.n,

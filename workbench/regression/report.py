@@ -24,9 +24,11 @@ from workbench.regression._format import (
     ci,
     count_pct,
     known_facts_lines,
+    not_checked_line,
     p_value,
     pct,
     pts,
+    status_label,
     transition_counts,
     verdict_line,
 )
@@ -36,7 +38,8 @@ from workbench.regression.report_junit import render_junit
 from workbench.regression.stats import METRICS
 from workbench.regression.transitions import Flip
 
-_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red", "inconclusive": "bold magenta"}
+_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red", "inconclusive": "bold magenta",
+          "not_checked": "bold blue"}
 _TERMINAL_BROKEN = 20  # broken probes listed in the terminal
 
 
@@ -69,10 +72,12 @@ def print_terminal(result: ComparisonResult, console: Console | None = None) -> 
         out.print(f"  ... and {len(guard_broken) - _TERMINAL_BROKEN} more guard facts (see the reports)")
     gates = Table(title="Gates")
     for col in ("status", "gate", "severity", "result", "could detect on this probe set"):
-        gates.add_column(col)
+        # `not checked` wraps to two lines in a narrow terminal rather than cut a gate's name short
+        narrow = col == "status"
+        gates.add_column(col, max_width=8 if narrow else None, overflow="fold" if narrow else "ellipsis")
     for g in result.gates:
-        could = g.detectable.text if g.detectable else ""
-        gates.add_row(f"[{_STYLE[g.status]}]{g.status}[/]", escape(g.name), g.severity, escape(g.message),
+        could = g.detectable.text if g.detectable and g.checked else ""  # a gate not checked: its result says why
+        gates.add_row(f"[{_STYLE[g.status]}]{status_label(g.status)}[/]", escape(g.name), g.severity, escape(g.message),
                       escape(could))
     out.print(gates)
     explained = gate_help(result)
@@ -82,6 +87,8 @@ def print_terminal(result: ComparisonResult, console: Console | None = None) -> 
             out.print(f"  [bold]{escape(t)}[/]: {escape(text)}")
     if result.inconclusive_gates:
         out.print(f"[{_STYLE['inconclusive']}]{escape(INCONCLUSIVE_NOTE)}[/]")
+    if result.unchecked_gates:
+        out.print(f"[{_STYLE['not_checked']}]{escape(not_checked_line(result))}[/]")
     metrics = Table(title="Metrics (Δ in points, paired bootstrap CI)")
     for col in ("metric", "baseline", "candidate", "Δ", "CI"):
         metrics.add_column(col, justify="left" if col == "metric" else "right")
@@ -169,6 +176,7 @@ def render_markdown(result: ComparisonResult) -> str:
         f"**Verdict: {_md(verdict_line(result))}**",
         "",
         *([INCONCLUSIVE_NOTE, ""] if result.inconclusive_gates else []),
+        *([_md(not_checked_line(result)), ""] if result.unchecked_gates else []),
         "## All probes, baseline -> candidate",
         "",
         "| verdict | baseline | candidate | Δ (pt) | CI (pt) |",
@@ -198,7 +206,7 @@ def render_markdown(result: ComparisonResult) -> str:
         "| status | gate | severity | result | could detect on this probe set |",
         "|---|---|---|---|---|",
         *(
-            f"| {g.status} | {_md(g.name)} | {g.severity} | {_md(g.message)} | "
+            f"| {status_label(g.status)} | {_md(g.name)} | {g.severity} | {_md(g.message)} | "
             f"{_md(g.detectable.text if g.detectable else '')} |"
             for g in result.gates
         ),

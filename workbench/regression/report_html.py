@@ -1,9 +1,9 @@
 """A self-contained HTML report: inline CSS, inline SVG charts, no scripts, no external assets.
 
 Stable hooks for tests and styling: #verdict, #headline, #broken-probes (right after the headline), #gates
-(with what each gate could detect), #inconclusive (only then), #metric-deltas, #transition-matrix,
-#transition-counts, #tag-deltas, #fixed-probes, #other-changes, svg.tag-chart (one per tag, plus one for
-"overall"). The markup is `templates/report.html` (workbench.html, autoescaped: all text is escaped); this
+(with what each gate could detect), #inconclusive (only then), #not-checked (only then), #metric-deltas,
+#transition-matrix, #transition-counts, #tag-deltas, #fixed-probes, #other-changes, svg.tag-chart (one per tag,
+plus one for "overall"). The markup is `templates/report.html` (workbench.html, autoescaped: all text is escaped); this
 module gathers its values and the charts' coordinates.
 """
 
@@ -21,9 +21,11 @@ from workbench.regression._format import (
     ci,
     count_pct,
     known_facts_lines,
+    not_checked_line,
     p_value,
     pct,
     pts,
+    status_label,
     transition_counts,
     verdict_line,
 )
@@ -41,7 +43,7 @@ def render_html(result: ComparisonResult) -> str:
     guard_broken = [c for c in result.guard_changes if c.flip == Flip.BROKEN]
     return render(
         "report.html", r=result, title=f"Regression check: {result.candidate_label} vs {result.baseline_label}",
-        verdict_line=verdict_line(result), inconclusive_note=INCONCLUSIVE_NOTE,
+        verdict_line=verdict_line(result), inconclusive_note=INCONCLUSIVE_NOTE, not_checked=not_checked_line(result),
         headline=_table(["verdict", "baseline", "candidate", "Δ (pt)", "CI (pt)"],
                         ([_text(r.label), *(_num(x) for x in (count_pct(r.baseline_count, r.delta.baseline),
                                                               count_pct(r.candidate_count, r.delta.candidate),
@@ -52,7 +54,7 @@ def render_html(result: ComparisonResult) -> str:
         guard_broken=_changes(guard_broken) if guard_broken else None,
         gates=_table(["status", "gate", "severity", "result", "could detect on this probe set", "details",
                       "description"],
-                     ([{"text": g.status, "cls": f"text {g.status}"}, _text(g.name), _text(g.severity),
+                     ([{"text": status_label(g.status), "cls": f"text {g.status}"}, _text(g.name), _text(g.severity),
                        _text(g.message), _text(g.detectable.text if g.detectable else ""),
                        _text("; ".join((*g.details, *(g.detectable.details if g.detectable else ())))),
                        _text(g.description)] for g in result.gates)),

@@ -10,12 +10,13 @@ from workbench.regression.comparison import FORMAT_VERSION, ComparisonResult
 
 def render_junit(result: ComparisonResult) -> str:
     """JUnit XML: one testcase per gate. A failed fail-gate is a <failure>; a fail-gate that could not have
-    failed on this probe set is <skipped> (verdict inconclusive); a failed warn-gate passes with its warning
+    failed on this probe set is <skipped> (verdict inconclusive), and so is a gate whose set was not evaluated
+    (status `not_checked`: never a pass); a failed warn-gate passes with its warning
     in <system-out>. Every case carries what its gate could detect (`detectable` property and text); the
     broken-probe gates list the broken probes; the suite's <system-out> holds the verdict, the headline and
     the broken probes, and its properties the verdict and exit code."""
     failures = sum(g.status == "fail" for g in result.gates)
-    skipped = sum(g.status == "inconclusive" for g in result.gates)
+    skipped = sum(g.status in ("inconclusive", "not_checked") for g in result.gates)
     suites = ET.Element(
         "testsuites",
         name="workbench regression",
@@ -53,6 +54,9 @@ def render_junit(result: ComparisonResult) -> str:
         elif g.status == "inconclusive":
             ET.SubElement(case, "skipped", message=could)
             ET.SubElement(case, "system-out").text = "INCONCLUSIVE: " + body
+        elif g.status == "not_checked":
+            ET.SubElement(case, "skipped", message=g.message)
+            ET.SubElement(case, "system-out").text = "NOT CHECKED: " + body
         else:
             ET.SubElement(case, "system-out").text = ("WARNING: " if g.status == "warn" else "") + body
     ET.SubElement(suite, "system-out").text = "\n".join(

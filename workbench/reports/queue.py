@@ -30,6 +30,9 @@ DECISIONS = {
     "not-factual": "not a factual question (advice, chit-chat, a bug report): no probe",
 }
 STATUSES = ("new", "decided", "promoted")
+#: How a refused decision names the fields it is about: the CLI's flags, or (`views.APP_WORDS`) the app's boxes.
+CLI_WORDS = {"answer": "--answer, repeatable for aliases", "abstain": "--abstain", "reviewer": "--reviewer",
+             "answer_short": "--answer"}
 
 
 @dataclass(frozen=True)
@@ -150,28 +153,32 @@ def get_report(store: Store, ref: str) -> QueuedReport:
 
 
 def decide(store: Store, ref: str, *, decision: str, answers: Sequence[str] = (), abstain: bool = False,
-           reviewer: str, note: str = "", whole_group: bool = True) -> list[Decision]:
+           reviewer: str, note: str = "", whole_group: bool = True, words: dict[str, str] | None = None,
+           ) -> list[Decision]:
     """Record a decision on a report and, with `whole_group`, on every report asking the same question that
-    no reviewer decided yet (one decision per question, however many users reported it)."""
+    no reviewer decided yet (one decision per question, however many users reported it). A refusal names the
+    fields in `words` (default CLI_WORDS: the flags)."""
+    w = words or CLI_WORDS
     if decision not in DECISIONS:
         raise WorkbenchError(f"unknown decision `{decision}`.{did_you_mean(decision, DECISIONS)} "
                              f"Known: {', '.join(DECISIONS)}")
     answers = tuple(dict.fromkeys(a.strip() for a in answers if a.strip()))
     if not reviewer.strip():
-        raise WorkbenchError("a decision needs a reviewer name (--reviewer)")
+        raise WorkbenchError(f"a decision needs a reviewer name ({w['reviewer']})")
     if decision == "should-refuse":
         abstain = True
     if decision in ("hallucinated", "correct") and not answers and not abstain:
-        raise WorkbenchError(f"`{decision}` needs the reference answer (--answer, repeatable for aliases)"
-                             + (" or --abstain (the model should have said it does not know)"
+        raise WorkbenchError(f"`{decision}` needs the reference answer ({w['answer']})"
+                             + (f" or {w['abstain']} (the model should have said it does not know)"
                                 if decision == "hallucinated" else ""))
     if abstain and answers:
-        raise WorkbenchError("--abstain and --answer together: a probe either expects an answer or an abstention")
+        raise WorkbenchError(f"{w['abstain']} and {w['answer_short']} together: a probe either expects an answer or "
+                             "an abstention")
     if decision == "correct" and abstain:
-        raise WorkbenchError("`correct` with --abstain: a right answer is not an abstention; decide "
+        raise WorkbenchError(f"`correct` with {w['abstain']}: a right answer is not an abstention; decide "
                              "`should-refuse` instead")
     if decision == "not-factual" and (answers or abstain):
-        raise WorkbenchError("`not-factual` makes no probe: leave out --answer and --abstain")
+        raise WorkbenchError(f"`not-factual` makes no probe: leave out {w['answer_short']} and {w['abstain']}")
     report = get_report(store, ref)
     targets = [report.id]
     if whole_group:

@@ -9,10 +9,12 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.errors import WorkbenchError
 from workbench.html import macro
 from workbench.reports.queue import (
     DECISIONS,
     STATUSES,
+    Decision,
     decide,
     get_report,
     list_reports,
@@ -24,7 +26,12 @@ from workbench.safepath import resolve_inside
 from workbench.store import Store
 from workbench.store.db import shown_time
 
-QUEUE_COLUMNS = ["report", "status", "reported", "source", "question", "same", "decision"]
+QUEUE_COLUMNS = ["report", "status", "reported", "source", "question", "asked again", "decision"]
+#: How a refused decision in the app names its fields (the CLI names its flags: `queue.CLI_WORDS`).
+APP_WORDS = {"answer": "type it in *reference answer*, aliases separated by ;", "abstain": "tick *should abstain*",
+             "reviewer": "the *reviewer* box", "answer_short": "a reference answer"}
+#: The decision form of a report nobody decided yet.
+BLANK_FORM = ("hallucinated", "", False, "")
 #: The default folder of the field suite, inside the workspace (the app writes nowhere else).
 DEFAULT_SUITE_DIR = "suites/field"
 
@@ -45,7 +52,7 @@ def queue_view(store: Store, status: str = "", source: str = "", since: str = ""
     shown = list_reports(store, status=status or None, source=source.strip() or None, since=since_s, until=until_s)
     counts = queue_counts(list_reports(store, source=source.strip() or None, since=since_s, until=until_s))
     rows = [[r.id, r.status, shown_time(r.reported_at), f"{r.source.rsplit('/', 1)[-1]}:{r.line}", r.question,
-             r.group_size - 1, r.decision.decision if r.decision else ""] for r in shown]
+             f"by {r.group_size - 1} more" if r.group_size > 1 else "", decision_text(r.decision)] for r in shown]
     args = ["list"] + (["--status", status] if status else []) + (["--source", source.strip()] if source.strip()
                                                                     else [])
     args += (["--since", since.strip()] if since_s else []) + (["--until", until.strip()] if until_s else [])
@@ -53,26 +60,61 @@ def queue_view(store: Store, status: str = "", source: str = "", since: str = ""
     return QueueView(rows, text, [r.id for r in shown], _cli(store, *args))
 
 
+def decision_text(d: Decision | None) -> str:
+    """A decision as the queue shows it, the reference answer apart from an abstention: `hallucinated → answer:
+    Canberra`, `hallucinated → should abstain`, `not-factual`; "" undecided."""
+    if d is None:
+        return ""
+    if d.abstain:
+        return f"{d.decision} → should abstain"
+    return f"{d.decision} → answer: {'; '.join(d.answers)}" if d.answers else d.decision
+
+
+def next_new(v: QueueView, current: str) -> str:
+    """The next report nobody decided after `current` in the listed order (wrapping round), "" when none is left."""
+    new = [row[0] for row in v.rows if row[1] == "new" and row[0] != current]
+    if current in v.ids:
+        after = v.ids[v.ids.index(current) + 1:]
+        new = [i for i in after if i in new] + [i for i in new if i not in after]
+    return new[0] if new else ""
+
+
+def form_values(store: Store, report_id: str) -> tuple[str, str, bool, str]:
+    """(decision, reference answers, should abstain, note) the decision form shows for a report: its latest
+    decision's, or a blank form (`BLANK_FORM`) when nobody decided it; nothing carries over from another report."""
+    d = get_report(store, report_id.strip()).decision if report_id.strip() else None
+    if d is None:
+        return BLANK_FORM
+    return d.decision, "; ".join(d.answers), d.abstain, d.note
+
+
 def report_view(store: Store, report_id: str) -> tuple[str, str]:
     """One report as markdown (`templates/reports.md`: every user text escaped, its Markdown marks defused), and
     its `reports show` command."""
     r = get_report(store, report_id.strip())
     d = r.decision
-    what = ("abstain" if d.abstain else "; ".join(d.answers) or "no probe") if d else ""
-    text = macro("reports.md", "report", r, shown_time(r.reported_at), what, shown_time(d.at) if d else "")
+    text = macro("reports.md", "report", r, shown_time(r.reported_at), _what(d) if d else "",
+                 shown_time(d.at) if d else "")
     return text, _cli(store, "show", r.id)
+
+
+def _what(d: Decision) -> str:
+    return "should abstain" if d.abstain else ("answer: " + "; ".join(d.answers) if d.answers else "no probe")
 
 
 def decide_view(store: Store, report_id: str, decision: str, answers: str, abstain: bool, reviewer: str,
                 note: str = "") -> tuple[str, str]:
-    """Record the decision as `workbench reports decide` does; answers are separated by `;` or new lines."""
+    """Record the decision as `workbench reports decide` does; answers are separated by `;` or new lines. A refusal
+    (WorkbenchError) names the app's boxes, not the CLI's flags (`APP_WORDS`)."""
+    if not (report_id or "").strip():
+        raise WorkbenchError("pick a report first (click one in the queue)")
     if decision not in DECISIONS:
-        raise ValueError(f"pick a decision: {', '.join(DECISIONS)}")
+        raise WorkbenchError(f"pick a decision: {', '.join(DECISIONS)}")
     refs = [a.strip() for a in re.split(r"[;\n]", answers or "") if a.strip()]
     made = decide(store, (report_id or "").strip(), decision=decision, answers=refs, abstain=abstain,
-                  reviewer=reviewer or "", note=note or "")
+                  reviewer=reviewer or "", note=note or "", words=APP_WORDS)
     d = made[0]
-    what = "abstain" if d.abstain else "; ".join(d.answers) or "no probe"
+    what = _what(d)
     others = f" and {len(made) - 1} other report(s) asking the same" if len(made) > 1 else ""
     args = ["decide", d.report_id, "--decision", decision, *[x for a in refs for x in ("--answer", a)]]
     args += (["--abstain"] if abstain else []) + (["--note", note] if note else []) + ["--reviewer", d.reviewer]

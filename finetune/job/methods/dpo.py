@@ -7,6 +7,7 @@ over its replay rows (finetune/job/methods/kl.py)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,12 @@ class DPO(SupervisedMethod):
         # DPO batches carry no labels, so the Trainer divides this loss by the accumulation steps itself
         return kl_trainer(DPOTrainer, [self.replay], self.job.spec.trainer) if self.replay else DPOTrainer
 
+    def trainer(self, *, model: Any, args: Any, peft_config: Any, callbacks: Sequence[Any]) -> Any:
+        trainer = super().trainer(model=model, args=args, peft_config=peft_config, callbacks=callbacks)
+        if self.job.spec.init_adapter is not None:
+            continue_adapter(trainer.model)
+        return trainer
+
     def early_stopping(self) -> EarlyStopping:
         early = super().early_stopping()
         es = self.job.spec.early_stop
@@ -48,3 +55,22 @@ class DPO(SupervisedMethod):
         if "sft" not in t.dpo_loss_type:
             early.collapse_hint += " or add 'sft' to trainer.dpo_loss_type"
         return early
+
+
+def continue_adapter(model: Any) -> None:
+    """Mend what trl's DPOTrainer does to an adapter it continues (`init_adapter`: a staged job's later stage). It adds
+    a frozen copy named "ref" as the reference, copying the parameters named `.default.`:
+    - the trainable token rows end in `.default` and are left at the base model's rows, so the reference would not
+      say the abstention phrase the adapter was taught: copied here;
+    - checkpoints would hold both adapters, "ref" in a subfolder, and transformers' resume then loads only the
+      subfolders' adapters, never the trained one at the root (measured: a resumed job 0.028 off the uninterrupted
+      one; 0.0 without "ref"): the model saves its trained adapter alone."""
+    import functools
+
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("trainable_tokens_delta.default"):
+                model.get_parameter(name.removesuffix("default") + "ref").copy_(param)
+    model.save_pretrained = functools.partial(model.save_pretrained, selected_adapters=[model.active_adapter])

@@ -12,7 +12,7 @@ What it brings to the run skeleton, read top to bottom:
    pushed down (pushing the same tokens up on one prompt and down on the next cancels out: measured,
    the phrase rose equally on known and unknown facts). Once the model samples the phrase itself,
    on-policy GRPO teaches where it loses (0 < +1 on known facts);
-3. the replay anchor (`ReplayAnchor`, weight `grpo.replay_anchor`): an NLL term on the accepted answers
+3. the replay anchor (`NLLAnchor`, weight `grpo.replay_anchor`): an NLL term on the accepted answers
    of the replay prompts, because a group that is all correct has zero advantage and GRPO alone does
    not hold the facts the model knew while the phrase rises (measured: a third of them abstained);
 4. its watchdogs (finetune/job/methods/grpo_watchdog.py): blanket abstention on the replay prompts,
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from finetune.chatform import render_text
+from finetune.job.anchor import ANCHOR_NLL, NLLAnchor
 from finetune.job.method import Method
 from finetune.job.methods.grpo_watchdog import GRPOWatchdog
 from finetune.job.methods.rewards import build_rewards, guidance_ids, heldout_reward, is_guided
@@ -42,43 +43,6 @@ from workbench.compat.transformers import (
     train_metrics,
 )
 from workbench.prompting import CHAT
-
-#: NLL of the replay answers in the replay anchor term (grpo.replay_anchor).
-ANCHOR_NLL = "anchor/nll"
-
-
-class ReplayAnchor:
-    """The replay anchor: mean NLL of the accepted answers of facts the model knew, teacher-forced.
-
-    `loss = grpo_loss + weight * anchor.nll(model, step)` is InstructGPT's PPO-ptx with the replay
-    prompts as the data to keep. Each call takes `batch` (prompt, completion) pairs in a fixed cycle
-    indexed by the optimizer step, so a resumed job sees the same pairs as an uninterrupted one.
-    """
-
-    def __init__(self, tokenizer: Any, pairs: Sequence[tuple[str, str]], *, batch: int) -> None:
-        eos = [int(tokenizer.eos_token_id)]
-        self.pad = int(tokenizer.pad_token_id)
-        self.rows = [(list(tokenizer(p)["input_ids"]), [*tokenizer(c, add_special_tokens=False)["input_ids"], *eos])
-                     for p, c in sorted(set(pairs))]
-        self.batch = min(batch, len(self.rows))
-
-    def nll(self, model: Any, step: int) -> Any:
-        import torch
-
-        start = (step * self.batch) % len(self.rows)
-        chosen = [self.rows[(start + k) % len(self.rows)] for k in range(self.batch)]
-        width = max(len(p) + len(c) for p, c in chosen)
-        ids = torch.full((len(chosen), width), self.pad, dtype=torch.long)
-        labels = torch.full_like(ids, -100)  # only the answer tokens are scored
-        mask = torch.zeros_like(ids)
-        for i, (p, c) in enumerate(chosen):
-            ids[i, : len(p) + len(c)] = torch.tensor(p + c)
-            labels[i, len(p) : len(p) + len(c)] = torch.tensor(c)
-            mask[i, : len(p) + len(c)] = 1
-        device = next(model.parameters()).device
-        logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
-        return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten().to(device),
-                                                 ignore_index=-100)
 
 
 def guided_trainer_class() -> Any:
@@ -96,7 +60,7 @@ def guided_trainer_class() -> Any:
     class GuidedGRPOTrainer(AtomicCheckpointMixin, base):  # type: ignore[misc]
         guide_ids: tuple[int, ...] = ()
         guided: int = 0
-        anchor: ReplayAnchor | None = None
+        anchor: NLLAnchor | None = None
         anchor_weight: float = 0.0
 
         def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False,
@@ -178,15 +142,15 @@ class GRPO(Method):
 
     def trainer(self, *, model: Any, args: Any, peft_config: Any, callbacks: Sequence[Any]) -> Any:
         g, m = self.job.spec.grpo, self.job.manifest
-        trainer = guided_trainer_class()(model=model, reward_funcs=self.rewards, args=args, train_dataset=self.train,
-                                         processing_class=self.tokenizer, peft_config=peft_config,
-                                         callbacks=list(callbacks))
+        trainer = self.held(guided_trainer_class())(
+            model=model, reward_funcs=self.rewards, args=args, train_dataset=self.train,
+            processing_class=self.tokenizer, peft_config=peft_config, callbacks=list(callbacks))
         trainer.guided = g.abstention_guidance
         if trainer.guided:
             trainer.guide_ids = tuple(guidance_ids(self.tokenizer, m.abstention_phrase, m.stop,
                                                    model=self.job.base_model, chat=m.template == CHAT))
         if g.replay_anchor > 0 and self.replay:
-            trainer.anchor = ReplayAnchor(self.tokenizer, self.replay, batch=g.replay_anchor_batch)
+            trainer.anchor = NLLAnchor(self.tokenizer, self.replay, batch=g.replay_anchor_batch)
             trainer.anchor_weight = g.replay_anchor
         return trainer
 

@@ -1,7 +1,16 @@
-"""The KL terms of the supervised methods: each anchor's weight x KL(base model || adapted model) over every position
-of a seeded batch of its texts, added to the trainer's loss each micro-batch (finetune/job/methods/sft.py and dpo.py).
-The base model is the same network with the adapter disabled, so the term costs one forward pass without and one with
-gradients per batch of texts, and no second copy of the model.
+"""The KL terms of the supervised methods: an anchor's weight x KL(base model || adapted model) over every position
+of its texts, added to the trainer's loss each micro-batch (finetune/job/methods/sft.py and dpo.py). The base model is
+the same network with the adapter disabled: no second copy of the model.
+
+Two ways to pay for it:
+- a separate batch (`kl_trainer`'s `anchors`): a seeded batch of the anchor's texts each micro-batch, one forward pass
+  without gradients (the base) and one with (the adapted model); the rehearsal term and DPO's replay term;
+- in the batch (`kl_trainer`'s `inbatch`, SFT's replay term): the replay rows are training rows too, so the adapted
+  model's logits over them come with the batch's own forward pass (the cross-entropy is then computed from the same
+  full logits), and the base model's distribution over each replay text is computed once, the first time the text
+  comes in a batch, and kept as its TOPK log-probabilities and the mass of the rest (`BaseTopK`). The KL between the
+  two distributions coarse-grained to those TOPK tokens and one bucket for the rest is a lower bound of the exact KL,
+  close to it where the base model's top tokens hold most of the mass (docs/benchmarks/staged_fix.md measures it).
 """
 
 from __future__ import annotations
@@ -63,20 +72,74 @@ def kl_batch(texts: Sequence[str], seed: int, step: int, k: int, micro: int = 0,
     return [texts[order[(micro * k + i) % len(texts)]] for i in range(k)]
 
 
-def kl_trainer(base: type, anchors: Sequence[KLAnchor], t: Any) -> type:
-    """`base` (an SFTTrainer) whose loss adds, per anchor, its weight x the mean per-token KL(base model || adapted
-    model) over a batch of its texts (`kl_batch`: `t.per_device_batch_size` of them per micro-batch, cut at
-    `t.max_length` tokens)."""
+#: Base-model log-probabilities kept per position of a replay text for the in-batch KL term.
+TOPK = 64
+#: The training dataset's column that marks the rows the in-batch KL term reads (SFT's replay rows).
+KL_COLUMN = "replay_kl_row"
+
+
+class BaseTopK:
+    """The base model's next-token distribution over each replay text, computed once: per position its TOPK
+    log-probabilities, their token ids and the log of the rest's mass, by the text's token ids."""
+
+    def __init__(self, keys: set[tuple[int, ...]]) -> None:
+        self.keys = keys
+        self.cache: dict[tuple[int, ...], tuple[Any, Any, Any]] = {}
+
+    def fill(self, model: Any, ids: Any, mask: Any, rows: Sequence[int]) -> None:
+        """Score the rows of the batch whose texts are not cached yet, with the adapter disabled (no gradients)."""
+        import torch
+        import torch.nn.functional as F
+
+        todo = [b for b in rows if _key(ids, mask, b) not in self.cache]
+        if not todo:
+            return
+        with torch.no_grad(), model.disable_adapter():
+            ref = F.log_softmax(model(input_ids=ids[todo], attention_mask=mask[todo]).logits.float(), -1)
+        top, idx = ref.topk(min(TOPK, ref.shape[-1]), dim=-1)
+        rest = torch.log1p(-top.exp().sum(-1).clamp(max=1 - 1e-6))
+        for j, b in enumerate(todo):
+            n = int(mask[b].sum())
+            self.cache[_key(ids, mask, b)] = (top[j, :n].cpu(), idx[j, :n].cpu(), rest[j, :n].cpu())
+
+    def kl(self, logp: Any, ids: Any, mask: Any, rows: Sequence[int]) -> Any:
+        """Mean per-token KL(base || adapted) over the rows' positions, `logp` the adapted model's log-probs."""
+        import torch
+
+        total, count = logp.new_zeros(()), 0
+        for b in rows:
+            top, idx, rest = (t.to(logp.device) for t in self.cache[_key(ids, mask, b)])
+            n = top.shape[0]
+            cur = logp[b, :n].gather(-1, idx)
+            cur_rest = torch.log1p(-cur.exp().sum(-1).clamp(max=1 - 1e-6))
+            total = total + (top.exp() * (top - cur)).sum() + (rest.exp() * (rest - cur_rest)).sum()
+            count += n
+        return total / max(count, 1)
+
+
+def _key(ids: Any, mask: Any, b: int) -> tuple[int, ...]:
+    return tuple(int(i) for i in ids[b][mask[b].bool()].tolist())
+
+
+def kl_trainer(base: type, anchors: Sequence[KLAnchor], t: Any, inbatch: KLAnchor | None = None) -> type:
+    """`base` (an SFTTrainer or DPOTrainer) whose loss adds, per anchor, its weight x the mean per-token KL(base
+    model || adapted model) over a batch of its texts (`kl_batch`: `t.per_device_batch_size` of them per micro-batch,
+    cut at `t.max_length` tokens); and, with `inbatch` (SFT), its weight x the KL over the batch's own rows marked
+    KL_COLUMN (the trainer's `kl_rows`, set after its dataset is prepared), from the batch's forward pass."""
     import torch
     import torch.nn.functional as F
 
     class KLTrainer(base):  # type: ignore[misc]
         kl_step, kl_micro = -1, 0  # the optimizer step compute_loss last trained on, and its micro-batches so far
+        kl_rows: BaseTopK | None = None
 
         def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False,
                          num_items_in_batch: Any = None) -> Any:
-            out = super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                       num_items_in_batch=num_items_in_batch)
+            if inbatch is not None and model.training and self.kl_rows is not None:
+                out = self._inbatch_loss(model, inputs, return_outputs, num_items_in_batch)
+            else:
+                out = super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                           num_items_in_batch=num_items_in_batch)
             loss = out[0] if return_outputs else out
             if model.training:
                 step = int(self.state.global_step)  # advances once per optimizer step, not per micro-batch
@@ -90,6 +153,30 @@ def kl_trainer(base: type, anchors: Sequence[KLAnchor], t: Any) -> type:
                     docs = kl_batch(a.texts, t.seed, step, t.per_device_batch_size, micro, a.name)
                     loss = loss + a.weight * self.kl(model, docs, loss.device) / steps
             return (loss, out[1]) if return_outputs else loss
+
+        def _inbatch_loss(self, model: Any, inputs: Any, return_outputs: bool, num_items_in_batch: Any) -> Any:
+            """The SFT cross-entropy (as trl's `nll` loss: the completion tokens' summed NLL over the batch's token
+            count) and the in-batch KL term, both from one forward pass with the full logits."""
+            assert self.kl_rows is not None and inbatch is not None
+            labels = inputs["labels"]
+            outputs = model(**{k: v for k, v in inputs.items() if k != "labels"}, use_cache=False)
+            logp = F.log_softmax(outputs.logits.float(), -1)
+            target = labels[:, 1:]
+            scored = target != -100
+            token_logp = logp[:, :-1].gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+            tokens = scored.sum() if num_items_in_batch is None else num_items_in_batch
+            loss = -(token_logp * scored).sum() / torch.as_tensor(tokens).clamp(min=1)
+            if self.args.average_tokens_across_devices and num_items_in_batch is not None:
+                loss = loss * self.accelerator.num_processes
+            ids = inputs["input_ids"]
+            mask = inputs.get("attention_mask")
+            mask = torch.ones_like(ids) if mask is None else mask
+            rows = [b for b in range(ids.shape[0]) if _key(ids, mask, b) in self.kl_rows.keys]
+            if rows:
+                self.kl_rows.fill(model, ids, mask, rows)
+                steps = self.current_gradient_accumulation_steps if num_items_in_batch is not None else 1
+                loss = loss + inbatch.weight * self.kl_rows.kl(logp, ids, mask, rows) / steps
+            return (loss, outputs) if return_outputs else loss
 
         def kl(self, model: Any, docs: Sequence[str], device: Any) -> Any:
             tok = self.processing_class

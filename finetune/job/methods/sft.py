@@ -13,11 +13,12 @@ adapted) over every position of a seeded batch of texts per step:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from finetune.job.method import SupervisedMethod
-from finetune.job.methods.kl import KLAnchor, kl_trainer, replay_anchor
+from finetune.job.methods.kl import KL_COLUMN, BaseTopK, KLAnchor, kl_trainer, replay_anchor
 from workbench.errors import WorkbenchError
 
 
@@ -29,8 +30,9 @@ class SFT(SupervisedMethod):
 
     def __init__(self, job: Any, tokenizer: Any, rows: Any, log: Any) -> None:
         t, fixset = job.spec.trainer, job.spec.fixset
-        replay = replay_anchor(job, tokenizer, rows, "completion")
-        self.anchors: list[KLAnchor] = [replay] if replay else []
+        # the replay rows train in the batch: their KL term comes from the batch's own forward pass (kl.py)
+        self.replay = replay_anchor(job, tokenizer, rows, "completion")
+        self.anchors: list[KLAnchor] = []
         if t.rehearsal_kl > 0:
             texts = tuple(r["completion"] for r in rows if r["split"] == "train" and r["source"] == "rehearsal")
             if not texts:
@@ -39,6 +41,9 @@ class SFT(SupervisedMethod):
             self.anchors.append(KLAnchor("rehearsal", texts, t.rehearsal_kl))
             rows = rows.filter(lambda r: r["source"] != "rehearsal")
         super().__init__(job, tokenizer, rows, log)
+        if self.replay is not None:  # the rows the in-batch term reads, in the order Method kept the train rows
+            flags = [r["category"] == "replay" for r in rows if r["split"] == "train"]
+            self.train = self.train.add_column(KL_COLUMN, flags)
 
     def config(self, checkpoint_dir: Path) -> Any:
         from trl.trainer.sft_config import SFTConfig
@@ -49,6 +54,14 @@ class SFT(SupervisedMethod):
     def trainer_class(self) -> type:
         from trl.trainer.sft_trainer import SFTTrainer
 
-        if not self.anchors:
+        if not self.anchors and self.replay is None:
             return SFTTrainer
-        return kl_trainer(SFTTrainer, self.anchors, self.job.spec.trainer)
+        return kl_trainer(SFTTrainer, self.anchors, self.job.spec.trainer, inbatch=self.replay)
+
+    def trainer(self, *, model: Any, args: Any, peft_config: Any, callbacks: Sequence[Any]) -> Any:
+        trainer = super().trainer(model=model, args=args, peft_config=peft_config, callbacks=callbacks)
+        if self.replay is not None:  # the prepared rows' token ids, as the batches carry them
+            ds = trainer.train_dataset
+            trainer.kl_rows = BaseTopK({tuple(ids) for ids, kl in zip(ds["input_ids"], ds[KL_COLUMN], strict=True)
+                                        if kl})
+        return trainer
