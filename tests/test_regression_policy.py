@@ -202,6 +202,12 @@ def test_the_guard_set_decides_where_the_probes_are_too_few_and_the_verdict_line
         "INCONCLUSIVE (exit 3): not_significantly_worse could not have failed on this probe set (3 baseline-correct "
         "probes, it needs >= 6): add >= 3 probes the baseline answers right, or grow the guard set (4 known facts; "
         "`--guard-pool FILE` adds your own)")
+    # a tag gate that names its tags asks for those: absent, the guard set does not answer for them
+    named = parse_policy("bootstrap: {resamples: 200}\ngates:\n"
+                         "  - {type: max_broken_fraction, scope: guard, max_fraction: 0.02}\n"
+                         "  - {type: max_tag_correct_drop, tags: [finance], max_points: 1.0}\n")
+    tagged = compare(RunOutcomes("1", "b", base), RunOutcomes("2", "c", cand), named, guard=guard(60, 0))
+    assert tagged.verdict == "inconclusive" and [g.type for g in tagged.inconclusive_gates] == ["max_tag_correct_drop"]
     none = gate(GuardOutcomes(note="left out with --no-guard"))
     assert none.verdict == "inconclusive" and verdict_line(none).endswith(
         "add >= 3 probes the baseline answers right, or evaluate the guard set beside them (not checked: left out "

@@ -67,12 +67,13 @@ def evaluate_gates(
 def _guard_decides(results: list[GateResult], policy: Policy, guard: GroupComparison | None
                    ) -> tuple[GateResult, ...]:
     """Probe-set gates of harm to what the model answered (`mcnemar`, `max_hallucination_increase`,
-    `max_tag_correct_drop`) that cannot fail for want of baseline-correct probes (a team's own questions, which the
-    model mostly gets wrong) are decided on the guard set instead, when one was evaluated beside the probes with at
-    least as many known facts as McNemar needs and the policy counts their breakage with a fail-severity `scope:
-    guard` gate: that gate's exact count of broken known facts stands where the probes could not judge. Each such
-    gate's detectability says so (`decided_by`), so it leaves the verdict conclusive, and the verdict line names the
-    evidence and what to add. Without a guard comparison, or with too small a one, they stay inconclusive."""
+    `max_tag_correct_drop` over every tag; one naming its tags asks for those) that cannot fail for want of
+    baseline-correct probes (a team's own questions, which the model mostly gets wrong) are decided on the guard set
+    instead, when one was evaluated beside the probes with at least as many known facts as McNemar needs and the
+    policy counts their breakage with a fail-severity `scope: guard` gate: that gate's exact count of broken known
+    facts stands where the probes could not judge. Each such gate's detectability says so (`decided_by`), so it
+    leaves the verdict conclusive, and the verdict line names the evidence and what to add. Without a guard
+    comparison, or with too small a one, they stay inconclusive."""
     if guard is None:
         return tuple(results)
     known = sum(guard.transitions.counts[0])
@@ -81,8 +82,9 @@ def _guard_decides(results: list[GateResult], policy: Policy, guard: GroupCompar
     out = []
     for result, g in zip(results, policy.gates, strict=True):
         d = result.detectable
-        stands_in = (counted and isinstance(g, McNemar | MaxHallucinationIncrease | MaxTagCorrectDrop)
-                     and g.severity == "fail" and d is not None and not d.adequate
+        harm = isinstance(g, McNemar | MaxHallucinationIncrease) or (
+            isinstance(g, MaxTagCorrectDrop) and g.tags is None)
+        stands_in = (counted and harm and g.severity == "fail" and d is not None and not d.adequate
                      and known >= (d.needed or smallest_mcnemar(0.05)))
         if stands_in and d is not None:
             by = f"the guard set's {known} known facts ({', '.join(counted)})"
