@@ -146,7 +146,8 @@ def _default(action: argparse.Action) -> str:
 
 
 def _help(action: argparse.Action) -> str:
-    text = (action.help or "").strip()
+    # `%(default)s`, `%(budgets)s` and the like expanded as `--help` expands them (argparse fills them from the action)
+    text = argparse.HelpFormatter("workbench")._expand_help(action).strip() if action.help else ""
     if isinstance(action, argparse._AppendAction) and "repeatable" not in text:
         text += " (repeatable)"
     if action.choices is not None and action.option_strings and not isinstance(action.choices, range):
@@ -423,6 +424,7 @@ def glossary_markdown() -> str:
     groups = [("Attribution categories", "category", glossary.CATEGORY_HELP),
               ("Verdict transitions", "transition (baseline → candidate)", glossary.TRANSITIONS),
               ("Gate types", "gate type", glossary.GATE_HELP),
+              ("Grades, verdicts and the fix", "term", glossary.TERMS),
               ("Measures", "measure", glossary.MEASURES)]
     parts = []
     for title, head, terms in groups:

@@ -41,6 +41,7 @@ from workbench.quiet import quiet_known_noise
 COMMANDS: dict[str, str] = {
     "world": "workbench.cli.world",
     "validate": "workbench.cli.validate",
+    "paraphrase": "workbench.cli.paraphrase",
     "eval": "workbench.cli.eval",
     "runs": "workbench.cli.runs",
     "show": "workbench.cli.show",

@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -179,6 +180,26 @@ def test_payload_logprobs_adapter_auth_and_fingerprint(server: tuple[str, _State
            load_backend(ModelSpec(model="world", adapter="fix-a", backend="openai",
                                   options=(("base_url", url),))).fingerprint()}
     assert len(fps) == 3
+
+
+def test_a_local_adapter_folder_keys_the_cache_by_its_files(tmp_path: Path) -> None:
+    """Every job's adapter folder is named `adapter`: two fixes served under that name one after the other must not
+    share cached answers, so a local folder adds its files' digest to the fingerprint (a served name alone keys it
+    by name)."""
+    def fingerprint(adapter: str) -> str:
+        spec = ModelSpec(model="m", adapter=adapter, backend="openai", options=(("base_url", "http://x/v1"),))
+        return load_backend(spec).fingerprint()
+
+    first, second = tmp_path / "fix-1" / "job" / "adapter", tmp_path / "fix-2" / "job" / "adapter"
+    for folder, weights in ((first, b"one"), (second, b"two")):
+        folder.mkdir(parents=True)
+        (folder / "adapter_config.json").write_text("{}")
+        (folder / "adapter_model.safetensors").write_bytes(weights)
+    assert fingerprint(str(first)) != fingerprint(str(second))
+    assert fingerprint(str(first)) == fingerprint(str(first))
+    assert fingerprint("adapter") == fingerprint("adapter") != fingerprint(str(first))
+    (first / "adapter_model.safetensors").write_bytes(b"two")  # retrained in place: the same files, the same key
+    assert fingerprint(str(first)) == fingerprint(str(second))
 
 
 def test_configuration_errors(monkeypatch: pytest.MonkeyPatch) -> None:

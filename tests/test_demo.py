@@ -26,6 +26,11 @@ def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
     assert len(gates) == 1 and gates[0]["adapter"] and Path(gates[0]["report"]).is_file()
     job = Path(gates[0]["adapter"]).parent
     assert job.name == "staged" and [p.name for p in sorted((job / "stages").iterdir())] == ["1-sft", "2-dpo"]
+    # the lines the quickstart shows, as this run printed them
+    from docshow import DOCS, assert_shows, fenced, sections
+
+    (shown,) = fenced(sections(DOCS / "getting-started" / "quickstart.md")["The synthetic world: `make demo`"], "text")
+    assert_shows(shown.splitlines(), proc.stdout, {".workbench": str(ws)}, wrapped=True)
 
 
 @pytest.mark.parametrize(("args", "needle"), [

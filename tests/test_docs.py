@@ -106,6 +106,14 @@ def test_cli_reference_names_every_command_and_flag() -> None:
     assert {f"workbench {c}" for c in COMMANDS} <= seen
 
 
+def test_cli_reference_has_no_unexpanded_help_placeholder() -> None:
+    """A help text may hold argparse's `%(name)s` (filled from the action when `--help` prints it): the reference
+    prints it filled in, as `--help` does, never the placeholder."""
+    md = gen.cli_markdown()
+    assert not re.findall(r"%\([a-z_]+\)[sd]", md)
+    assert "new tokens at most per answer, 1-4096 (default: the suite's `max_tokens`; without one, " in md
+
+
 def test_job_spec_reference_names_every_field() -> None:
     from finetune.job.spec import JobSpec
 
@@ -163,8 +171,25 @@ def test_glossary_page_has_every_term() -> None:
     from workbench import glossary
 
     md = gen.glossary_markdown()
-    for table in (glossary.CATEGORY_HELP, glossary.TRANSITIONS, glossary.GATE_HELP, glossary.MEASURES):
+    for table in (glossary.CATEGORY_HELP, glossary.TRANSITIONS, glossary.GATE_HELP, glossary.TERMS,
+                  glossary.MEASURES):
         assert not [t for t in table if f"`{t}`" not in md]
+
+
+#: Words the guides use without explaining them each time: the glossary must.
+GUIDE_TERMS = ("correct", "hallucinated", "not attempted", "pass", "warn", "fail", "inconclusive", "not checked",
+               "guard set", "field suite", "replay KL", "adapter scale", "anchor pairs", "targets", "staged job",
+               "fix set", "replay", "decided on the guard set")
+
+
+def test_glossary_explains_the_words_the_guides_use() -> None:
+    from workbench import glossary
+
+    assert not [t for t in GUIDE_TERMS if not glossary.explain(t)]
+    md = gen.glossary_markdown()
+    assert not [t for t in GUIDE_TERMS if f"`{t}`" not in md]
+    guides = " ".join(p.read_text(encoding="utf-8").lower() for p in (DOCS / "guides").glob("*.md"))
+    assert not [t for t in GUIDE_TERMS if t.lower() not in guides and t != "staged job"]  # each is in use
 
 
 def test_exit_codes_are_the_code_s() -> None:

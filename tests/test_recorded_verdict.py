@@ -94,20 +94,21 @@ def test_compare_shows_the_recorded_verdict_not_one_computed_again(strict: Stric
 def test_not_checked_is_its_own_state_in_compare_and_every_report(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "ws")
     base, cand = write_run(store, "c" * 60 + "i" * 40, None), write_run(store, "c" * 60 + "n" * 40, "adapter-a")
-    rec = gate_runs(store, base, cand)  # the built-in policy, no guard set, no field suite
-    unchecked = {"guard_facts_kept", "field_fixes_kept", "field_failures_fixed"}
+    rec = gate_runs(store, base, cand)  # the built-in policy, no guard set, no field suite, no fix-set lineage
+    unchecked = {"targets_fixed", "guard_facts_kept", "field_fixes_kept", "field_failures_fixed"}
     assert {g.name for g in rec.result.gates if g.status == "not_checked"} == unchecked
     assert rec.result.verdict == "warn"  # abstention up 40 points: the warn gate; not-checked gates do not count
 
     md = rec.reports["markdown"].read_text()
     for name in (n.replace("_", "\\_") for n in unchecked):  # Markdown-escaped
         assert f"| not checked | {name} |" in md and f"| pass | {name} |" not in md
-    assert "Not checked (the verdict says nothing about them): guard\\_facts\\_kept (no guard set" in md
+    assert "Not checked (the verdict says nothing about them): targets\\_fixed (no fix set" in md
+    assert "; guard\\_facts\\_kept (no guard set" in md
     html = rec.reports["html"].read_text()
-    assert html.count('<td class="text not_checked">not checked</td>') == 3 and 'id="not-checked"' in html
+    assert html.count('<td class="text not_checked">not checked</td>') == 4 and 'id="not-checked"' in html
     cases = {c.get("name"): c for c in ET.parse(rec.reports["junit"]).getroot().iter("testcase")}
     assert all(cases[n].find("skipped") is not None for n in unchecked)
-    assert ET.parse(rec.reports["junit"]).getroot().find("testsuite").get("skipped") == "3"  # type: ignore[union-attr]
+    assert ET.parse(rec.reports["junit"]).getroot().find("testsuite").get("skipped") == "4"  # type: ignore[union-attr]
     data = json.loads(rec.reports["json"].read_text())
     assert data["format_version"] == FORMAT_VERSION == 4 and sorted(data["not_checked_gates"]) == sorted(unchecked)
     assert {g["name"] for g in data["gates"] if g["status"] == "not_checked" and g["checked"] is False} == unchecked

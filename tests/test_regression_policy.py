@@ -157,6 +157,63 @@ def test_min_fixed_on_the_fix_targets() -> None:
     assert unknown.passed and unknown.message.startswith("not checked") and "lineage" in unknown.message
 
 
+def test_the_guard_set_decides_where_the_probes_are_too_few_and_the_verdict_line_says_so() -> None:
+    """A team's own 8 questions, 3 answered right: McNemar cannot fail on them (it needs 6 baseline-correct). With
+    the guard set evaluated beside them (enough known facts), its gate decides: the verdict is conclusive and its
+    line names that evidence and what to add; with too small a guard set, or none, the verdict stays inconclusive
+    and the line says what to add."""
+    from workbench.regression._format import verdict_line
+    from workbench.regression.compare import GuardOutcomes
+
+    probes = [(C, C)] * 3 + [(W, W)] * 5
+    base = {f"p{k}": ProbeOutcome(f"p{k}", (), b, "b") for k, (b, _) in enumerate(probes)}
+    cand = {f"p{k}": ProbeOutcome(f"p{k}", (), c, "c") for k, (_, c) in enumerate(probes)}
+
+    def gate(guard: GuardOutcomes | None) -> ComparisonResult:
+        policy = default_policy().model_copy(update={"bootstrap": default_policy().bootstrap.model_copy(
+            update={"resamples": 200})})
+        return compare(RunOutcomes("1", "b", base), RunOutcomes("2", "c", cand), policy, guard=guard)
+
+    def guard(known: int, broken: int) -> GuardOutcomes:
+        rows = [(C, W)] * broken + [(C, C)] * (known - broken)
+        b = {f"g{k}": ProbeOutcome(f"g{k}", (), v, "b") for k, (v, _) in enumerate(rows)}
+        c = {f"g{k}": ProbeOutcome(f"g{k}", (), v, "c") for k, (_, v) in enumerate(rows)}
+        return GuardOutcomes(RunOutcomes("3", "b", b), RunOutcomes("4", "c", c))
+
+    decided = gate(guard(60, 1))
+    mc = next(g for g in decided.gates if g.name == "not_significantly_worse")
+    assert mc.detectable is not None and mc.detectable.adequate and mc.detectable.needed == 6
+    assert mc.detectable.decided_by == "the guard set's 60 known facts (guard_facts_kept)"
+    assert decided.verdict == "pass" and decided.exit_code == 0  # 1 of 60 broken: within the guard's 2%
+    assert verdict_line(decided) == (
+        "PASS (exit 0): not_significantly_worse decided on the guard set's 60 known facts (guard_facts_kept), your "
+        "probes holding 3 baseline-correct (McNemar needs >= 6): add >= 3 probes the baseline answers right to "
+        "decide on your own")
+    failed = gate(guard(60, 2))  # 2 of 60 broken: over 2%, the guard's gate fails the candidate
+    assert failed.verdict == "fail" and verdict_line(failed).startswith(
+        "FAIL (exit 1): guard_facts_kept failed; not_significantly_worse decided on the guard set's 60")
+    # the gate guide shows this line
+    from docshow import DOCS, assert_shows, fenced, sections
+
+    (shown,) = fenced(sections(DOCS / "guides" / "gate.md")["Verdicts and exit codes"], "text")
+    assert_shows(shown.splitlines(), verdict_line(failed))
+    small = gate(guard(4, 0))  # fewer known facts than the test needs: no stand-in
+    assert small.verdict == "inconclusive" and verdict_line(small) == (
+        "INCONCLUSIVE (exit 3): not_significantly_worse could not have failed on this probe set (3 baseline-correct "
+        "probes, it needs >= 6): add >= 3 probes the baseline answers right, or grow the guard set (4 known facts; "
+        "`--guard-pool FILE` adds your own)")
+    # a tag gate that names its tags asks for those: absent, the guard set does not answer for them
+    named = parse_policy("bootstrap: {resamples: 200}\ngates:\n"
+                         "  - {type: max_broken_fraction, scope: guard, max_fraction: 0.02}\n"
+                         "  - {type: max_tag_correct_drop, tags: [finance], max_points: 1.0}\n")
+    tagged = compare(RunOutcomes("1", "b", base), RunOutcomes("2", "c", cand), named, guard=guard(60, 0))
+    assert tagged.verdict == "inconclusive" and [g.type for g in tagged.inconclusive_gates] == ["max_tag_correct_drop"]
+    none = gate(GuardOutcomes(note="left out with --no-guard"))
+    assert none.verdict == "inconclusive" and verdict_line(none).endswith(
+        "add >= 3 probes the baseline answers right, or evaluate the guard set beside them (not checked: left out "
+        "with --no-guard)")
+
+
 # --- each gate, pass and fail --------------------------------------------------------------------------
 
 

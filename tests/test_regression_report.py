@@ -102,10 +102,11 @@ def test_junit_has_one_testcase_per_gate_with_failures_marked(result: Comparison
 def test_junit_marks_a_gate_that_could_not_fail_as_skipped(inconclusive: ComparisonResult) -> None:
     root = ET.fromstring(render_junit(inconclusive))
     suite = root.find("testsuite")
-    # the blind McNemar gate, and the three gates whose sets were not evaluated (guard set, field suite)
-    assert suite is not None and suite.get("skipped") == "4" and suite.get("failures") == "0"
+    # the blind McNemar gate, and the four gates whose sets were not evaluated (fix targets, guard set, field suite)
+    assert suite is not None and suite.get("skipped") == "5" and suite.get("failures") == "0"
     skips = {c.get("name"): c for c in root.iter("testcase") if c.find("skipped") is not None}
-    assert set(skips) == {"not_significantly_worse", "guard_facts_kept", "field_fixes_kept", "field_failures_fixed"}
+    assert set(skips) == {"not_significantly_worse", "targets_fixed", "guard_facts_kept", "field_fixes_kept",
+                          "field_failures_fixed"}
     assert "NOT CHECKED: not checked: no guard set" in (skips["guard_facts_kept"].findtext("system-out") or "")
     case = skips["not_significantly_worse"]
     skipped = case.find("skipped")

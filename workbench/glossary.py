@@ -1,6 +1,6 @@
 """One source of the wording that explains the workbench's jargon: failure categories, verdict transitions,
-gate types and the measures shown beside answers. The app shows these as tooltips and a glossary; every
-other place that explains a term reads it from here.
+gate types, grades, verdicts and the parts of a fix, and the measures shown beside answers. The app shows these as
+tooltips and a glossary; every other place that explains a term reads it from here.
 
 It imports nothing of the workbench: every layer (the gate's reports, the HTML templates, the app) reads its wording
 from here, and `regression.transitions.TRANSITION_HELP` keys this module's transition wording by its enum.
@@ -58,10 +58,52 @@ GATE_HELP: dict[str, str] = {
     "max_still_wrong": "fails when more than the allowed number of probes the baseline hallucinated on are not "
                        "fixed: still hallucinated, and on the field suite also now refused where the reviewer gave "
                        "the answer (a reported complaint the candidate has not fixed; usually a warning)",
+    "min_fixed": "fails when fewer than the asked number of probes were fixed (hallucinated or abstained before, "
+                 "now right or refused); on the fix set's targets it says whether the fix did what it was for",
     "mcnemar": "McNemar's exact test on the probes that changed: fails when significantly more were broken than "
-               "fixed (p below alpha)",
+               "fixed (p below alpha); with too few baseline-correct probes to fail at all, the guard set's known "
+               "facts decide in its place when they were evaluated",
 }
 """What each gate type checks (keys: regression.policy.GATE_TYPES)."""
+
+TERMS: dict[str, str] = {
+    "correct": "a grade: the answer names an accepted answer (or an alias) and no known wrong one",
+    "hallucinated": "a grade (INCORRECT): the answer states something else, or a known wrong answer; a hedge that "
+                    "still names a value is graded on that value",
+    "not attempted": "a grade (NOT_ATTEMPTED): the model abstained, a refusal read by meaning (\"I don't know\", "
+                     "\"Sorry, I have no information about X\") that names no value",
+    "pass": "a gate's verdict (exit 0): every fail gate passed and could have failed on what it counted",
+    "warn": "a gate's verdict (exit 0): as pass, but a warn gate failed; reported, not blocking",
+    "fail": "a gate's verdict (exit 1): a fail gate failed; a sign-off then needs an override reason",
+    "inconclusive": "a gate's verdict (exit 3): no fail gate failed, but one could not have failed on this probe set "
+                    "(e.g. McNemar with fewer than 6 baseline-correct probes) and no other evidence decided in its "
+                    "place; not a pass",
+    "not checked": "a gate whose set was not evaluated (no guard set, no field suite, no fix-set lineage): its "
+                   "result says why, and it decides nothing",
+    "decided on the guard set": "a probe-set gate of harm the probes left blind (too few baseline-correct) decided "
+                                "by the guard set's count of broken known facts instead; the verdict line says so "
+                                "and how many probes to add",
+    "targets": "the probes a candidate's fix set was made to fix (trained and held out), read from the adapter's job "
+               "files; the targets_fixed gate fails a candidate that fixed none of them",
+    "guard set": "facts of a shipped multilingual pool (or your own) that the base model answers right under every "
+                 "phrasing: replayed and held out by every fix, and checked by every gate beside your probes",
+    "field suite": "probes made from users' reported conversations once a reviewer decided them "
+                   "(`workbench reports export`); the gate evaluates it beside your probes",
+    "replay": "rows of facts the model already answers right, trained beside the fix's rows so that it keeps them",
+    "replay KL": "`trainer.replay_kl`: a KL term to the base model over the replay rows, holding the adapted "
+                 "model's answer distribution on known facts to the base model's",
+    "adapter scale": "`trainer.adapter_scale` (WiSE-FT): the trained LoRA delta scaled by a factor in (0, 1] before "
+                     "it is saved; `auto` takes the smallest of 0.25, 0.5, 0.75 that still fixes 80% of the job's "
+                     "targets, else 1",
+    "anchor pairs": "DPO pairs on facts the model knows (chosen: its own right sentence; rejected: the same with the "
+                    "answer swapped for another of the relation), trained beside the fix's pairs so that DPO keeps "
+                    "them",
+    "fix set": "the rows a fix trains on, built from a run's attributions: SFT rows (abstention, injection), DPO "
+               "pairs, GRPO prompts, replay and held-out probes, with a manifest of its lineage",
+    "staged job": "one job of several methods on one adapter, each stage continuing the last (e.g. SFT on the "
+                  "injection and abstention rows, then DPO on the behaviour pairs), the guard held across them",
+}
+"""The workbench's other words: the grades, the gate's verdicts, and what a fix and a gate are made of."""
 
 MEASURES: dict[str, str] = {
     "exact-match agreement": "share of the question's samples that give the most common answer, compared word for "
@@ -84,7 +126,7 @@ MEASURES: dict[str, str] = {
 
 def explain(term: str) -> str:
     """The explanation of a category, transition, gate type or measure; "" for an unknown term."""
-    for table in (CATEGORY_HELP, TRANSITIONS, GATE_HELP, MEASURES):
+    for table in (CATEGORY_HELP, TRANSITIONS, GATE_HELP, TERMS, MEASURES):
         if term in table:
             return table[term]
     return ""
@@ -103,7 +145,7 @@ def term_html(term: str) -> str:
 def glossary_markdown() -> str:
     """Every term with its explanation, grouped, as Markdown (the app's glossary)."""
     sections = [("Attribution categories", CATEGORY_HELP), ("Verdict transitions", TRANSITIONS),
-                ("Gates", GATE_HELP), ("Measures", MEASURES)]
+                ("Gates", GATE_HELP), ("Grades, verdicts and the fix", TERMS), ("Measures", MEASURES)]
     out = []
     for title, table in sections:
         out.append(f"**{title}**\n")

@@ -65,6 +65,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --train (sft, dpo): trainer.replay_kl, a KL term to the base model over the replay rows "
                    "(default: the job defaults table's: for SFT on a pretrained model 10, 20 when the set injects "
                    "facts; 0 otherwise; 0: off)")
+    p.add_argument("--base-model", metavar="DIR",
+                   help="the run's model as local weights, when the run asked a server (--backend openai): the fix "
+                   "set's tokenizer, and with --train the job's base_model (the adapter is trained on DIR)")
     p.add_argument("--report-to", metavar="TRACKERS",
                    help="with --train: tensorboard, mlflow, trackio, wandb (comma-separated) or none (default): where "
                    "the job's training curves also go")
@@ -92,6 +95,10 @@ def run(args: argparse.Namespace) -> int:
         progress_every()  # a malformed $WORKBENCH_PROGRESS_EVERY: refused before the fix set is built
 
     check_output_dir(args.out, "--out")  # an existing file, a read-only place: refused before any work
+    if args.base_model is not None:  # weights on this machine: a directory with config.json, checked before any work
+        from workbench.textgen import check_model_path
+
+        check_model_path(str(Path(args.base_model).resolve()), what="--base-model")
     import datasets  # 2-3 s to import: after the refusals above
 
     datasets.disable_progress_bars()  # per-map bars would bury the summary
@@ -102,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         options = FixOptions(strategy=args.strategy, facts=args.facts, guard=guard,
                              domain=domain.build.guard if domain.build else None, domain_how=domain.how,
                              allow_unguarded=args.allow_unguarded, replay_ratio=args.replay_ratio,
-                             guard_paraphrases=args.guard_paraphrases,
+                             guard_paraphrases=args.guard_paraphrases, base_model=args.base_model,
                              heldout_fraction=args.heldout_fraction, seed=args.seed,
                              validation_fraction=args.validation_fraction, rehearsal=args.rehearsal,
                              rehearsal_ratio=REHEARSAL_RATIO if args.rehearsal_ratio is None else args.rehearsal_ratio)
@@ -125,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         from finetune.job.spec import method_fields
 
         spec = from_dict({"fixset": str(Path(args.out).resolve()), **method_fields(method),
+                          **({"base_model": str(Path(args.base_model).resolve())} if args.base_model else {}),
                           "output_dir": str((Path(args.out) / "job").resolve()),
                           "trainer": {k: v for k, v in (("max_steps", args.steps), ("replay_kl", args.replay_kl))
                                       if v is not None},

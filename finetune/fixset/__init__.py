@@ -160,12 +160,14 @@ def read_inputs(store: Store, run_id: str, options: FixOptions) -> FixInputs:
     if unknown:
         raise WorkbenchError(f"attributions name probes that run `{run.id}` does not have: {', '.join(unknown[:5])}")
     end = next((s for s in suite.stop if s.strip()), "")
-    tokenizer = model_tokenizer(run.model)
+    weights = options.base_model or run.model
+    tokenizer = model_tokenizer(weights)
     form = RowForm(suite.template, end, suite.system_prompt, tokenizer)
     if form.chat and (tokenizer is None or not getattr(tokenizer, "chat_template", None)):
-        raise WorkbenchError(f"run `{run.id}` used the chat template, but the tokenizer of `{run.model}` "
-                             f"{'could not be loaded here' if tokenizer is None else 'has no chat template'}: "
-                             "chat-form fix rows need it")
+        served = "" if options.base_model else " (a model a server serves: give its weights with --base-model DIR)"
+        raise WorkbenchError(f"run `{run.id}` used the chat template, but the tokenizer of `{weights}` "
+                             f"{'could not be loaded here' + served if tokenizer is None else 'has no chat template'}"
+                             ": chat-form fix rows need it")
     field = field_origins(store) if any(FIELD_TAG in r.probe.tags for r in results.probes) else {}
     return FixInputs(results, suite, attributions, corrected_grades(store, run.id), user_facts, form, field)
 

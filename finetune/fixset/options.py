@@ -86,6 +86,8 @@ class FixOptions:
             held out as the guard's are, so that abstention is taught against answers the model knows inside the
             team's own domain; None: none.
         domain_how: How `domain` was found, in words (the manifest records it).
+        base_model: The run's model as local weights (a directory), when the run names a model a server serves
+            (`--backend openai`): its tokenizer renders and checks the rows. None: the run's model.
     """
 
     strategy: str = "auto"
@@ -103,6 +105,7 @@ class FixOptions:
     guard_paraphrases: bool = False
     domain: GuardSet | None = None
     domain_how: str = ""
+    base_model: str | None = None
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:

@@ -25,6 +25,7 @@ from typing import Any
 
 from workbench.backends.remote import RemoteBackend, Retryable, retry_after_seconds
 from workbench.errors import MissingDependencyError, PartialGenerationError, WorkbenchError
+from workbench.fingerprint import path_digest
 from workbench.textgen import cut_at_stop
 from workbench.types import Completion, GenerationRequest, ModelSpec, SamplingParams
 
@@ -67,9 +68,15 @@ class OpenAIBackend(RemoteBackend):
         return question
 
     def fingerprint(self) -> str:
-        """The weights behind a server are not visible: the server, model and adapter names key the cache."""
+        """The weights behind a server are not visible: the server, model and adapter names key the cache. An
+        adapter given as a local folder (the one the server was told to load) adds its files' digest: a job's
+        adapter folder is always named `adapter`, and a second fix served under that name must not be answered
+        from the first one's cache."""
+        adapter = self.spec.adapter
         parts = {"base_url": self.base_url, "model": self.spec.model,
-                 "adapter": adapter_name(self.spec.adapter) if self.spec.adapter else None}
+                 "adapter": adapter_name(adapter) if adapter else None}
+        if adapter and adapter_name(adapter) != adapter:
+            parts["adapter_files"] = path_digest(adapter)
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
     def engine(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from workbench.cli._common import (
     add_eval_arguments,
     add_limit_arguments,
     add_model_arguments,
+    bounded,
     check_model_args,
     limits_from_args,
     parse_options,
@@ -20,12 +22,17 @@ from workbench.cli._common import (
 from workbench.cli._ray import add_ray_arguments, ray_backends
 from workbench.trackers import REPORT_TO_HELP
 
+log = logging.getLogger(__name__)
+
 HELP = "evaluate a model on probes: greedy answers, samples, paraphrases; grade and store"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p, required=False)
     p.add_argument("--probes", help="suite YAML, suite name, or probe file (jsonl/csv/parquet)")
+    p.add_argument("--limit", type=bounded(1, 10_000_000), metavar="N",
+                   help="evaluate only the first N probes: a quick first look (the run holds those N, and a gate "
+                        "against it asks the same N)")
     add_eval_arguments(p)
     add_limit_arguments(p)
     p.add_argument("--resume", metavar="RUN",
@@ -45,7 +52,10 @@ def model_spec_from_args(args: argparse.Namespace) -> Any:
 
     registration(args.backend)  # an unknown or clashing name is refused before the model is looked at
     check_model_args(args)  # resolves a built-in name or .gguf file into a model directory
-    return ModelSpec(model=args.model, adapter=args.adapter, backend=args.backend, revision=args.revision,
+    adapter = args.adapter
+    if adapter is not None and Path(adapter).is_dir():  # stored absolute: the run's lineage read from anywhere
+        adapter = str(Path(adapter).absolute())
+    return ModelSpec(model=args.model, adapter=adapter, backend=args.backend, revision=args.revision,
                      dtype=args.dtype, options=parse_options(args.backend_option))
 
 
@@ -61,6 +71,15 @@ def eval_options_from_args(args: argparse.Namespace) -> Any:
         raise WorkbenchError(str(e)) from e
 
 
+def _say_missing_paraphrases(probes: Any) -> None:
+    """--paraphrases asks each probe's paraphrases: one line when some probes (or all) have none to ask."""
+    bare = sum(not p.paraphrases for p in probes)
+    if bare:
+        log.warning("--paraphrases: %d of %d probes have no paraphrases (only their question is asked); add a "
+                    "`paraphrases` field, or have a model write them: workbench paraphrase PROBES --model MODEL "
+                    "--out FILE", bare, len(probes))
+
+
 def run(args: argparse.Namespace) -> int:
     from workbench.errors import WorkbenchError
     from workbench.probes import resolve_probes
@@ -70,10 +89,12 @@ def run(args: argparse.Namespace) -> int:
 
     report_to = parse_report_to(args.report_to)  # a missing tracker is refused before anything runs
     limits = limits_from_args(args)
+    limited: dict[str, int] | None = None  # --limit: how many of how many probes
     if args.resume:
-        if args.model or args.probes or args.max_tokens or args.stop or args.system_prompt is not None:
+        if args.model or args.probes or args.max_tokens or args.stop or args.system_prompt is not None \
+                or args.limit is not None:
             raise WorkbenchError("--resume continues a run with its own model, probes and options: "
-                                 "leave out --model, --probes, --max-tokens, --stop and --system-prompt")
+                                 "leave out --model, --probes, --limit, --max-tokens, --stop and --system-prompt")
         if getattr(args, "ray", None):
             raise WorkbenchError("--resume continues a run in this process: leave out --ray")
         store = Store.open(args.workspace)
@@ -86,6 +107,15 @@ def run(args: argparse.Namespace) -> int:
         options = eval_options_from_args(args)
         suite, loaded = resolve_probes(args.probes, format=args.format, skip_bad=args.skip_bad)
         suite = suite_with_generation(suite, args)
+        total = len(loaded.probes)
+        if args.limit is not None and args.limit < total:
+            import dataclasses
+
+            loaded = dataclasses.replace(loaded, probes=loaded.probes[:args.limit])
+            limited = {"first": args.limit, "of": total}
+            log.info("--limit %d: the first %d of %d probes", args.limit, args.limit, total)
+        if options.paraphrases:
+            _say_missing_paraphrases(loaded.probes)
         if options.template:
             from workbench.prompting import check_template
 
@@ -113,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
                     "ci": overall["ci"], "generated": summary.generated, "cached": summary.cached,
                     "kept": summary.kept, "engine": summary.engine,
                     "truncated": summary.metrics["truncated"], "grader": summary.metrics.get("grader"),
-                    "token_budget": budget,
+                    "token_budget": budget, **({"limited": limited} if limited else {}),
                     "warnings": truncation_warnings(summary.metrics)})
         return 0
     from workbench.cli.show import print_run

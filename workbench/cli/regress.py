@@ -71,6 +71,8 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
     if ref in BUILTIN or ref.lower().endswith(".gguf"):  # converted once into the workspace
         ref = resolve_model_ref(ref, args.workspace, args.backend)
     is_model = os.path.exists(ref) or (adapter is not None)
+    if adapter is not None and os.path.isdir(adapter):  # stored absolute: the gate's lineage read from anywhere
+        adapter = os.path.abspath(adapter)
     if not is_model:
         try:
             return str(store.get_run(ref).id)
@@ -138,10 +140,22 @@ def run(args: argparse.Namespace) -> int:
     if "--junit" in outputs:
         copy_atomic(record.reports["junit"], outputs["--junit"], "--junit")
     if args.json:
+        from workbench.regression import verdict_line
+
         print_json({"gate_id": record.id, "verdict": result.verdict, "exit_code": result.exit_code,
-                    "baseline_run": base, "candidate_run": cand,
+                    "verdict_line": verdict_line(result), "baseline_run": base, "candidate_run": cand,
                     "reports": {k: str(v) for k, v in record.reports.items()}, **result.to_dict()})
     else:
         print_terminal(result)
         print(f"reports: {record.reports['html']}")
+        print(signoff_hint(record.id, base, cand, result.verdict))
     return int(result.exit_code)
+
+
+def signoff_hint(gate_id: str, baseline: str, candidate: str, verdict: str) -> str:
+    """The run ids a release decision needs, and the command that records it: `review` wants the candidate's run
+    id, which the report's labels do not show. A gate that failed or was inconclusive needs an override reason."""
+    override = " --override-reason TEXT" if verdict in ("fail", "inconclusive") else ""
+    return (f"gate {gate_id}: baseline run {baseline}, candidate run {candidate}\n"
+            f"sign off: workbench review {candidate} --target release --value signoff --reason TEXT{override}"
+            " (every gate and sign-off: workbench history)")

@@ -7,6 +7,7 @@ Usage::
     print(render_markdown(result)); sys.exit(result.exit_code)   # 0 pass/warn, 1 fail, 3 inconclusive
 """
 
+from workbench.regression._format import verdict_line
 from workbench.regression.compare import ProbeOutcome, RunOutcomes, compare
 from workbench.regression.comparison import (
     EXIT_CODES,
@@ -75,6 +76,7 @@ __all__ = [
     "render_terminal",
     "transition_of",
     "verdict_changed",
+    "verdict_line",
     "worst_exit_code",
     "write_reports",
 ]

@@ -47,12 +47,42 @@ def count_pct(count: int, rate: float) -> str:
 
 
 def verdict_line(result: ComparisonResult) -> str:
-    """'INCONCLUSIVE (exit 3)' and, when inconclusive, which gates could not have failed."""
-    line = f"{result.verdict.upper()} (exit {result.exit_code})"
+    """'FAIL (exit 1)' and what decided it: the fail gates that failed; the gates that could not have failed on
+    this probe set, with what to add; a gate the guard set decided in the probes' place (too few baseline-correct
+    probes for it), with that evidence and what to add to decide on the probes themselves."""
+    notes = []
+    failed = [g.name for g in result.gates if g.status == "fail"]
+    if failed:
+        notes.append(f"{', '.join(failed)} failed")
     if result.inconclusive_gates:
         names = ", ".join(g.name for g in result.inconclusive_gates)
-        line += f": {names} could not have failed on this probe set"
-    return line
+        notes.append(f"{names} could not have failed on this probe set{_what_to_add(result)}")
+    decided = [g for g in result.gates if g.detectable is not None and g.detectable.decided_by]
+    if decided:
+        have = sum(result.overall.transitions.counts[0])
+        need = max((g.detectable.needed or 0 for g in decided if g.detectable), default=0)
+        add = f">= {need - have} " if need > have else ""
+        by = decided[0].detectable.decided_by if decided[0].detectable else ""
+        notes.append(f"{', '.join(g.name for g in decided)} decided on {by}, your probes holding {have} "
+                     f"baseline-correct{f' (McNemar needs >= {need})' if need else ''}: add {add}probes the baseline "
+                     "answers right to decide on your own")
+    line = f"{result.verdict.upper()} (exit {result.exit_code})"
+    return line + (": " + "; ".join(notes) if notes else "")
+
+
+def _what_to_add(result: ComparisonResult) -> str:
+    """For gates blind for want of baseline-correct probes: how many they have and need, and the two remedies
+    (more such probes; the guard set, when it was not evaluated or is too small)."""
+    short = [g.detectable for g in result.inconclusive_gates if g.detectable and g.detectable.needed is not None]
+    if not short:
+        return ""
+    need, have = max(d.needed or 0 for d in short), short[0].population
+    text = (f" ({have} baseline-correct probes, it needs >= {need}): add >= {need - have} probes the baseline "
+            "answers right")
+    if result.guard is None:
+        return text + f", or evaluate the guard set beside them (not checked: {result.guard_note})"
+    known = sum(result.guard.transitions.counts[0])
+    return text + f", or grow the guard set ({known} known facts; `--guard-pool FILE` adds your own)"
 
 
 def answers(change: ProbeChange) -> str:

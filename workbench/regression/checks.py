@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from workbench.regression.comparison import GateResult, GroupComparison
-from workbench.regression.detect import Detectability, gate_detectability
+from workbench.regression.detect import Detectability, gate_detectability, smallest_mcnemar
 from workbench.regression.policy import (
     Gate,
     HallucinationRateMustDrop,
@@ -61,6 +61,36 @@ def evaluate_gates(
             continue
         out.append(dataclasses.replace(
             evaluate_gate(g, overall, by_tag), detectable=gate_detectability(g, policy, overall.transitions, sizes)))
+    return _guard_decides(out, policy, guard)
+
+
+def _guard_decides(results: list[GateResult], policy: Policy, guard: GroupComparison | None
+                   ) -> tuple[GateResult, ...]:
+    """Probe-set gates of harm to what the model answered (`mcnemar`, `max_hallucination_increase`,
+    `max_tag_correct_drop` over every tag; one naming its tags asks for those) that cannot fail for want of
+    baseline-correct probes (a team's own questions, which the model mostly gets wrong) are decided on the guard set
+    instead, when one was evaluated beside the probes with at least as many known facts as McNemar needs and the
+    policy counts their breakage with a fail-severity `scope: guard` gate: that gate's exact count of broken known
+    facts stands where the probes could not judge. Each such gate's detectability says so (`decided_by`), so it
+    leaves the verdict conclusive, and the verdict line names the evidence and what to add. Without a guard
+    comparison, or with too small a one, they stay inconclusive."""
+    if guard is None:
+        return tuple(results)
+    known = sum(guard.transitions.counts[0])
+    counted = [r.name for r, g in zip(results, policy.gates, strict=True)
+               if getattr(g, "scope", "probes") == "guard" and g.severity == "fail"]
+    out = []
+    for result, g in zip(results, policy.gates, strict=True):
+        d = result.detectable
+        harm = isinstance(g, McNemar | MaxHallucinationIncrease) or (
+            isinstance(g, MaxTagCorrectDrop) and g.tags is None)
+        stands_in = (counted and harm and g.severity == "fail" and d is not None and not d.adequate
+                     and known >= (d.needed or smallest_mcnemar(0.05)))
+        if stands_in and d is not None:
+            by = f"the guard set's {known} known facts ({', '.join(counted)})"
+            result = dataclasses.replace(result, detectable=dataclasses.replace(
+                d, adequate=True, decided_by=by, text=f"{d.text}; decided on {by} instead"))
+        out.append(result)
     return tuple(out)
 
 

@@ -68,6 +68,10 @@ class Detectability:
         smallest: The fewest probes whose change makes it fail (best case), None when none can.
         population: Probes that could move the adverse way (e.g. the baseline-correct probes).
         details: Extra lines (e.g. per tag).
+        needed: For a gate blind for want of probes (McNemar): the baseline-correct probes it needs to be able
+            to fail; None otherwise.
+        decided_by: The evidence that decided in this gate's place when the probe set could not (e.g. "the guard
+            set's 212 known facts (guard_facts_kept)", see checks.py); the gate then counts as `adequate`.
     """
 
     can_fail: bool
@@ -76,6 +80,8 @@ class Detectability:
     smallest: int | None = None
     population: int = 0
     details: tuple[str, ...] = ()
+    needed: int | None = None
+    decided_by: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "details": list(self.details)}
@@ -172,7 +178,7 @@ def _mcnemar(known: int, alpha: float) -> Detectability:
     p_all = mcnemar_exact(known, 0).p_value
     text = (f"could not fail on this probe set: {known} baseline-correct probes, all broken with none fixed "
             f"give p = {p_all:.3g} >= {alpha:g} (needs >= {k} baseline-correct probes)")
-    return Detectability(False, False, text, None, known)
+    return Detectability(False, False, text, None, known, needed=k)
 
 
 def _reading(bound: Bound, *, up: bool) -> Reading:
