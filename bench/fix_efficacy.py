@@ -45,6 +45,7 @@ import yaml
 from evals.world import MIN_ENTITIES, WorldConfig, WorldPaths, build_world
 from finetune.fixset import DPO_CATEGORIES, REHEARSAL_RATIO, VALIDATION_SHARE, FixOptions, FixSetManifest, build_fixset
 from finetune.job import JobResult, JobSpec, from_dict, run_job
+from finetune.job.spec import method_fields
 from workbench.attribution.attribute import attribute_run
 from workbench.attribution.build import build_index
 from workbench.attribution.index import CorpusIndex, default_index_path
@@ -72,7 +73,7 @@ GOAL_FIXED, GOAL_BROKEN, GOAL_ABSTAIN_KNOWN, GOAL_DEMO_S = 0.80, 0.01, 0.02, 180
 SFT_CATEGORIES = tuple(c for c in CATEGORIES if c not in DPO_CATEGORIES)
 #: Which categories each adapter is responsible for (the combined one: all).
 OWNS: dict[str, tuple[str, ...]] = {"sft": SFT_CATEGORIES, "dpo": DPO_CATEGORIES, "combined": tuple(CATEGORIES),
-                                    "rl": tuple(CATEGORIES)}
+                                    "rl": tuple(CATEGORIES), "staged": tuple(CATEGORIES)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +127,7 @@ def combined_fixset(manifest: FixSetManifest, out: Path) -> Path:
 
 
 def job_spec(fixset: Path, out: Path, method: str, extra: Mapping[str, Any]) -> JobSpec:
-    return from_dict({"fixset": str(fixset), "output_dir": str(out), "method": method, **extra})
+    return from_dict({"fixset": str(fixset), "output_dir": str(out), **method_fields(method), **extra})
 
 
 def run(args: argparse.Namespace, cfg: WorldConfig, root: Path, callbacks: tuple[Any, ...] = ()) -> dict[str, Any]:
@@ -169,7 +170,8 @@ def run(args: argparse.Namespace, cfg: WorldConfig, root: Path, callbacks: tuple
     print(f"fix set: train rows {manifest.train_rows}, sft {manifest.counts['sft']}, dpo {manifest.counts['dpo']}",
           flush=True)
     extras = {"sft": yaml.safe_load(args.sft or "{}") or {}, "dpo": yaml.safe_load(args.dpo or "{}") or {},
-              "grpo": yaml.safe_load(args.grpo or "{}") or {}}
+              "grpo": yaml.safe_load(args.grpo or "{}") or {},
+              "staged": yaml.safe_load(getattr(args, "staged", None) or "{}") or {}}
     jobs: dict[str, JobResult] = {}
     for method in [m for m in args.methods.split(",") if m and m != "grpo"]:
         jobs[method] = timed(times, f"job_{method}", functools.partial(
@@ -279,7 +281,7 @@ def report(probes: list[Probe], jobs: Mapping[str, JobResult], times: Mapping[st
         out["adapters"][name] = adapter_report(name, job, probes, cats, reserved)
     demo_steps = [k for k in times if not k.endswith(("combined", "_rl"))]
     demo = sum(times[k] for k in demo_steps)
-    fix_half = sum(times[k] for k in ("job_sft", "job_dpo") if k in times)
+    fix_half = sum(times[k] for k in ("job_sft", "job_dpo", "job_staged") if k in times)
     print("\nwall times (s): " + ", ".join(f"{k} {v}" for k, v in times.items()))
     print(f"fix set: {manifest.train_rows} training rows")
     check("whole demo", demo <= GOAL_DEMO_S, f"{demo:.1f} s over {', '.join(demo_steps)} (goal <= {GOAL_DEMO_S:.0f} s;"
@@ -321,7 +323,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--dpo", help="YAML mapping merged into the DPO job spec")
     ap.add_argument("--grpo", help="YAML mapping merged into the GRPO job spec (with --rl)")
     ap.add_argument("--rl-replay-ratio", type=float, help="replay ratio of the rl fix set (default: its own, 1)")
-    ap.add_argument("--methods", default="sft,dpo", help="jobs to run: sft, dpo, grpo (grpo = --rl)")
+    ap.add_argument("--staged", help="YAML mapping merged into the staged job spec, e.g. '{trainer: {replay_kl: 10}}'")
+    ap.add_argument("--methods", default="sft,dpo", help="jobs to run: sft, dpo, grpo (grpo = --rl), staged (sft then "
+                    "dpo on one adapter)")
     ap.add_argument("--worlds", help=f"comma-separated names of WORLDS ({', '.join(WORLDS)}) or `all`; "
                     "default: the one world of --entities/--seed/--lang")
     ap.add_argument("--world-dir", metavar="DIR",
@@ -337,15 +341,15 @@ def parse(argv: list[str] | None = None, ap: argparse.ArgumentParser | None = No
     ap = ap or parser()
     args = ap.parse_args(argv)
     # bad arguments fail here, not after minutes of eval and attribution
-    unknown = [m for m in args.methods.split(",") if m and m not in ("sft", "dpo", "grpo")]
+    unknown = [m for m in args.methods.split(",") if m and m not in ("sft", "dpo", "grpo", "staged")]
     if unknown:
-        ap.error(f"--methods: {', '.join(unknown)} unknown (sft, dpo, grpo)")
+        ap.error(f"--methods: {', '.join(unknown)} unknown (sft, dpo, grpo, staged)")
     names = list(WORLDS) if args.worlds == "all" else [w for w in (args.worlds or "").split(",") if w]
     bad = [w for w in names if w not in WORLDS]
     if bad:
         ap.error(f"--worlds: {', '.join(bad)} unknown; known: {', '.join(WORLDS)}")
-    for name in ("sft", "dpo", "grpo"):
-        text = getattr(args, name)
+    for name in ("sft", "dpo", "grpo", "staged"):
+        text = getattr(args, name, None)
         if text is not None and not isinstance(yaml.safe_load(text), dict):
             ap.error(f"--{name} must be a YAML mapping, e.g. '{{trainer: {{max_steps: 40}}}}', got {text!r}")
     if not 0 <= args.reserve_fraction < 1 or args.rehearsal < 0:

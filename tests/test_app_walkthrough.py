@@ -192,8 +192,8 @@ def _assert_evidence(page: Any, gate_id: str, verdict: str) -> None:
     assert page.locator("#wb-evidence .wb-badge").inner_text() == f"gate: {verdict}"
     unchecked = page.locator("#wb-evidence .wb-gate-not_checked .wb-status").all_inner_texts()
     assert all(t == "not checked" for t in unchecked), unchecked
-    if verdict != "FAIL":  # the built-in policy's guard and field gates, with no guard set nor field suite
-        assert len(unchecked) == 3
+    if verdict != "FAIL":  # the built-in policy's guard, field and fix-target gates: no guard set, field suite, lineage
+        assert len(unchecked) == 4
 
 
 def _decide(page: Any, gate_id: str, decision: str, reason: str) -> int:

@@ -94,7 +94,8 @@ def test_the_queue_lists_what_awaits_newest_first_and_the_decided_with_overrides
 
     html = decisions.evidence_html(store, gates["<b>x</b>"])
     assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt; fix of" in html  # the job's method word, as text
-    assert "gate: WARN" in html and html.count("wb-gate-not_checked") == 3 and ">pass</span>: <b>guard" not in html
+    # the built-in policy's guard, field and fix-target gates: nothing evaluated them, each reads "not checked"
+    assert "gate: WARN" in html and html.count("wb-gate-not_checked") == 4 and ">pass</span>: <b>guard" not in html
     decided = decisions.evidence_html(store, gates["bad"])
     assert "⚠ override" in decided and "signoff</b> by ann" in decided and "broken probes (10)" in decided
     with pytest.raises(WorkbenchError, match="recorded gate"):

@@ -48,7 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="known facts in the style of your questions: a probe file of questions like yours with their "
                    "answers (repeatable); the facts the model knows are replayed first and a share held out, so that "
                    "abstention is taught against answers it knows in your domain; default: the shipped style pool "
-                   "(NQ-open, TruthfulQA) your targeted questions read like, if any; `none`: leave it out")
+                   "(NQ-open, TruthfulQA) your targeted questions read like, if any (not with --guard-pool none); "
+                   "`none`: leave it out")
     p.add_argument("--guard-paraphrases", action="store_true",
                    help="replay each replayed guard fact under its paraphrase too (twice the guard's replay pool)")
     p.add_argument("--allow-unguarded", action="store_true",
@@ -191,9 +192,12 @@ def _guard(store: Store, args: argparse.Namespace) -> GuardSet | None:
 def _domain(store: Store, args: argparse.Namespace) -> DomainFacts:
     """The known facts in the style of the run's targeted questions (workbench/guard/domain.py), built at first use."""
     from workbench.cli import progress_bar
-    from workbench.guard.domain import domain_for_run
+    from workbench.guard.domain import DomainFacts, domain_for_run
+    from workbench.guard.pool import NONE
     from workbench.reviews import effective_attributions
 
+    if args.domain_pool is None and NONE in [str(g) for g in args.guard_pool or ()]:
+        return DomainFacts(None, "left out with the shipped guard pool (--guard-pool none; --domain-pool FILE: yours)")
     run = store.get_run(args.run)
     asked = {str(r["id"]): str(r["question"]) for r in store.probe_rows(run.id)}
     questions = [asked[pid] for pid in effective_attributions(store, run.id) if pid in asked]

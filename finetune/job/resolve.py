@@ -271,7 +271,8 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     per_step = rows_per_step(spec, batch)
     targeted = sum(n for cat, n in manifest.counts.get(split, {}).items() if cat not in UNTARGETED)
     es = spec.early_stop
-    small = es.until_fixed is not False and 0 < targeted <= SMALL_SET_ROWS
+    # a small set's rule: until its targets are fixed (asked for, or by default where the spec sets no steps)
+    small = 0 < targeted <= SMALL_SET_ROWS and (es.until_fixed or (es.until_fixed is None and t.max_steps is None))
     if epochs is None:
         rule_steps = row.steps_fixed
         steps_rule = f"{rule_steps} ({spec.method}'s fixed default; `trainer.epochs` scales it to the fix set)"
@@ -296,7 +297,7 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
     scale_source = f"{spec.method}'s default (the spec gives no `trainer.adapter_scale`)" if by_default \
         else "the job spec (`trainer.adapter_scale`)"
     replay_kl = _replay_kl(t.replay_kl, row, manifest, split)
-    until_fixed = small if es.until_fixed is None else es.until_fixed
+    until_fixed = bool(small) if es.until_fixed is None else es.until_fixed
     known_every = es.known_every or (max(1, steps // SMALL_SET_SCORINGS) if until_fixed else 0)
     decided = spec.model_copy(update={
         "base_model": base, "device": device, "bf16": bf16, "gradient_checkpointing": ckpt,

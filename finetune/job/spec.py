@@ -222,8 +222,8 @@ class EarlyStopSpec(_Section):
     """Stop at the first scoring of the targets and the known facts (every `known_every` steps) where the targets are
     fixed (`min_targets_fixed`): the job trains as long as its fix takes, up to `trainer.max_steps`, and no step past
     it (those break known facts and seldom mend them). None: on for a small fix set (finetune/job/defaults.py
-    SMALL_SET_ROWS targeted rows at most in the method's split), whose `trainer.max_steps` rule is then SMALL_SET_STEPS
-    x its epochs' and `known_every` a SMALL_SET_SCORINGS-th of it; off otherwise."""
+    SMALL_SET_ROWS targeted rows at most in the method's split) whose spec sets no `trainer.max_steps`: its steps' rule
+    is then SMALL_SET_STEPS x its epochs' and `known_every` a SMALL_SET_SCORINGS-th of it; off otherwise."""
     min_targets_fixed: float = pydantic.Field(default=0.8, ge=0, le=1)
     """Rollback prefers states fixing at least this share of the targeted training rows (the fix jobs' goal, 80%):
     without it, a slice of fewer than 100 facts allows no broken fact and rollback went back to an early state

@@ -22,6 +22,7 @@ ends the job.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -121,11 +122,12 @@ def run_staged(job: JobSpec | StagedJob, store: Store | None = None, *, resume: 
         stages=[r.to_dict() for r in results], max_steps_rule=None, learning_rate_rule=None, size_rule=None)
     log.event("done" if status != "failed" else "failed", message, result.to_dict())
     log.status(status, adapter=adapter, metrics=result.to_dict(), finished=True)
-    write_result(result, out)
-    if adapter is not None:
-        from workbench.cards import write_model_card
+    if os.environ.get("RANK", "0") == "0":  # under accelerate, one result file and one card, as run_method writes
+        write_result(result, out)
+        if adapter is not None:
+            from workbench.cards import write_model_card
 
-        write_model_card(adapter, store)
+            write_model_card(adapter, store)
     return result
 
 
