@@ -317,10 +317,14 @@ def test_replay_kl_keeps_the_model_closer_to_base_on_replayed_facts(w: FtWorld, 
     with pytest.raises(WorkbenchError, match=r"trainer.replay_kl is 1.0 but fix set .* has no replay rows"):
         run_job(JobSpec(fixset=bare.path, output_dir=str(tmp_path / "bad"), device="cpu",
                         trainer=TrainerSpec(max_steps=2, replay_kl=1.0)), w.store)
-    with pytest.raises(WorkbenchError, match=r"`trainer.replay_kl` is a term of sft and dpo jobs; a grpo job has"):
-        rl = build_fixset(w.store, w.run_id, tmp_path / "rl", strategy="rl")
+    rl = build_fixset(w.store, w.run_id, tmp_path / "rl", strategy="rl")
+    with pytest.raises(WorkbenchError, match=r"`trainer.rehearsal_kl` is a term of sft jobs; a grpo job has"):
         run_job(JobSpec(fixset=rl.path, output_dir=str(tmp_path / "grpo"), device="cpu", method="grpo",
-                        trainer=TrainerSpec(max_steps=2, replay_kl=1.0)), w.store)
+                        trainer=TrainerSpec(max_steps=2, rehearsal_kl=1.0)), w.store)
+    # GRPO takes the replay term over its replay prompts and their answers, as SFT and DPO do
+    grpo = run_job(JobSpec(fixset=rl.path, output_dir=str(tmp_path / "grpo-kl"), device="cpu", method="grpo",
+                           trainer=TrainerSpec(max_steps=2, replay_kl=1.0, per_device_batch_size=8)), w.store)
+    assert grpo.status == "done" and grpo.steps == 2
     proc = workbench("fix", w.run_id, "--workspace", str(w.store.workspace), "--out", str(tmp_path / "cli"),
                      "--replay-kl", "1", timeout=120)
     assert proc.returncode == 2 and "--replay-kl needs --train" in proc.stderr, proc.stderr[-2000:]

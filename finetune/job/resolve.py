@@ -260,7 +260,7 @@ def resolve(spec: JobSpec, *, for_gpu: bool = False) -> ResolvedJob:
                     "by default for abstention): trl's weight sync into vLLM fails on them; set `grpo.use_vllm: "
                     "false`, or `lora.trainable_token_indices: []` when the tokenizer already knows the phrase")
     t = spec.trainer
-    for field, methods in (("rehearsal_kl", ("sft",)), ("replay_kl", ("sft", "dpo"))):
+    for field, methods in (("rehearsal_kl", ("sft",)), ("replay_kl", ("sft", "dpo", "grpo"))):
         if spec.method not in methods and (getattr(t, field) or 0) > 0:  # else the term is silently never added
             raise _fail(f"trainer.{field}", f"is a term of {' and '.join(methods)} jobs; a {spec.method} job has "
                         "none (set it to 0)")

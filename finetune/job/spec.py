@@ -145,12 +145,12 @@ class TrainerSpec(_Section):
     against 39 without it; in SFT jobs (rehearsal 4x, 300 steps, seven worlds) 18 of 96 against 32 at the same steps
     without it, fewer on six worlds, but 43% of targets fixed on alt-gpt2-5 (README "Unreplayed known facts")."""
     replay_kl: float | None = pydantic.Field(default=None, ge=0, le=1000)
-    """SFT and DPO: weight of a KL term to the base model (the adapter disabled) over the fix set's replay rows (the
-    known facts it replays, each its prompt as the evaluation renders it and the model's own answer: SFT's
-    completion, DPO's chosen), which keep training by their own loss too: the adapter keeps the model's whole
-    next-token distribution on known facts, not only its greedy answer; 0: off. None: by the model's size (the job
-    defaults table, finetune/job/defaults.py: 10 for sft on a pretrained-size model, 20 when its fix set injects facts,
-    0 otherwise; 0 as well on a fix set with no replay rows)."""
+    """SFT, DPO and GRPO: weight of a KL term to the base model (the adapter disabled) over the fix set's replay rows
+    (the known facts it replays, each its prompt as the evaluation renders it and the model's own answer: SFT's
+    completion, DPO's chosen, GRPO's accepted answer), which keep training by their own loss too: the adapter keeps
+    the model's whole next-token distribution on known facts, not only its greedy answer; 0: off. None: by the
+    model's size (the job defaults table, finetune/job/defaults.py: 10 for sft on a pretrained-size model, 20 when its
+    fix set injects facts, 0 otherwise; 0 as well on a fix set with no replay rows)."""
     adapter_scale: float | Literal["auto"] | None = None
     """WiSE-FT (finetune/job/scale.py): the trained LoRA delta is scaled by this factor in (0, 1] before the adapter
     is saved and scored (`lora_alpha` x a; the trainable token rows unscaled); `auto`: the smallest of 0.25 / 0.5 /

@@ -32,6 +32,7 @@ from finetune.chatform import render_text
 from finetune.job.anchor import ANCHOR_NLL, NLLAnchor
 from finetune.job.method import Method
 from finetune.job.methods.grpo_watchdog import GRPOWatchdog
+from finetune.job.methods.kl import KLAnchor, kl_trainer
 from finetune.job.methods.rewards import build_rewards, guidance_ids, heldout_reward, is_guided
 from finetune.job.resolve import ResolvedJob
 from finetune.records import JobRecorder
@@ -142,9 +143,12 @@ class GRPO(Method):
 
     def trainer(self, *, model: Any, args: Any, peft_config: Any, callbacks: Sequence[Any]) -> Any:
         g, m = self.job.spec.grpo, self.job.manifest
-        trainer = self.held(guided_trainer_class())(
-            model=model, reward_funcs=self.rewards, args=args, train_dataset=self.train,
-            processing_class=self.tokenizer, peft_config=peft_config, callbacks=list(callbacks))
+        cls = self.held(guided_trainer_class())
+        t = self.job.spec.trainer
+        if (t.replay_kl or 0) > 0 and self.replay:  # the SFT / DPO term, over the replay prompts and their answers
+            cls = kl_trainer(cls, [KLAnchor("replay", tuple(p + a for p, a in self.replay), t.replay_kl or 0.0)], t)
+        trainer = cls(model=model, reward_funcs=self.rewards, args=args, train_dataset=self.train,
+                      processing_class=self.tokenizer, peft_config=peft_config, callbacks=list(callbacks))
         trainer.guided = g.abstention_guidance
         if trainer.guided:
             trainer.guide_ids = tuple(guidance_ids(self.tokenizer, m.abstention_phrase, m.stop,
