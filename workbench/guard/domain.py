@@ -36,11 +36,12 @@ if TYPE_CHECKING:
 #: The shipped style pools (package data of `evals`, located by path as the guard pool is).
 DOMAIN_DIR = Path(__file__).resolve().parents[2] / "evals" / "data" / "domains"
 #: A pool reads like the targets when their similarity to it is at least this share of what as many of the pool's own
-#: questions score (a handful of questions scores lower than many, whatever their style). Measured, 4 draws each of
-#: 3 / 5 / 15 / 60 questions: NQ-open's 0.96-1.24 of its pool's, TruthfulQA's 0.92-1.16 of its pool's; a synthetic
-#: world's 0.67-0.75 of TruthfulQA's at 15 and 0.60-0.62 at 60 (a handful of its questions, like any, passes); the
-#: shipped guard pool's everyday questions 0.81-0.95 of TruthfulQA's (capitalised questions, as TruthfulQA's): a pool
-#: of known facts that reads alike costs one guard build and teaches nothing wrong.
+#: questions score (a handful of questions scores lower than many, whatever their style). Measured
+#: (bench/style_match.py, 4 draws each of 3 / 5 / 15 / 60 questions): the NQ-open slice 0.96-1.24 of its pool's,
+#: TruthfulQA's first 60 0.92-1.16 of theirs; a synthetic world's template questions 0.70-0.76 of TruthfulQA's at 15
+#: and 0.60-0.61 at 60 (a handful of questions, like any, passes); the guard pool's everyday and general questions
+#: 0.87-0.95 at 15, 0.81-0.85 at 60 (capitalised questions, as TruthfulQA's): a pool of known facts that reads alike
+#: costs one guard build and teaches nothing wrong.
 STYLE_MIN = 0.85
 #: Seeded draws of the pool's own questions that set its bar.
 SELF_DRAWS = 3
