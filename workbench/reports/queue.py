@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import insert, select, update
 
 from workbench.errors import WorkbenchError, did_you_mean
+from workbench.printable import printable_name
 from workbench.reports.read import Report
 from workbench.store import Store, utcnow
 from workbench.store import schema as t
@@ -165,6 +166,7 @@ def decide(store: Store, ref: str, *, decision: str, answers: Sequence[str] = ()
     answers = tuple(dict.fromkeys(a.strip() for a in answers if a.strip()))
     if not reviewer.strip():
         raise WorkbenchError(f"a decision needs a reviewer name ({w['reviewer']})")
+    reviewer = printable_name(reviewer, f"reviewer ({w['reviewer']})")
     if decision == "should-refuse":
         abstain = True
     if decision in ("hallucinated", "correct") and not answers and not abstain:
