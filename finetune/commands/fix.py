@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from workbench.cli import check_output_dir, created_only_if_whole, print_json
+from workbench.printable import printable
 
 if TYPE_CHECKING:
     from finetune.fixset import FixSetManifest
@@ -168,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     if manifest.abstention_note:
         print(f"  note: {manifest.abstention_note}")
     for pid, why in list(manifest.skipped.items())[:10]:
-        print(f"  skipped {pid}: {why}")
+        print(printable(f"  skipped {pid}: {why}"))
     if result is not None:
         print("\n".join(result.summary_lines()))
     return code
