@@ -559,15 +559,17 @@ def first_decision_after(calls: Sequence[Call], at: float) -> float | None:
     return round(min(after) - at, 2) if after else None
 
 
-def in_windows(at: float, windows: Sequence[tuple[float, float]], margin: float = 2.0) -> bool:
-    return any(start - margin <= at <= end + margin for start, end in windows)
+def during(call: Call, windows: Sequence[tuple[float, float]], margin: float = 1.0) -> bool:
+    """The call was under way while a fault was (a call in flight when the app was killed counts)."""
+    return any(call.at <= end + margin and call.at + call.seconds >= start - margin for start, end in windows)
 
 
 def messages_between(calls: Sequence[Call], start: float, end: float, n: int = 4) -> list[str]:
+    """The distinct messages of the calls under way between `start` and `end` that failed or were refused."""
     seen: dict[str, None] = {}
     for c in calls:
-        if start <= c.at <= end and c.error:
-            seen.setdefault(c.error[:200], None)
+        if c.error and during(c, [(start, end)], margin=0.0):
+            seen.setdefault(c.error[:240], None)
     return list(seen)[:n]
 
 
@@ -700,8 +702,10 @@ def run_store(seeded: Seeded, plan: Plan, pg: Postgres | None = None, full_disk:
             start, end = f.pop("_window")
             windows.append((start, end))
             f["decisions_again_after_s"] = first_decision_after(calls, end)  # once the fault is over
-            f["messages"] = messages_between(calls, start, end + 1.0)
-    outside = [c for c in calls if not in_windows(c.at, windows)]
+            f["calls_during"] = sum(during(c, [(start, end)], 0.0) for c in calls)
+            f["failed_or_refused_during"] = sum(during(c, [(start, end)], 0.0) and bool(c.error) for c in calls)
+            f["messages"] = messages_between(calls, start, end)
+    outside = [c for c in calls if not during(c, windows)]
     return {
         "store": "postgresql" if seeded.url else "sqlite", "reviewers": plan.reviewers,
         "seconds": round(elapsed, 1), "app_start_s": round(started, 1), **figures(calls, elapsed),
@@ -716,12 +720,37 @@ def run_store(seeded: Seeded, plan: Plan, pg: Postgres | None = None, full_disk:
     }
 
 
+def table(results: Sequence[dict[str, Any]]) -> str:
+    """The figures as the benchmark page shows them (Markdown)."""
+    lines = ["| store | action | calls | failed | refused | p50 | p95 | p99 |", "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        for action, a in r["actions"].items():
+            lines.append(f"| {r['store']} | {action} | {a['calls']} | {a['errors']} | {a['refused']} | "
+                         f"{a['p50_ms']:.0f} ms | {a['p95_ms']:.0f} ms | {a['p99_ms']:.0f} ms |")
+    lines += ["", "| store | requests/s | outside faults: calls, failed, refused | acknowledged | lost | duplicated | "
+              "misattributed | recorded, not acknowledged |", "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        d, o = r["decisions"], r["outside_faults"]
+        lines.append(f"| {r['store']} | {r['requests_per_s']} | {o['calls']}, {o['errors']}, {o['refused']} | "
+                     f"{d['acknowledged']} | {len(d['lost'])} | {len(d['duplicated'])} | {len(d['misattributed'])} | "
+                     f"{d['recorded_unacknowledged']} |")
+    return "\n".join(lines)
+
+
+def load_average() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
 def machine() -> dict[str, Any]:
     cpu = ""
     with contextlib.suppress(OSError):
         cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                     if line.startswith("model name")), "")
-    return {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "system": platform.system()}
+    return {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "system": platform.system(),
+            "load_average_at_start": load_average()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -740,6 +769,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from evals.world import TEST_CONFIG, build_world
 
     torch.set_num_threads(1)
+    host = machine()
     faults = tuple(f for f in args.faults.split(",") if f and f != "none")
     root = args.out or Path(tempfile.mkdtemp(prefix="wb-store-load-"))
     world = build_world(Path(__file__).resolve().parents[1] / ".bench-cache" / "world-test", TEST_CONFIG)
@@ -772,9 +802,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 pg.stop()
         results.append(result)
         print(json.dumps(result, indent=1)[:4000], flush=True)
-    report = {"date": time.strftime("%Y-%m-%d"), "machine": machine(),
+    report = {"date": time.strftime("%Y-%m-%d"), "machine": host, "load_average_at_end": load_average(),
               "command": "python bench/store_load.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "results": results}
+    print(table(results), flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1) + "\n")
