@@ -395,8 +395,8 @@ def reviewer(load: Load, url: str, name: str, rounds: int | None, seed: int) -> 
                     message = str(out[MESSAGE_AT[event]] or "")
                     call.acknowledged = bool(message) and not message.startswith(NOT_RECORDED)
                     call.error = "" if call.acknowledged else message[:300]
-                elif action == "read_evidence" and gate not in str(out[0]):
-                    call.error = f"evidence of {gate} not shown: {str(out[0])[:200]}"
+                elif action == "read_evidence" and gate not in str(out[0]):  # the note beside it says why
+                    call.error = f"evidence of {gate} not shown: {str(out[1] or out[0])[:200]}"
             except CallFailed as e:
                 call.error = str(e)[:300]
                 time.sleep(0.2)  # the app is down or refusing: a person would wait a moment too
