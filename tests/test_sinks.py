@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,8 @@ from xml.etree import ElementTree
 
 import pytest
 from clirun import assert_refused, workbench
+
+pytestmark = pytest.mark.slow  # every test reads the seeded workspace: two evaluations and a dozen commands, ~15 s
 
 #: Each class of text a terminal acts on, and what a spreadsheet or a browser would run.
 HOSTILE = ("ok\x1b[31m red\x1b]0;pwned\x07\x1b[2J\x00nul\x08\x08bs \u202eevil\u202c\rCR\nFORGED LINE "
@@ -229,8 +232,6 @@ def test_fix_on_a_full_disk_leaves_nothing_behind(seeded: dict[str, Any], fixset
 def test_train_refuses_unknown_target_modules_and_a_truncated_fix_set(seeded: dict[str, Any], fixset: Path,
                                                                       tmp_path: Path) -> None:
     damaged = tmp_path / "damaged"
-    import shutil
-
     shutil.copytree(fixset, damaged)
     arrow = damaged / "sft" / "data-00000-of-00001.arrow"
     os.truncate(arrow, arrow.stat().st_size // 2)
