@@ -130,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"* Running on local URL:  {url}", flush=True)
         demo.block_thread()
     except WorkbenchError as e:
-        print(f"error: {e}", file=sys.stderr)
+        from workbench.printable import printable
+        print(f"error: {printable(e, lines=True)}", file=sys.stderr)
         return 2
     return 0
 

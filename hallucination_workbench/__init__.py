@@ -35,6 +35,7 @@ from workbench.cli import (
 )
 from workbench.errors import WorkbenchError
 from workbench.logconfig import LEVEL_ENV, resolve_level, setup_logging
+from workbench.printable import printable
 from workbench.quiet import quiet_known_noise
 
 #: command -> module, in the loop's order: world, evaluate, attribute, fix, train, gate, review, app.
@@ -142,10 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return CLOSED_PIPE_EXIT
     except StdoutFailed as e:
         silence_stdout()
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {printable(e, lines=True)}", file=sys.stderr)
         return 2
     except WorkbenchError as e:  # WORKBENCH_LOG_LEVEL names no level
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {printable(e, lines=True)}", file=sys.stderr)
         return 2
     code = _run(args)
     if argv_given is None:  # the program itself, not a caller's main([...]): see _leave_past_busy_backend
@@ -167,7 +168,7 @@ def _run(args: argparse.Namespace) -> int:
     except WorkbenchError as e:
         if isinstance(e, StdoutFailed):
             silence_stdout()  # the interpreter's last flush must not fail again
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {printable(e, lines=True)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
         print("interrupted; finished generations are kept in the cache", file=sys.stderr)

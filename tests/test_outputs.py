@@ -148,19 +148,22 @@ def test_export_csv_quotes_a_hostile_question(hostile_run: tuple[Path, str], tmp
 @pytest.mark.slow  # shares the eval above
 def test_stored_text_reaches_the_terminal_escaped(hostile_run: tuple[Path, str], tmp_path: Path) -> None:
     """A review reason typed with an ESC sequence and a newline (as the app stores it) and a probe id with an ESC
-    sequence: `review`, `show` and `history` print them as escapes, never as bytes a terminal acts on."""
+    sequence: `review`, `show` and `history` print them as escapes, never as bytes a terminal acts on. A reviewer
+    name with one is refused (a name is an identity, compared by its text)."""
     ws, run = hostile_run
     reason = "looks fine\x1b[31m\nFORGED LINE\u202e"
-    proc = workbench("review", run, "--target", "verdict", "--probe", "evil\x1b[2J", "--value", "correct",
-                     "--reason", reason, "--reviewer", "eve\x1b]0;pwned\x07", "--workspace", str(ws),
-                     timeout=LIMIT_S)
+    review = ["review", run, "--target", "verdict", "--probe", "evil\x1b[2J", "--value", "correct", "--reason", reason,
+              "--workspace", str(ws)]
+    assert_refused(workbench(*review, "--reviewer", "eve\x1b]0;pwned\x07", timeout=LIMIT_S),
+                   "`reviewer` `eve\\x1b]0;pwned\\x07` holds a control or formatting character")
+    proc = workbench(*review, "--reviewer", "eve", timeout=LIMIT_S)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for args in (["review", run], ["show", run], ["history"], ["runs"]):
         proc = workbench(*args, "--workspace", str(ws), timeout=LIMIT_S)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "\x1b" not in proc.stdout and "\u202e" not in proc.stdout and "\x07" not in proc.stdout, proc.stdout
     listed = workbench("review", run, "--workspace", str(ws), timeout=LIMIT_S).stdout
-    assert "looks fine\\x1b[31m\\nFORGED LINE\\u202e" in listed and "eve\\x1b]0;pwned\\x07" in listed
+    assert "looks fine\\x1b[31m\\nFORGED LINE\\u202e" in listed and "eve" in listed
     assert len(listed.strip().splitlines()) == 1  # the newline did not forge a second line
     assert json.loads(workbench("review", run, "--json", "--workspace", str(ws), timeout=LIMIT_S).stdout)[0][
         "reason"] == reason  # stored as typed; only the terminal view escapes

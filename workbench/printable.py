@@ -18,12 +18,15 @@ _ACTIVE = frozenset({"Cc", "Cf", "Zl", "Zp"})
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def printable(value: object) -> str:
-    """`value` as text with every control, format and separator character escaped (None: "")."""
+def printable(value: object, *, lines: bool = False) -> str:
+    """`value` as text with every control, format and separator character escaped (None: ""). `lines`: newlines
+    are kept (a message of several lines of our own, such as an error naming stored text), everything else a
+    terminal acts on is still escaped."""
     text = "" if value is None else str(value)
     if text.isprintable():  # the common case, in C
         return text
-    return "".join(_escape(c) if unicodedata.category(c) in _ACTIVE else c for c in text)
+    return "".join(_escape(c) if unicodedata.category(c) in _ACTIVE and not (lines and c == "\n") else c
+                   for c in text)
 
 
 def _escape(c: str) -> str:
@@ -31,3 +34,16 @@ def _escape(c: str) -> str:
         return _SHORT[c]
     n = ord(c)
     return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}"
+
+
+def printable_name(value: str, what: str) -> str:
+    """`value` stripped, when it holds nothing a terminal acts on (a reviewer name is an identity: shown in
+    listings, reports and the app, compared by its exact text); a WorkbenchError naming `what` otherwise."""
+    from workbench.errors import WorkbenchError
+
+    name = value.strip()
+    if not name.isprintable():
+        bad = next(c for c in name if not c.isprintable())
+        raise WorkbenchError(f"{what} `{printable(name)}` holds a control or formatting character ({_escape(bad)}); "
+                             "a name must be plain printable text")
+    return name

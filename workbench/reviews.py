@@ -25,6 +25,7 @@ from sqlalchemy import insert, select
 from workbench.attribution.types import CATEGORIES, Attribution, load_attributions
 from workbench.errors import WorkbenchError, unknown_name
 from workbench.grading.normalize import normalize
+from workbench.printable import printable_name
 from workbench.regression.recorded import GateRow, recorded_gates
 from workbench.results import load_results
 from workbench.store import Store, utcnow
@@ -115,7 +116,7 @@ def _require(value: str, name: str) -> str:
     value = (value or "").strip()
     if not value:
         raise WorkbenchError(f"`{name}` is required: say {'who decides' if name == 'reviewer' else 'why'}")
-    return value
+    return printable_name(value, f"`{name}`") if name == "reviewer" else value
 
 
 def list_reviews(store: Store, run_id: str | None = None, *, target: str | None = None,

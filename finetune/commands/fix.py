@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from workbench.cli import check_output_dir, print_json
+from workbench.cli import check_output_dir, created_only_if_whole, print_json
+from workbench.printable import printable
 
 if TYPE_CHECKING:
     from finetune.fixset import FixSetManifest
@@ -114,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
                              heldout_fraction=args.heldout_fraction, seed=args.seed,
                              validation_fraction=args.validation_fraction, rehearsal=args.rehearsal,
                              rehearsal_ratio=REHEARSAL_RATIO if args.rehearsal_ratio is None else args.rehearsal_ratio)
-        manifest = build_fixset(store, args.run, args.out, options)
+        with created_only_if_whole(args.out, "--out"):  # a failed write (a full disk) leaves nothing behind
+            manifest = build_fixset(store, args.run, args.out, options)
     except OSError as e:  # a full disk or a place that turned read-only while the set was written
         raise WorkbenchError(f"--out `{args.out}`: cannot write the fix set ({e.strerror or e})") from None
     out: dict[str, object] = {"fixset": manifest.to_dict()}
@@ -167,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     if manifest.abstention_note:
         print(f"  note: {manifest.abstention_note}")
     for pid, why in list(manifest.skipped.items())[:10]:
-        print(f"  skipped {pid}: {why}")
+        print(printable(f"  skipped {pid}: {why}"))
     if result is not None:
         print("\n".join(result.summary_lines()))
     return code

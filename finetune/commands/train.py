@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 from pathlib import Path
+from typing import Any
 
 from workbench.cli import print_json
 
@@ -27,6 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.explain:
         return _explain(args)
+    from finetune.fixset.manifest import check_data
     from finetune.job import check_fits, from_dict, launch, load_spec, resolve_job
     from finetune.job.cadence import progress_every
     from finetune.job.trackers import require, split_names
@@ -43,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
     datasets.disable_progress_bars()  # per-map bars would bury the summary
     job = resolve_job(spec)
     check_fits(job, force=args.force)
+    for one in getattr(job, "stages", None) or (job,):  # a staged job: every stage, before anything trains
+        _check_targets(one)
+        check_data(one.spec.fixset)
     _check_writable(Path(job.spec.output_dir))
     result = launch(job, Store.open(job.spec.workspace or args.workspace), resume=args.resume,
                     progress=None if args.json else functools.partial(print, flush=True))
@@ -79,3 +84,30 @@ def _check_writable(out: Path) -> None:
             pass
     except OSError as e:
         raise WorkbenchError(f"output_dir `{out}`: cannot write there ({e.strerror or e})") from None
+
+
+def _check_targets(job: Any) -> None:
+    """Every `lora.target_modules` name matches a module of the base model, as peft matches it (the whole dotted
+    name, or its end after a dot): a typo is refused naming the field, before the job is recorded or weights load,
+    never peft's traceback (none matched) or a silently smaller LoRA (some matched). The model is built on the meta
+    device from its config: no weights are read. A model that cannot be built so is left to peft."""
+    from workbench.errors import WorkbenchError, did_you_mean
+
+    if job.spec.init_adapter is not None:  # the adapter's own targets, which matched when it was made
+        return
+    try:
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        config = AutoConfig.from_pretrained(job.base_model)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
+            names = [n for n, _ in model.named_modules() if n]
+    except Exception:  # an architecture transformers cannot build offline: peft checks it when the job starts
+        return
+    leaves = sorted(leaf for leaf in {n.rsplit(".", 1)[-1] for n in names} if not leaf.isdigit())
+    for target in job.target_modules:
+        if not any(n == target or n.endswith("." + target) for n in names):
+            raise WorkbenchError(f"job spec: `lora.target_modules` names `{target}`, which is no module of "
+                                 f"`{job.base_model}`.{did_you_mean(target, leaves)} Its modules: "
+                                 f"{', '.join(leaves)}")

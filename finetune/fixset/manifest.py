@@ -171,6 +171,31 @@ def load_manifest(path: str | Path) -> FixSetManifest:
     return FixSetManifest(**data)
 
 
+def check_data(path: str | Path) -> None:
+    """Every split of the fix set at `path` loads (the Arrow files `datasets.load_from_disk` maps): a truncated or
+    damaged file is a WorkbenchError naming it, never pyarrow's traceback once a job has started."""
+    from datasets import load_from_disk
+
+    folder = Path(path)
+    for split in sorted(p.parent for p in folder.glob("*/state.json")):
+        try:
+            load_from_disk(str(split))
+        except Exception as e:  # pyarrow's ArrowInvalid (a ValueError), OSError, a damaged state.json
+            files = ", ".join(str(split / f) for f in _data_files(split)) or str(split)
+            raise WorkbenchError(f"fix set `{path}`: split `{split.name}` cannot be read ({files}: "
+                                 f"{type(e).__name__}: {e}); the file is damaged or truncated: build the fix set "
+                                 "again with `workbench fix`") from None
+
+
+def _data_files(split: Path) -> list[str]:
+    """The Arrow files a split's `state.json` names (none when it cannot be read)."""
+    try:
+        state = json.loads((split / "state.json").read_text())
+        return [str(f["filename"]) for f in state.get("_data_files", [])]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return []
+
+
 def field_entry(f: ProbeFix) -> dict[str, Any]:
     """A field probe's line of the manifest's `field_targets`."""
     return {"probe_id": f.probe_id, "fix": f.fix, "target": FIELD_TARGETS[f.fix], "split": f.split,

@@ -12,6 +12,7 @@ from workbench.cli._common import (
     bounded,
     check_output_dir,
     check_output_file,
+    created_only_if_whole,
     print_json,
     progress_bar,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "bounded",
     "check_output_dir",
     "check_output_file",
+    "created_only_if_whole",
     "guard_stdout",
     "print_json",
     "progress_bar",

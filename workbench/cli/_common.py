@@ -344,6 +344,39 @@ def atomic_output(dest: str | os.PathLike[str], flag: str) -> Iterator[Path]:
             tmp.unlink(missing_ok=True)
 
 
+@contextmanager
+def created_only_if_whole(folder: str | os.PathLike[str], flag: str) -> Iterator[Path]:
+    """A block that writes into `folder`: when it fails, everything it created there goes again (the folder
+    itself when the block made it, else the new entries of its top level), so a full disk or a place turned
+    read-only leaves nothing half-written behind; an OSError becomes a WorkbenchError naming the flag. Entries
+    that were there before the block are left (a rewrite of one of them is the caller's to make atomic)."""
+    from workbench.errors import WorkbenchError
+
+    out = Path(folder)
+    existed = out.is_dir()
+    before = {p.name for p in out.iterdir()} if existed else set()
+    try:
+        yield out
+    except BaseException as e:
+        if existed:
+            for p in out.iterdir():
+                if p.name not in before:
+                    _remove(p)
+        else:
+            _remove(out)
+        if isinstance(e, OSError):
+            raise WorkbenchError(f"{flag} `{folder}`: cannot write ({e.strerror or e}); nothing was left "
+                                 "there") from None
+        raise
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        p.unlink(missing_ok=True)
+
+
 def copy_atomic(src: str | os.PathLike[str], dest: str | os.PathLike[str], flag: str) -> None:
     """Copy `src` to `dest` through `atomic_output`."""
     with atomic_output(dest, flag) as tmp:

@@ -9,6 +9,7 @@ from typing import Any
 
 from workbench.cli._common import atomic_output, bounded, check_output_file, print_json
 from workbench.cli._index_engine import add_symlink_argument
+from workbench.printable import printable
 
 HELP = ("attribute a run's failures: behavior (unstable, prompt-sensitive, over-abstain), data (conflict, ...; "
         "with a corpus) or knowledge:unknown (without one)")
@@ -98,10 +99,11 @@ def run(args: argparse.Namespace) -> int:
     for cat, n in counts.most_common():
         print(f"  {cat:<27} {n}")
         for a in [a for a in items if a.category == cat][: args.top]:
-            print(f"      {a.probe_id} ({a.knowledge}, confidence {a.confidence:.2f}): {a.evidence['why']}")
+            print(printable(f"      {a.probe_id} ({a.knowledge}, confidence {a.confidence:.2f}): "
+                            f"{a.evidence['why']}"))
             rows = a.evidence["data"].get("conflict_rows") or a.evidence["data"].get("support_rows") or []
             for row in rows[:2]:
-                print(f"          {row['doc_id']}: {row['snippet']}")
+                print(printable(f"          {row['doc_id']}: {row['snippet']}"))
     for m in missing:
         print(f"note: no {m}: {HOW_TO_GET[m]}")
     if args.quality_report and index is None:

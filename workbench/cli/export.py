@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from workbench.cli._common import atomic_output, check_output_file
+from workbench.cli._common import atomic_output, check_output_dir, check_output_file, created_only_if_whole
 
 HELP = "export a run's answers (one row per answer) as jsonl, parquet or csv, or its results as lm-eval writes them"
 
@@ -71,15 +71,20 @@ def spreadsheet_safe(df: Any) -> Any:
 
 
 def _lm_eval(args: argparse.Namespace) -> int:
-    from workbench.errors import WorkbenchError
     from workbench.lmeval_export import export_lm_eval
     from workbench.store import Store
 
-    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
-        raise WorkbenchError(f"--out {args.out}: lm-eval's layout is a folder, and this is a file")
+    # lm-eval's layout is a folder: an existing file, a missing chain of folders or a read-only place is refused
+    # before any work; a write that fails half-way (a full disk) takes what it made with it.
+    given = check_output_dir(args.out, "--out") if args.out else None
     store = Store.open(args.workspace)
     rec = store.get_run(args.run)
-    out = Path(args.out) if args.out else Path(args.workspace) / "exports" / f"{rec.id}-lm-eval"
-    results, samples = export_lm_eval(store, rec.id, out)
+    out = given or Path(args.workspace) / "exports" / f"{rec.id}-lm-eval"
+    flag = "--out" if given else "export"
+    if given is None:
+        check_output_dir(str(out.parent), flag)  # <workspace>/exports: made when missing, as the other formats do
+        out.parent.mkdir(exist_ok=True)
+    with created_only_if_whole(out, flag):
+        results, samples = export_lm_eval(store, rec.id, out)
     print(f"wrote {results}\nwrote {samples}")
     return 0

@@ -18,6 +18,7 @@ from workbench.cli._common import (
     stop_string,
     template,
 )
+from workbench.printable import printable
 
 HELP = "the known-facts guard: which facts of a general pool a model knows (build once, cached by fingerprint)"
 
@@ -105,16 +106,16 @@ def _print(info: dict[str, Any], guard: Any, facts: bool) -> None:
           f"({info['evaluated']} evaluated, {info['greedy_right']} right greedily under every phrasing; "
           "known also needs "
           f"{guard.criteria['min_samples_right']} of {guard.criteria['samples']} samples right)")
-    print(f"  model {info['model']}" + (f" + {info['adapter']}" if info["adapter"] else ""))
+    print(printable(f"  model {info['model']}" + (f" + {info['adapter']}" if info["adapter"] else "")))
     s = info["settings"]
     print(f"  prompt: template {s['template']!r}, system prompt {s['system_prompt']!r}, max_tokens {s['max_tokens']}")
     for what in ("by_language", "by_topic"):
         if info[what]:
-            print(f"  {what.replace('_', ' ')}: " + ", ".join(f"{k} {n}" for k, n in info[what].items()))
+            print(printable(f"  {what.replace('_', ' ')}: " + ", ".join(f"{k} {n}" for k, n in info[what].items())))
     print(f"  file: {info['path']}")
     if not info["known"]:
         print("  warning: this model knows none of the pool's facts under these settings; fixes are guarded by "
               "the run's own known facts only (add your own with --guard-pool FILE)")
     if facts:
         for f in guard.facts:
-            print(f"  {f.probe.id:<24} {f.probe.question}  ->  {f.answer.strip()[:60]}")
+            print(printable(f"  {f.probe.id:<24} {f.probe.question}  ->  {f.answer.strip()[:60]}"))

@@ -110,7 +110,12 @@ def resolve_run(store: Any, ref: str, adapter: str | None, args: argparse.Namesp
                     backend=backend_for(spec) if backend_for else None).run_id
 
 
+#: `--report` file extension -> the report written there.
+REPORT_KINDS = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown"}
+
+
 def run(args: argparse.Namespace) -> int:
+    from workbench.errors import WorkbenchError
     from workbench.gating import field_outcomes, gate_runs, guard_outcomes
     from workbench.regression import load_policy, print_terminal
     from workbench.store import Store
@@ -120,6 +125,9 @@ def run(args: argparse.Namespace) -> int:
     # Refuse an unwritable --report/--junit before anything runs or is recorded (the gate is recorded once).
     outputs = {flag: check_output_file(path, flag) for flag, path in (("--report", args.report),
                                                                        ("--junit", args.junit)) if path}
+    if "--report" in outputs and outputs["--report"].suffix.lower() not in REPORT_KINDS:
+        raise WorkbenchError(f"--report `{args.report}`: `{outputs['--report'].suffix or '(no extension)'}` is no "
+                             "report format; name an .html or .md file (its extension picks the format)")
     store = Store.open(args.workspace)
     policy = load_policy(args.policy) if args.policy else None
     with ray_backends(args) as backend_for:
@@ -135,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     result = record.result
     report_gate(report_to, Path(args.workspace), record.id, result.to_dict())
     if "--report" in outputs:
-        kind = "html" if outputs["--report"].suffix.lower() in (".html", ".htm") else "markdown"
+        kind = REPORT_KINDS[outputs["--report"].suffix.lower()]
         copy_atomic(record.reports[kind], outputs["--report"], "--report")
     if "--junit" in outputs:
         copy_atomic(record.reports["junit"], outputs["--junit"], "--junit")

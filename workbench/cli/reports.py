@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.cli._common import print_json
+from workbench.printable import printable
 
 HELP = "field reports: import users' flagged conversations, review them, export the decided ones as a field suite"
 #: The decisions `workbench.reports.queue.DECISIONS` knows (spelled here: the parser must not import it).
@@ -112,12 +113,12 @@ def _import(store: Any, args: argparse.Namespace) -> int:
         print_json({"file": str(path), "read": len(good), "added": added, "already": already,
                     "questions": questions, "skipped_bad": len(bad), "bad": bad[:20], "redacted": redacted})
         return 0
-    print(f"{path}: {added} report(s) added, {already} already imported, {len(good)} read asking "
-          f"{questions} distinct question(s)")
+    print(printable(f"{path}: {added} report(s) added, {already} already imported, {len(good)} read asking "
+                    f"{questions} distinct question(s)"))
     if bad:
         print(f"skipped {len(bad)} bad row(s):")
         for line in bad[:20]:
-            print(f"  {line}")
+            print(f"  {printable(line)}")
         if len(bad) > 20:
             print(f"  ... and {len(bad) - 20} more")
     if redactor.rules:
@@ -139,8 +140,8 @@ def _list(store: Any, args: argparse.Namespace) -> int:
     for r in shown:
         b = _brief(r)
         group = f" (+{r.group_size - 1} same)" if r.group_size > 1 else ""
-        print(f"{r.id}  {b['reported_at']}  {r.status:<8}  {b['decision'] or '-':<13}  "
-              f"{Path(r.source).name}:{r.line}  {_cut(r.question, 70)}{group}")
+        print(printable(f"{r.id}  {b['reported_at']}  {r.status:<8}  {b['decision'] or '-':<13}  "
+                        f"{Path(r.source).name}:{r.line}  {_cut(r.question, 70)}{group}"))
     return 0
 
 
@@ -159,17 +160,20 @@ def _show(store: Any, args: argparse.Namespace) -> int:
     if args.json:
         print_json(r.to_dict())
         return 0
-    print(f"{r.id}  {r.status}  from {r.source}, line {r.line}  reported {r.reported_at[:19]}")
-    for m in r.messages:
-        print(f"  {m['role']}: {m['content']}")
-    print(f"  model answered: {r.answer if r.answer is not None else '(not in the export)'}")
-    print(f"  user's complaint: {r.comment or '(none)'}" + (f"  feedback: {r.feedback}" if r.feedback else ""))
+    # Every line through `printable`: a message, answer, complaint or note may hold terminal escapes and newlines.
+    lines = [f"{r.id}  {r.status}  from {r.source}, line {r.line}  reported {r.reported_at[:19]}"]
+    lines += [f"  {m['role']}: {m['content']}" for m in r.messages]
+    lines.append(f"  model answered: {r.answer if r.answer is not None else '(not in the export)'}")
+    lines.append(f"  user's complaint: {r.comment or '(none)'}" + (f"  feedback: {r.feedback}" if r.feedback else ""))
     if r.group_size > 1:
-        print(f"  {r.group_size - 1} other report(s) ask the same question")
+        lines.append(f"  {r.group_size - 1} other report(s) ask the same question")
     if r.decision:
         d = r.decision
         what = "abstain" if d.abstain else "; ".join(d.answers) or "-"
-        print(f"  decision: {d.decision} ({what}) by {d.reviewer} at {d.at[:19]}" + (f": {d.note}" if d.note else ""))
+        lines.append(f"  decision: {d.decision} ({what}) by {d.reviewer} at {d.at[:19]}"
+                     + (f": {d.note}" if d.note else ""))
+    for line in lines:
+        print(printable(line))
     return 0
 
 
@@ -185,7 +189,7 @@ def _decide(store: Any, args: argparse.Namespace) -> int:
     d = made[0]
     what = "abstain" if d.abstain else "; ".join(d.answers) or "no probe"
     others = f" and {len(made) - 1} other report(s) asking the same" if len(made) > 1 else ""
-    print(f"decided {d.report_id}{others}: {d.decision} ({what}) by {d.reviewer}")
+    print(printable(f"decided {d.report_id}{others}: {d.decision} ({what}) by {d.reviewer}"))
     return 0
 
 
@@ -198,8 +202,8 @@ def _export(store: Any, args: argparse.Namespace) -> int:
         print_json({"suite": str(e.suite_path), "probes": e.probes, "reports": e.reports,
                     "not_factual": e.not_factual, "undecided": e.undecided})
         return 0
-    print(f"{e.suite_path}: {e.probes} probe(s) from {e.reports} report(s); {e.not_factual} not factual, "
-          f"{e.undecided} undecided left out")
+    print(printable(f"{e.suite_path}: {e.probes} probe(s) from {e.reports} report(s); {e.not_factual} not "
+                    f"factual, {e.undecided} undecided left out"))
     return 0
 
 

@@ -16,6 +16,7 @@ from workbench.cli._common import (
     suite_with_generation,
 )
 from workbench.cli._index_engine import add_symlink_argument
+from workbench.printable import printable
 
 HELP = "screen a fine-tuning set: rows teaching unknown facts, rows contradicting the corpus"
 
@@ -83,10 +84,10 @@ def run(args: argparse.Namespace) -> int:
               + ", ".join(f"{n} {r}" for r, n in reasons.most_common()) + "); their claims are not checked")
     print(f"  {len(unknown)} teach facts the model does not know (Unknown): fitting them raises hallucination")
     for r in unknown[:10]:
-        print(f"      {r.row_id}: greedy {r.evidence['greedy'][0]!r}, {r.evidence['samples_correct']}/"
+        print(f"      {printable(r.row_id)}: greedy {r.evidence['greedy'][0]!r}, {r.evidence['samples_correct']}/"
               f"{r.evidence['samples']} samples right")
     if index is not None or args.corpus:
         print(f"  {len(contra)} contradict the corpus")
         for r in contra[:10]:
-            print(f"      {r.row_id}: corpus says {r.evidence['conflict_value']!r}")
+            print(f"      {printable(r.row_id)}: corpus says {r.evidence['conflict_value']!r}")
     return 0

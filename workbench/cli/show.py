@@ -77,8 +77,8 @@ def print_run(store: object, run_id: str, *, worst: int = 10) -> None:
     rows = [("overall", metrics.get("overall")), *(metrics.get("by_tag") or {}).items()]
     for name, m in rows:
         if m:
-            table.add_row(name, str(m["n"]), _pct(m, "correct"), _pct(m, "incorrect"), _pct(m, "not_attempted"),
-                          _pct(m, "accuracy_given_attempted"), f"{100 * m['f_score']:.1f}")
+            table.add_row(escape(printable(name)), str(m["n"]), _pct(m, "correct"), _pct(m, "incorrect"),
+                          _pct(m, "not_attempted"), _pct(m, "accuracy_given_attempted"), f"{100 * m['f_score']:.1f}")
     console.print(table)
     console.print(f"generated {rec.generated}, from cache {rec.cached}, skipped bad rows {rec.skipped_bad}, "
                   f"status {rec.status}")

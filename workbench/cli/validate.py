@@ -6,6 +6,8 @@ import argparse
 import json
 from collections import Counter
 
+from workbench.printable import printable
+
 HELP = "check a suite or probe file: count probes, tags, paraphrases and bad rows"
 
 
@@ -36,21 +38,21 @@ def run(args: argparse.Namespace) -> int:
             "problems": list(result.problems),
             "tags": dict(tags.most_common()),
         }
-        print(json.dumps(summary, ensure_ascii=False))
+        print(json.dumps(summary))  # ASCII: a format character (U+202E) in a tag or id is escaped too
         return 0
     with_para = sum(1 for p in result.probes if p.paraphrases)
     with_fact = sum(1 for p in result.probes if p.subject)
-    print(f"suite {suite.name}: {n} probes from {result.source}")
+    print(printable(f"suite {suite.name}: {n} probes from {result.source}"))
     print(f"  paraphrases: {with_para}/{n} probes ({100 * with_para / n:.0f}%)")
     print(f"  subject known: {with_fact}/{n} probes")
     if tags:
-        print(f"  tags ({len(tags)}): " + ", ".join(f"{t} {c}" for t, c in tags.most_common(15)))
+        print(printable(f"  tags ({len(tags)}): " + ", ".join(f"{t} {c}" for t, c in tags.most_common(15))))
         if len(tags) > 15:
             print(f"    ... and {len(tags) - 15} more")
     if result.skipped:
         print(f"  skipped {result.skipped} bad rows:")
         for problem in result.problems:
-            print(f"    {problem}")
+            print(f"    {printable(problem)}")
         if result.skipped > len(result.problems):
             print(f"    ... and {result.skipped - len(result.problems)} more")
     return 0

@@ -26,9 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from workbench.errors import WorkbenchError
 from workbench.guard.build import GuardBuild, guard_for_run
-from workbench.guard.pool import NONE
+from workbench.guard.pool import NONE, given_file
 
 if TYPE_CHECKING:
     from workbench.store import RunRecord, Store
@@ -139,10 +138,9 @@ def domain_for_run(store: Store, run: RunRecord, questions: Sequence[str], *, gi
         if [str(g) for g in given] == [NONE]:
             return DomainFacts(None, "left out (--domain-pool none)")
         files = [str(g) for g in given if str(g) != NONE]
-        missing = [f for f in files if not Path(f).is_file()]
-        if missing:
-            raise WorkbenchError(f"--domain-pool: no such file `{missing[0]}` (a probe file of questions in the style "
-                                 "of yours, with their answers: JSONL, CSV, ...)")
+        for f in files:
+            given_file(Path(f), "--domain-pool", "a probe file of questions in the style of yours, with their "
+                       "answers: JSONL, CSV, ...")
         how = f"given: {', '.join(Path(f).name for f in files)}"
     else:
         match = match_style(questions)

@@ -35,9 +35,23 @@ def pool_files(given: Sequence[str | Path] | None) -> list[Path]:
     shipped = [] if NONE in given else shipped_pool()
     extra = [Path(g) for g in given if g != NONE]
     for p in extra:
-        if not p.is_file():
-            raise WorkbenchError(f"--guard-pool: no such file `{p}` (a probe file: JSONL, CSV, ...)")
+        given_file(p, "--guard-pool", "a probe file: JSONL, CSV, ...")
     return [*shipped, *extra]
+
+
+def given_file(path: Path, flag: str, kind: str) -> None:
+    """`path` is a regular file (a symlink to one is fine); a FIFO, a device (`/dev/zero`), a directory or a
+    missing file is a WorkbenchError naming the flag and what the path is (workbench.safeopen)."""
+    from workbench.safeopen import UnsafeInputError, check_regular
+
+    try:
+        check_regular(path, what=flag)
+    except FileNotFoundError:
+        raise WorkbenchError(f"{flag}: no such file `{path}` ({kind})") from None
+    except UnsafeInputError as e:
+        raise WorkbenchError(f"{e} ({kind})") from None
+    except OSError as e:  # a loop of links, a name too long, a folder without access
+        raise WorkbenchError(f"{flag} {path}: cannot read it ({e.strerror or e})") from None
 
 
 def load_pool(files: Sequence[Path]) -> tuple[Probe, ...]:

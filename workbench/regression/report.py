@@ -43,31 +43,37 @@ _STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red", "inco
 _TERMINAL_BROKEN = 20  # broken probes listed in the terminal
 
 
+def _shown(value: object) -> str:
+    """Text for a rich terminal: through the printable filter (stored names, tags, policy text and model answers
+    may hold escapes and newlines), then markup-quoted."""
+    return escape(printable(value))
+
+
 def print_terminal(result: ComparisonResult, console: Console | None = None) -> None:
     """Print the verdict, the headline, the broken probes, the gates (with what each could detect), metric
     deltas, the per-tag table and the transitions."""
     out = console or Console()
     out.print(
-        f"[bold]{escape(printable(result.candidate_label))}[/] vs baseline "
-        f"[bold]{escape(printable(result.baseline_label))}[/]: "
-        f"{result.overall.n} probes, verdict [{_STYLE[result.verdict]}]{escape(verdict_line(result))}[/]"
+        f"[bold]{_shown(result.candidate_label)}[/] vs baseline "
+        f"[bold]{_shown(result.baseline_label)}[/]: "
+        f"{result.overall.n} probes, verdict [{_STYLE[result.verdict]}]{_shown(verdict_line(result))}[/]"
     )
     out.print(_headline_table(result))
     out.print(f"verdict changes: {transition_counts(result.overall.transitions)}")
     out.print(f"[bold]broken probes ({len(result.broken)})[/]: baseline-correct, now wrong or abstained")
     for change in result.broken[:_TERMINAL_BROKEN]:
         question = f" {change.question!r}:" if change.question else ""
-        pid = escape(printable(change.probe_id))
-        out.print(f"  {pid}{escape(question)} {escape(answers(change))} ({change.transition})")
+        pid = _shown(change.probe_id)
+        out.print(f"  {pid}{_shown(question)} {_shown(answers(change))} ({change.transition})")
     if len(result.broken) > _TERMINAL_BROKEN:
         out.print(f"  ... and {len(result.broken) - _TERMINAL_BROKEN} more (see the reports)")
     out.print("[bold]known facts[/]")
     for line in known_facts_lines(result):
-        out.print(f"  {escape(line)}")
+        out.print(f"  {_shown(line)}")
     guard_broken = [c for c in result.guard_changes if c.flip == Flip.BROKEN]
     for change in guard_broken[:_TERMINAL_BROKEN]:
-        pid = escape(printable(change.probe_id))
-        out.print(f"  guard {pid} {escape(repr(change.question))}: {escape(answers(change))}")
+        pid = _shown(change.probe_id)
+        out.print(f"  guard {pid} {_shown(repr(change.question))}: {_shown(answers(change))}")
     if len(guard_broken) > _TERMINAL_BROKEN:
         out.print(f"  ... and {len(guard_broken) - _TERMINAL_BROKEN} more guard facts (see the reports)")
     gates = Table(title="Gates")
@@ -77,18 +83,18 @@ def print_terminal(result: ComparisonResult, console: Console | None = None) -> 
         gates.add_column(col, max_width=8 if narrow else None, overflow="fold" if narrow else "ellipsis")
     for g in result.gates:
         could = g.detectable.text if g.detectable and g.checked else ""  # a gate not checked: its result says why
-        gates.add_row(f"[{_STYLE[g.status]}]{status_label(g.status)}[/]", escape(g.name), g.severity, escape(g.message),
-                      escape(could))
+        gates.add_row(f"[{_STYLE[g.status]}]{status_label(g.status)}[/]", _shown(g.name), g.severity, _shown(g.message),
+                      _shown(could))
     out.print(gates)
     explained = gate_help(result)
     if explained:
         out.print("What the gates check:")
         for t, text in explained:
-            out.print(f"  [bold]{escape(t)}[/]: {escape(text)}")
+            out.print(f"  [bold]{_shown(t)}[/]: {_shown(text)}")
     if result.inconclusive_gates:
-        out.print(f"[{_STYLE['inconclusive']}]{escape(INCONCLUSIVE_NOTE)}[/]")
+        out.print(f"[{_STYLE['inconclusive']}]{_shown(INCONCLUSIVE_NOTE)}[/]")
     if result.unchecked_gates:
-        out.print(f"[{_STYLE['not_checked']}]{escape(not_checked_line(result))}[/]")
+        out.print(f"[{_STYLE['not_checked']}]{_shown(not_checked_line(result))}[/]")
     metrics = Table(title="Metrics (Δ in points, paired bootstrap CI)")
     for col in ("metric", "baseline", "candidate", "Δ", "CI"):
         metrics.add_column(col, justify="left" if col == "metric" else "right")
@@ -127,7 +133,7 @@ def _tag_table(result: ComparisonResult) -> Table:
         c, i = g.metrics["correct"], g.metrics["incorrect"]
         tm = g.transitions
         table.add_row(
-            escape(tag),
+            _shown(tag),
             str(g.n),
             pts(c.delta),
             ci(c),
@@ -154,14 +160,15 @@ _MD_PUNCT = re.compile(r"([\\`*_\[\]|~!])")
 def _md(text: str) -> str:
     """Data (model names, tags, probe ids, answers, gate names) as literal text in Markdown: HTML special
     characters become entities (`<img onerror=...>` stays text in any renderer), Markdown punctuation is
-    backslash-escaped, and it stays on one line (a table cell)."""
-    text = html.escape(text, quote=False)
-    return _MD_PUNCT.sub(r"\\\1", text).replace("\r", " ").replace("\n", " ")
+    backslash-escaped, it stays on one line (a table cell), and what a terminal acts on is written as escapes (the
+    file is read with `cat` too)."""
+    text = html.escape(printable(text.replace("\r", " ").replace("\n", " ")), quote=False)
+    return _MD_PUNCT.sub(r"\\\1", text)
 
 
 def _code(text: str) -> str:
     """An identifier shown as `code` (nothing is escaped inside a code span: backticks and newlines go)."""
-    return text.replace("`", "'").replace("\r", " ").replace("\n", " ")
+    return printable(text.replace("`", "'").replace("\r", " ").replace("\n", " "))
 
 
 def render_markdown(result: ComparisonResult) -> str:

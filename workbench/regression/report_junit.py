@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from workbench.printable import printable
 from workbench.regression._format import MAX_LISTED, answers, verdict_line
 from workbench.regression.comparison import FORMAT_VERSION, ComparisonResult
 
@@ -62,6 +63,9 @@ def render_junit(result: ComparisonResult) -> str:
     ET.SubElement(suite, "system-out").text = "\n".join(
         (f"verdict: {verdict_line(result)}", result.headline.text(), *broken)
     )
+    for el in suites.iter():  # XML 1.0 holds no control character: a probe id or answer with ESC or NUL would
+        el.text = printable(el.text, lines=True) if el.text else el.text  # make the file unreadable to CI
+        el.attrib = {k: printable(v) for k, v in el.attrib.items()}
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 

@@ -15,9 +15,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 
 from workbench.errors import WorkbenchError, did_you_mean
+from workbench.printable import printable_name
 from workbench.reports.read import Report
 from workbench.store import Store, utcnow
 from workbench.store import schema as t
@@ -165,6 +166,7 @@ def decide(store: Store, ref: str, *, decision: str, answers: Sequence[str] = ()
     answers = tuple(dict.fromkeys(a.strip() for a in answers if a.strip()))
     if not reviewer.strip():
         raise WorkbenchError(f"a decision needs a reviewer name ({w['reviewer']})")
+    reviewer = printable_name(reviewer, f"reviewer ({w['reviewer']})")
     if decision == "should-refuse":
         abstain = True
     if decision in ("hallucinated", "correct") and not answers and not abstain:
@@ -214,8 +216,12 @@ def mark_promoted(store: Store, ids: Sequence[str], *, at: str, where: str) -> N
 
 
 def _latest_decisions(c: Any) -> dict[str, Decision]:
+    """Each report's latest decision. Only those rows are read (the newest id per report, in SQL): decisions pile up
+    as reviewers change their minds, and every listing and every decision in the app asks for these."""
+    d = t.report_decisions.c
+    newest = select(func.max(d.id)).group_by(d.report_id)
     latest: dict[str, Decision] = {}
-    for r in c.execute(select(t.report_decisions).order_by(t.report_decisions.c.id)).mappings():
+    for r in c.execute(select(t.report_decisions).where(d.id.in_(newest))).mappings():
         latest[r["report_id"]] = Decision(
             id=r["id"], report_id=r["report_id"], at=r["at"], reviewer=r["reviewer"], decision=r["decision"],
             answers=tuple(json.loads(r["answers_json"])), abstain=bool(r["abstain"]), note=r["note"])

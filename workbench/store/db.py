@@ -129,8 +129,9 @@ class Store:
                 _migrate(engine, version)
         except DBAPIError as e:  # unreachable server, missing rights, a damaged file: the driver's own words
             raise WorkbenchError(f"cannot open store {shown}: {e.orig}{_advice(str(e.orig))}") from e
-        if engine.dialect.name == "sqlite":
-            event.listen(engine, "handle_error", _store_errors(shown, readonly))
+        if engine.dialect.name != "sqlite":  # a server store: a restart or fail-over is waited for (RECONNECT_S)
+            event.listen(engine, "do_connect", _reconnecting(shown))
+        event.listen(engine, "handle_error", _store_errors(shown, readonly, engine.dialect.name))
         log.debug("store %s opened%s (schema version %d)", shown, " read-only" if readonly else "", version)
         return cls(engine, ws, readonly=readonly)
 
@@ -357,7 +358,10 @@ def _sqlite_readonly_pragmas(dbapi_conn: Any, _record: Any) -> None:
 
 def _engine(url: str) -> Engine:
     try:
-        return create_engine(url, future=True)
+        # A server's pooled connections die with its restart: each is checked (a round trip) before it is handed out,
+        # so the first query after a restart runs on a fresh connection instead of failing.
+        server = {} if make_url(url).get_backend_name() == "sqlite" else {"pool_pre_ping": True}
+        return create_engine(url, future=True, **server)
     except ArgumentError as e:
         raise WorkbenchError(f"store URL `{url}` is not an SQLAlchemy URL ({e}); e.g. "
                              "postgresql+psycopg2://user@host/db") from None
@@ -434,11 +438,55 @@ def _advice(message: str) -> str:
     return ""
 
 
-def _store_errors(shown: str, readonly: bool) -> Any:
-    """A `handle_error` hook: damaged-file and read-only errors from any query become WorkbenchErrors."""
+#: Seconds a server store that was reached once is waited for when connecting to it fails (a restart, a fail-over):
+#: connecting is retried until then, so a command or the app rides through a restart. A statement whose connection
+#: broke is never retried (its transaction may have been committed): it is refused, saying so (`_store_errors`).
+RECONNECT_S = 30.0
+
+
+def _reconnecting(shown: str) -> Any:
+    """A `do_connect` hook: a failed connection attempt is tried again (backing off to 2 s) for RECONNECT_S."""
+    import time
+
+    def connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+        deadline, wait = time.monotonic() + RECONNECT_S, 0.1
+        while True:
+            try:
+                return dialect.connect(*cargs, **cparams)
+            except dialect.loaded_dbapi.OperationalError as e:
+                if time.monotonic() + wait > deadline:
+                    raise
+                if wait == 0.1:
+                    log.warning("store %s unreachable (%s); retrying for up to %.0f s", shown,
+                                str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__, RECONNECT_S)
+                time.sleep(wait)
+                wait = min(2 * wait, 2.0)
+
+    return connect
+
+
+def _store_errors(shown: str, readonly: bool, dialect: str = "sqlite") -> Any:
+    """A `handle_error` hook: damaged-file, read-only, busy and lost-server errors from any query become
+    WorkbenchErrors that say what happened to the action."""
 
     def hook(ctx: Any) -> None:
         message = str(ctx.original_exception)
+        if ctx.is_pre_ping:  # a pooled connection found dead before use: the pool replaces it
+            return
+        if dialect != "sqlite":
+            reason = message.strip().splitlines()[0] if message.strip() else type(ctx.original_exception).__name__
+            if ctx.connection is None and isinstance(ctx.sqlalchemy_exception, OperationalError):
+                raise WorkbenchError(f"store {shown} is unreachable ({reason}; retried for {RECONNECT_S:.0f} s): "
+                                     "nothing was sent, so nothing of this action was recorded; try again once the "
+                                     "database server is back")
+            if ctx.is_disconnect:
+                raise WorkbenchError(f"store {shown}: the connection to the database server broke ({reason}); this "
+                                     "action was cut short and may or may not have been recorded: look before "
+                                     "repeating it (the store reconnects by itself once the server is back)")
+            return
+        if "database is locked" in message:
+            raise WorkbenchError(f"store {shown} is busy: another process held its write lock past the wait "
+                                 f"({message}); nothing of this action was recorded: try again")
         if "malformed" in message or "not a database" in message:
             raise WorkbenchError(f"store {shown} is damaged: {message}{_advice(message)}")
         if "readonly" in message or "read-only" in message:
