@@ -62,7 +62,8 @@ def workbench(*args: str, timeout: float = 7200) -> dict[str, Any]:
             return out
         except ValueError:
             continue
-    raise SystemExit(f"workbench {' '.join(args)}: no JSON in its output:\n{proc.stdout[-2000:]}")
+    raise SystemExit(f"workbench {' '.join(args)}: no JSON in its output (exit {proc.returncode}):\n"
+                     f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
 
 
 def probe_file(name: str, questions: int, ws: Path) -> tuple[Path, str]:
