@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wscopy import copy_workspace
+
 if TYPE_CHECKING:
     import pytest
 
@@ -75,12 +77,9 @@ def app_data(world: Any, tmp_path_factory: pytest.TempPathFactory) -> AppData:
 
 
 def private_copy(workspace: Path, dest: Path) -> Path:
-    """Copy a workspace to `dest` (its store closed first; the app's .gradio cache left behind); returns dest."""
-    from workbench.store import Store
-
-    Store.open(workspace).engine.dispose()
-    shutil.copytree(workspace, dest, ignore=shutil.ignore_patterns(".gradio"))
-    return dest
+    """Copy a workspace to `dest` (tests/wscopy.py: the store through SQLite's backup API; the app's .gradio
+    cache left behind); returns dest."""
+    return copy_workspace(workspace, dest, ".gradio")
 
 
 def private_store(data: AppData, tmp_path: Path) -> Store:

@@ -15,13 +15,13 @@ Every count asserted is read from the runs the gate compared, never assumed.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from clirun import workbench
 from ftworld import ALL_LINEAR, FtWorld
+from wscopy import copy_workspace
 
 pytestmark = pytest.mark.slow  # trains two LoRA jobs and gates them (about 30 s on 2 cores)
 
@@ -50,12 +50,8 @@ def _train(w: FtWorld, ws: Path, out: Path, steps: int, lr: float) -> Path:
 @pytest.fixture(scope="module")
 def gated(w: FtWorld, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A private copy of the world's workspace (its answers cached), a job that fixes nothing and one that fixes."""
-    from workbench.store import Store
-
     root = tmp_path_factory.mktemp("gate-targets")
-    Store.open(w.store.workspace).engine.dispose()
-    ws = root / "ws"
-    shutil.copytree(w.store.workspace, ws)
+    ws = copy_workspace(w.store.workspace, root / "ws")
     return {"ws": ws, "root": root,
             "nothing": _train(w, ws, root / "nothing", steps=2, lr=1e-9),
             "fixes": _train(w, ws, root / "fixes", steps=100, lr=3e-3)}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 import stat
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 from clirun import ENV, assert_refused, without_write_access, workbench
+from wscopy import copy_workspace
 
 BOMB = "\n".join(f"  {k}: &{k} [{', '.join(['*' + p] * 9 if p else ['x'] * 9)}]"
                  for k, p in zip("abcdef", ["", *"abcde"], strict=True))
@@ -156,8 +156,7 @@ def evaluated(world: Any, files: Path, tmp_path_factory: pytest.TempPathFactory)
 
 
 def _copy(src: Path, dest: Path) -> Path:
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("reports"))
-    return dest
+    return copy_workspace(src, dest, "reports")
 
 
 def test_a_workspace_that_is_not_a_directory_is_refused(tmp_path: Path) -> None:
