@@ -259,7 +259,8 @@ def test_cli_fix_rl_then_train(w: FtWorld, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = read_result(tmp_path / "fix" / "job")
     assert result is not None and result.status == "done" and result.steps == 2
-    assert "method: grpo" in (tmp_path / "fix" / "job" / "job.yaml").read_text()
+    written = (tmp_path / "fix" / "job" / "job.yaml").read_text()
+    assert "method: grpo" in written and "checkpoint_minutes: 10.0" in written  # a long job killed midway resumes
     summary = result.summary_lines()
     assert proc.stdout.splitlines()[-len(summary):] == summary, proc.stdout
     assert f"  settings: {result.size_rule}; max_steps 2 (given by the job spec: `trainer.max_steps`)" in summary[1]

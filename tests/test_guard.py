@@ -4,13 +4,19 @@ that spares a model that knows none of the pool, and how fix sets replay and hol
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clirun import assert_refused, workbench
+from clirun import ENV, assert_refused, workbench
 from ftworld import FtWorld, attributions_from_truth
+
+from workbench.cli._cadence import PROGRESS_ENV
+
+#: A progress line off a terminal (workbench/cli/_cadence.py ProgressLines).
+PROGRESS = re.compile(r"guard: (?:pass (?P<pass>\d+), )?(?P<done>\d+) of (?P<total>\d+) \(\d+%\), .* elapsed")
 
 pytestmark = pytest.mark.slow  # the fine-tuning world's run and a guard built on it
 
@@ -139,10 +145,18 @@ def test_guard_cli_build_and_show(w: FtWorld, half: dict[str, Any], tmp_path: Pa
     ws = str(tmp_path / "ws")
     args = ["--workspace", ws, "--model", str(w.paths.model), "--template", "Q: {question} A:", "--stop", ".",
             "--max-tokens", "6", "--guard-pool", "none", "--guard-pool", str(half["pool"])]
-    built = workbench("guard", "build", *args, "--json", timeout=300)
+    # built off a terminal (as into a log file): progress lines on stderr, by the clock (here: every update)
+    built = workbench("guard", "build", *args, env={**ENV, PROGRESS_ENV: "0"}, timeout=300)
     assert built.returncode == 0, built.stderr[-2000:]
-    out = json.loads(built.stdout)
-    assert not out["cached"] and out["known"] >= 10 and out["pool_size"] == len(half["rest"])
+    lines = [m for line in built.stderr.splitlines() if (m := PROGRESS.match(line))]
+    assert lines and all(0 < int(m["done"]) <= int(m["total"]) for m in lines), built.stderr[-2000:]
+    assert {m["pass"] for m in lines} >= {None, "2"}, built.stderr[-2000:]  # the screen, then the next question
+    shown_json = workbench("guard", "show", *args, "--json", timeout=120)
+    assert shown_json.returncode == 0, shown_json.stderr[-2000:]
+    out = json.loads(shown_json.stdout)
+    assert out["cached"] and out["known"] >= 10 and out["pool_size"] == len(half["rest"])
+    headline = f"(built in {out['seconds']:.0f} s): {out['known']} known facts of a pool of {out['pool_size']}"
+    assert headline in built.stdout, built.stdout
     shown = workbench("guard", "show", *args, "--facts", timeout=120)
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert f"{out['known']} known facts of a pool of {out['pool_size']}" in shown.stdout

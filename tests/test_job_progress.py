@@ -12,8 +12,8 @@ import pytest
 from clirun import ENV, assert_refused, workbench
 from ftworld import FtWorld
 
-from finetune.job.cadence import PROGRESS_ENV, progress_every
-from finetune.job.progress import TrainingProgress, duration
+from finetune.job.progress import TrainingProgress
+from workbench.cli._cadence import PROGRESS_ENV, duration, progress_every
 from workbench.errors import WorkbenchError
 
 LINE = re.compile(r"^(sft|dpo|grpo): step (\d+)/(\d+), loss (\d[\d.e+-]*), (\d+ s|\d+ min \d\d s) elapsed, ETA (.+)$")
@@ -31,6 +31,26 @@ def test_the_line_and_its_durations() -> None:
     assert p.line(120, 800, 65.0) == "sft: step 120/800, loss 0.4312, 1 min 05 s elapsed, ETA 36 min 50 s"
     assert p.line(100, 800, 3.0).endswith("ETA unknown")  # no step ran yet in this process (a resumed job)
     assert [duration(s) for s in (0.4, 59.6, 3599, 3720)] == ["0 s", "1 min 00 s", "59 min 59 s", "1 h 02 min"]
+
+
+def test_an_evaluation_or_guard_build_off_a_terminal_prints_lines_by_the_clock() -> None:
+    """`progress_bar` off a terminal (a log file): a line at most every `every` seconds, the first only after
+    `every` (a short step prints nothing), one when a pass ends, and a new pass when the count starts again."""
+    from workbench.cli._cadence import ProgressLines
+
+    now, lines = [0.0], []
+    p = ProgressLines("guard", lines.append, every=30, clock=lambda: now[0])
+    for done in range(1, 5):
+        now[0] += 10
+        p(done * 25, 100)
+    assert lines == ["guard: 75 of 100 (75%), 30 s elapsed, ETA 10 s", "guard: 100 of 100 (100%), 40 s elapsed"]
+    now[0] += 100
+    p(10, 40)  # the next question, on the facts that passed the first
+    assert lines[-1] == "guard: pass 2, 10 of 40 (25%), 2 min 20 s elapsed, ETA 5 min 00 s"
+    quick: list[str] = []
+    q = ProgressLines("generating", quick.append, every=30, clock=lambda: now[0])
+    q(5, 5)
+    assert quick == []
 
 
 @pytest.mark.slow  # over 20 s on 2 cores

@@ -71,6 +71,32 @@ def test_resume_after_sigkill_mid_training(w: FtWorld, reference: dict[str, torc
     assert kinds[0] == "start" and "resume" in kinds and kinds[-1] == "done" and "checkpoint" in kinds
 
 
+def test_a_job_without_step_checkpoints_resumes_from_a_timed_one(w: FtWorld, reference: dict[str, torch.Tensor],
+                                                                 tmp_path: Path) -> None:
+    """`checkpoint_every: 0` (what `fix --train` writes) with `checkpoint_minutes`: killed midway, the job resumes
+    from the last timed checkpoint, not from step 0, and ends with the uninterrupted job's adapter."""
+    out = tmp_path / "job"
+    spec = _spec(w, out).model_copy(update={"checkpoint_every": 0, "checkpoint_minutes": 0.02})  # every 1.2 s
+    job = save_spec(spec, tmp_path / "job.yaml")
+    proc = start_job(w, job, step_delay=0.15)
+    ckpts = out / "checkpoints"
+    t0 = time.monotonic()
+    while not complete_checkpoints(ckpts) and proc.poll() is None and time.monotonic() - t0 < 300:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL and not (out / "adapter").exists()
+    first = complete_checkpoints(ckpts)[-1]
+    assert 0 < int(first.name.split("-")[1]) < STEPS
+    result = resume_job(w, job)
+    assert result.status == "done" and result.steps == STEPS
+    assert result.resumed_from is not None and Path(result.resumed_from).name.startswith("checkpoint-")
+    assert int(Path(result.resumed_from).name.split("-")[1]) >= int(first.name.split("-")[1])
+    diff = max_diff(reference, adapter_weights(out / "adapter"))
+    print(f"resume from a timed checkpoint: max abs diff {diff:.3g}")
+    assert diff < RESUME_TOLERANCE
+
+
 def test_kill_during_save_leaves_incomplete_checkpoint_ignored(w: FtWorld, reference: dict[str, torch.Tensor],
                                                                tmp_path: Path) -> None:
     out = tmp_path / "job"

@@ -30,8 +30,8 @@ def run(args: argparse.Namespace) -> int:
         return _explain(args)
     from finetune.fixset.manifest import check_data
     from finetune.job import check_fits, from_dict, launch, load_spec, resolve_job
-    from finetune.job.cadence import progress_every
     from finetune.job.trackers import require, split_names
+    from workbench.cli._cadence import progress_every
     from workbench.store import Store
 
     progress_every()  # a malformed $WORKBENCH_PROGRESS_EVERY is refused now, not after the model loads

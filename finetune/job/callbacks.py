@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,27 @@ class MetricsRecorder(TrainerCallback):
         if logs:
             self.record(state.global_step, {k: float(v) for k, v in logs.items()
                                             if isinstance(v, int | float) and not isinstance(v, bool)})
+
+
+class TimedCheckpoints(TrainerCallback):
+    """A checkpoint after every `minutes` of training (besides the step-based ones): asks the trainer to save at
+    the end of the first step past the interval; any save, step-based or timed, starts the interval again."""
+
+    def __init__(self, minutes: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds, self.clock = minutes * 60.0, clock
+        self.last = clock()
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                       **kwargs: Any) -> None:
+        self.last = self.clock()  # model loading and the before-scores are not training time
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                    **kwargs: Any) -> None:
+        if self.seconds > 0 and self.clock() - self.last >= self.seconds and state.global_step < state.max_steps:
+            control.should_save = True
+
+    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        self.last = self.clock()
 
 
 class LossWatchdog(TrainerCallback):

@@ -3,7 +3,7 @@
 A real-model job trains for tens of minutes; the trainer's own bars are off (they would bury the summary), so
 without this nothing is printed until the job ends. The line comes by the clock, not by steps (a step takes 10 ms
 on the test world and 15 s on a real model): at most one every `PROGRESS_EVERY_S` seconds, after a step ends.
-`$WORKBENCH_PROGRESS_EVERY` (seconds, read in cadence.py) changes the interval, for a demo or a test.
+`$WORKBENCH_PROGRESS_EVERY` (seconds, read in workbench/cli/_cadence.py) changes the interval, for a demo or a test.
 """
 
 from __future__ import annotations
@@ -14,17 +14,7 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from finetune.job.cadence import progress_every
-
-
-def duration(seconds: float) -> str:
-    """`45 s`, `6 min 08 s`, `1 h 02 min`."""
-    s = round(seconds)
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+from workbench.cli._cadence import duration, progress_every
 
 
 class TrainingProgress(TrainerCallback):

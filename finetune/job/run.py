@@ -136,7 +136,7 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     from datasets import load_from_disk
 
     from finetune.job.anchor import NLLAnchor, earlier_pairs
-    from finetune.job.callbacks import LossWatchdog, MetricsRecorder
+    from finetune.job.callbacks import LossWatchdog, MetricsRecorder, TimedCheckpoints
     from finetune.job.known_guard import KnownFactsGuard
     from finetune.job.methods import method_class
 
@@ -168,7 +168,8 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     early = method.early_stopping()
     lineage = [trackers.tensorboard_lineage(tags)] if "tensorboard" in job.spec.report_to else []
     trainer = method.trainer(model=model, args=method.config(job.output_dir / CHECKPOINT_DIR), peft_config=peft_config,
-                             callbacks=[MetricsRecorder(log.metrics), watchdog, *guards, early, *lineage, *callbacks])
+                             callbacks=[MetricsRecorder(log.metrics), watchdog, *guards, early, *lineage,
+                                        TimedCheckpoints(job.spec.checkpoint_minutes), *callbacks])
     for cb in lineage:
         cb.trainer = trainer
     wire_trainer(trainer, job, log, before_commit)

@@ -55,6 +55,9 @@ MAX_BATCH = 4096  # sequences per device per micro batch; also gradient accumula
 MAX_LENGTH = 131_072  # tokens per sequence: the longest context windows of current models
 MAX_GENERATIONS = 256
 MAX_COUNT = 10_000  # windows, patience, kept checkpoints
+#: Minutes between time-based checkpoints by default: on a GPU a fix job runs for hours, and a crash at minute 50
+#: should not cost 50 minutes; the jobs of a demo or a test end before the first one (nothing written, no cost).
+CHECKPOINT_MINUTES = 10.0
 
 
 def _as_list(v: Any) -> Any:
@@ -377,7 +380,11 @@ class JobSpec(_Section):
     trainer: TrainerSpec = TrainerSpec()
     """Optimisation settings."""
     checkpoint_every: int = pydantic.Field(default=0, ge=0, le=MAX_STEPS)
-    """Steps between atomic checkpoints (0 = none; resume then restarts)."""
+    """Steps between atomic checkpoints (0 = none by step count; `checkpoint_minutes` still applies)."""
+    checkpoint_minutes: float = pydantic.Field(default=CHECKPOINT_MINUTES, ge=0, le=24 * 60)
+    """Minutes of training between atomic checkpoints, besides `checkpoint_every` (0 = none by time): a job
+    killed after an hour resumes having lost at most this much; a job shorter than this writes none. With both
+    0, `--resume` restarts from step 0."""
     keep_checkpoints: int = pydantic.Field(default=2, ge=1, le=MAX_COUNT)
     """Complete checkpoints kept (older ones are deleted)."""
     early_stop: EarlyStopSpec = EarlyStopSpec()

@@ -385,9 +385,15 @@ def copy_atomic(src: str | os.PathLike[str], dest: str | os.PathLike[str], flag:
 
 @contextmanager
 def progress_bar(label: str, enabled: bool) -> Iterator[Callable[[int, int], None]]:
-    """A rich progress bar on a terminal; silent otherwise (and under --json)."""
-    if not enabled or not sys.stderr.isatty():
+    """A rich progress bar on a terminal; off one (a log file, CI, cron) a line to stderr at most every
+    `$WORKBENCH_PROGRESS_EVERY` seconds (_cadence.py); nothing under --json."""
+    if not enabled:
         yield lambda done, total: None
+        return
+    if not sys.stderr.isatty():
+        from workbench.cli._cadence import ProgressLines
+
+        yield ProgressLines(label, lambda line: print(line, file=sys.stderr, flush=True))
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 

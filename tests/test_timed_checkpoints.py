@@ -1,0 +1,58 @@
+"""Time-based checkpoints (`checkpoint_minutes`, finetune/job/callbacks.py TimedCheckpoints) on a fake clock: the
+first step past the interval asks for a save, any save starts the interval again, the last step never does (the
+adapter is written then), and 0 turns it off. The kill-and-resume from a timed checkpoint: tests/test_resume.py."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from transformers import TrainerControl, TrainerState, TrainingArguments
+
+from finetune.job.callbacks import TimedCheckpoints
+from finetune.job.spec import CHECKPOINT_MINUTES, JobSpec
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _steps(cb: TimedCheckpoints, clock: Clock, seconds_per_step: float, steps: int) -> list[int]:
+    """The steps at which the callback asked for a save (the trainer then saves and calls on_save)."""
+    args, state, saved = cast(TrainingArguments, None), TrainerState(), []  # the callback reads no argument
+    state.max_steps = steps
+    cb.on_train_begin(args, state, TrainerControl())
+    for step in range(1, steps + 1):
+        clock.now += seconds_per_step
+        state.global_step = step
+        control = TrainerControl()
+        cb.on_step_end(args, state, control)
+        if control.should_save:
+            saved.append(step)
+            cb.on_save(args, state, control)
+    return saved
+
+
+def test_a_save_after_each_interval_of_training_never_on_the_last_step() -> None:
+    clock = Clock()
+    assert _steps(TimedCheckpoints(1.0, clock), clock, 25.0, 12) == [3, 6, 9]  # 75 s >= 60 s, then again
+    clock = Clock()
+    assert _steps(TimedCheckpoints(1.0, clock), clock, 60.0, 2) == [1]  # step 2 is the last: the adapter is saved
+
+
+def test_loading_before_training_is_not_counted_and_zero_is_off() -> None:
+    clock = Clock()
+    cb = TimedCheckpoints(1.0, clock)
+    clock.now = 500.0  # model loading and the before-scores
+    assert _steps(cb, clock, 10.0, 5) == []
+    clock = Clock()
+    assert _steps(TimedCheckpoints(0.0, clock), clock, 1000.0, 5) == []
+
+
+def test_jobs_checkpoint_by_time_by_default() -> None:
+    spec = JobSpec(fixset="f", output_dir="o")
+    assert spec.checkpoint_every == 0 and spec.checkpoint_minutes == CHECKPOINT_MINUTES > 0
+    assert "checkpoint_minutes: 10.0" in spec.to_yaml()
