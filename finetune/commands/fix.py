@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
         require([n for n in split_names(args.report_to) if n != "none"])
     if args.train:
-        from workbench.cli._cadence import progress_every
+        from workbench.cli import progress_every
 
         progress_every()  # a malformed $WORKBENCH_PROGRESS_EVERY: refused before the fix set is built
 

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from finetune.fixset.manifest import check_data
     from finetune.job import check_fits, from_dict, launch, load_spec, resolve_job
     from finetune.job.trackers import require, split_names
-    from workbench.cli._cadence import progress_every
+    from workbench.cli import progress_every
     from workbench.store import Store
 
     progress_every()  # a malformed $WORKBENCH_PROGRESS_EVERY is refused now, not after the model loads

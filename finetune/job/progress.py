@@ -14,7 +14,7 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from workbench.cli._cadence import duration, progress_every
+from workbench.cli import duration, progress_every
 
 
 class TrainingProgress(TrainerCallback):

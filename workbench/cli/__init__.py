@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from workbench.cli._cadence import PROGRESS_ENV, duration, progress_every
 from workbench.cli._common import (
     atomic_output,
     bounded,
@@ -21,6 +22,7 @@ from workbench.cli._stdout import CLOSED_PIPE_EXIT, StdoutClosed, StdoutFailed, 
 
 __all__ = [
     "CLOSED_PIPE_EXIT",
+    "PROGRESS_ENV",
     "BackendFor",
     "StdoutClosed",
     "StdoutFailed",
@@ -31,9 +33,11 @@ __all__ = [
     "check_output_dir",
     "check_output_file",
     "created_only_if_whole",
+    "duration",
     "guard_stdout",
     "print_json",
     "progress_bar",
+    "progress_every",
     "ray_backends",
     "silence_stdout",
 ]

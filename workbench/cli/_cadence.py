@@ -59,6 +59,8 @@ class ProgressLines:
         if total != self.total or done < self.done:  # a pass starts where the one before it ended
             self.passes, self.total, self.pass_start = self.passes + 1, total, self.prev
         self.done, self.prev = done, now
+        if done <= 0:  # a pass about to start: nothing to say yet
+            return
         finished = total > 0 and done >= total
         if now - self.last < self.every and not (finished and now - self.start >= self.every):
             return
