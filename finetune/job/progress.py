@@ -3,7 +3,8 @@
 A real-model job trains for tens of minutes; the trainer's own bars are off (they would bury the summary), so
 without this nothing is printed until the job ends. The line comes by the clock, not by steps (a step takes 10 ms
 on the test world and 15 s on a real model): at most one every `PROGRESS_EVERY_S` seconds, after a step ends.
-`$WORKBENCH_PROGRESS_EVERY` (seconds, read in workbench/cli/_cadence.py) changes the interval, for a demo or a test.
+`$WORKBENCH_PROGRESS_EVERY` (seconds, read in workbench/cli/_cadence.py, which also paces an evaluation's lines off a
+terminal) changes the interval, for a demo or a test.
 """
 
 from __future__ import annotations

@@ -385,15 +385,18 @@ def copy_atomic(src: str | os.PathLike[str], dest: str | os.PathLike[str], flag:
 
 @contextmanager
 def progress_bar(label: str, enabled: bool) -> Iterator[Callable[[int, int], None]]:
-    """A rich progress bar on a terminal; off one (a log file, CI, cron) a line to stderr at most every
-    `$WORKBENCH_PROGRESS_EVERY` seconds (_cadence.py); nothing under --json."""
+    """A rich progress bar on a terminal; off one (a log file, CI, cron) a progress line at most every
+    `$WORKBENCH_PROGRESS_EVERY` seconds (_cadence.py), logged at INFO (stderr; none with --quiet); nothing under
+    --json."""
     if not enabled:
         yield lambda done, total: None
         return
     if not sys.stderr.isatty():
+        import logging
+
         from workbench.cli._cadence import ProgressLines
 
-        yield ProgressLines(label, lambda line: print(line, file=sys.stderr, flush=True))
+        yield ProgressLines(label, logging.getLogger(__name__).info)
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
