@@ -85,6 +85,7 @@ def check(args: argparse.Namespace) -> Checked:
 def run_real(args: argparse.Namespace, checked: Checked, console: Any, clock: Any) -> int:
     from finetune.job import run_job
     from workbench.attribution.attribute import attribute_run
+    from workbench.cli import progress_bar
     from workbench.cli.show import print_run
     from workbench.errors import WorkbenchError
     from workbench.gating import gate_runs, guard_outcomes, rerun_like
@@ -124,7 +125,8 @@ def run_real(args: argparse.Namespace, checked: Checked, console: Any, clock: An
     # sft: the auto fix set (abstention rows for unknown facts, + replay); dpo: every failure as a preference pair
     # (unknown facts: chosen "I don't know.", rejected the hallucination), + anchor pairs from known facts
     pool = args.guard_pool or everyday_pool()
-    guard = guard_for_run(store, store.get_run(base.run_id), pool=pool).guard
+    with progress_bar("known-facts guard", True) as update:  # minutes on a CPU: a bar, or lines in a log file
+        guard = guard_for_run(store, store.get_run(base.run_id), pool=pool, progress=update).guard
     console.print(f"guard: {len(guard.facts)} facts of a pool of {guard.pool_size} the model knows "
                   "(built once per model and prompt settings)")
     manifest = build_fixset(store, base.run_id, out / "fixset",
