@@ -16,8 +16,8 @@ PROBE_FIELDS = ("id", "question", "answers", "incorrect_answers", "paraphrases",
 SUITE_KEYS = ("name", "data", "format", "columns", "split", "template", "system_prompt", "stop", "max_tokens",
               "abstention_phrases", "grader", "grader_options", "tags")
 JOB_KEYS = ("fixset", "output_dir", "method", "base_model", "lora", "init_adapter", "trainer", "checkpoint_every",
-            "keep_checkpoints", "early_stop", "watchdog", "grpo", "device", "bf16", "gradient_checkpointing",
-            "launcher", "workspace")
+            "checkpoint_minutes", "keep_checkpoints", "early_stop", "watchdog", "grpo", "device", "bf16",
+            "gradient_checkpointing", "launcher", "workspace")
 JOB_NESTED = {"lora": ("r", "alpha", "dropout", "target_modules"),
               "trainer": ("max_steps", "learning_rate", "per_device_batch_size", "gradient_accumulation",
                           "max_length", "seed"),

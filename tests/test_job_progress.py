@@ -44,13 +44,28 @@ def test_an_evaluation_or_guard_build_off_a_terminal_prints_lines_by_the_clock()
         now[0] += 10
         p(done * 25, 100)
     assert lines == ["guard: 75 of 100 (75%), 30 s elapsed, ETA 10 s", "guard: 100 of 100 (100%), 40 s elapsed"]
+    p(100, 100)  # the end again: said once
     now[0] += 100
-    p(10, 40)  # the next question, on the facts that passed the first
-    assert lines[-1] == "guard: pass 2, 10 of 40 (25%), 2 min 20 s elapsed, ETA 5 min 00 s"
+    p(10, 40)  # the next question, on the facts that passed the first: no pace yet
+    now[0] += 30
+    p(20, 40)
+    assert lines[2:] == ["guard: pass 2, 10 of 40 (25%), 2 min 20 s elapsed",
+                         "guard: pass 2, 20 of 40 (50%), 2 min 50 s elapsed, ETA 1 min 00 s"]
     quick: list[str] = []
     q = ProgressLines("generating", quick.append, every=30, clock=lambda: now[0])
     q(5, 5)
     assert quick == []
+    cached: list[str] = []  # 900 of 1,000 answers found in the cache: the pace is what comes after them
+    c = ProgressLines("generating", cached.append, every=0, clock=lambda: now[0])
+    c(-1, 1000)
+    c(900, 1000)
+    now[0] += 10
+    c(910, 1000)
+    assert cached == ["generating: 900 of 1000 (90%), 0 s elapsed",
+                      "generating: 910 of 1000 (91%), 10 s elapsed, ETA 1 min 30 s"]
+    unknown: list[str] = []
+    ProgressLines("screen", unknown.append, every=0, clock=lambda: now[0])(7, 0)
+    assert unknown == ["screen: 7 done, 0 s elapsed"]
 
 
 @pytest.mark.slow  # over 20 s on 2 cores

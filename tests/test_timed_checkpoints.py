@@ -56,3 +56,17 @@ def test_jobs_checkpoint_by_time_by_default() -> None:
     spec = JobSpec(fixset="f", output_dir="o")
     assert spec.checkpoint_every == 0 and spec.checkpoint_minutes == CHECKPOINT_MINUTES > 0
     assert "checkpoint_minutes: 10.0" in spec.to_yaml()
+
+
+def test_no_timed_save_on_a_stopping_step_nor_under_several_processes() -> None:
+    clock = Clock()
+    cb = TimedCheckpoints(1.0, clock)
+    state, control = TrainerState(), TrainerControl()
+    state.max_steps, state.global_step = 10, 5
+    cb.on_train_begin(cast(TrainingArguments, None), state, control)
+    clock.now = 120.0
+    control.should_training_stop = True  # a watchdog stopped it: the adapter (or the rollback) decides, not a save
+    cb.on_step_end(cast(TrainingArguments, None), state, control)
+    assert not control.should_save
+    clock = Clock()  # ranks read their own clocks: a save decided on one would hang the others
+    assert _steps(TimedCheckpoints(1.0, clock, world_size=2), clock, 100.0, 5) == []

@@ -9,6 +9,7 @@ value to `job_metrics`.
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections import deque
@@ -48,10 +49,17 @@ class MetricsRecorder(TrainerCallback):
 
 class TimedCheckpoints(TrainerCallback):
     """A checkpoint after every `minutes` of training (besides the step-based ones): asks the trainer to save at
-    the end of the first step past the interval; any save, step-based or timed, starts the interval again."""
+    the end of the first step past the interval; any save, step-based or timed, starts the interval again. Never
+    on the last step (the adapter is written then) nor on a step that stops training.
 
-    def __init__(self, minutes: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.seconds, self.clock = minutes * 60.0, clock
+    Off under several processes (`WORLD_SIZE` > 1): each rank reads its own clock, ranks could decide on different
+    steps, and a save is collective there (DeepSpeed gathers the weights), so it would hang; `checkpoint_every`,
+    the same on every rank, applies there."""
+
+    def __init__(self, minutes: float, clock: Callable[[], float] = time.monotonic,
+                 world_size: int | None = None) -> None:
+        ranks = int(os.environ.get("WORLD_SIZE", "1")) if world_size is None else world_size
+        self.seconds, self.clock = (minutes * 60.0 if ranks <= 1 else 0.0), clock
         self.last = clock()
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
@@ -60,7 +68,8 @@ class TimedCheckpoints(TrainerCallback):
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                     **kwargs: Any) -> None:
-        if self.seconds > 0 and self.clock() - self.last >= self.seconds and state.global_step < state.max_steps:
+        if (self.seconds > 0 and self.clock() - self.last >= self.seconds and state.global_step < state.max_steps
+                and not control.should_training_stop):
             control.should_save = True
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
@@ -96,6 +105,7 @@ class LossWatchdog(TrainerCallback):
             if self.stop_on_nan:
                 self.stopped = StopReason("nan", msg, step)
                 control.should_training_stop = True
+                control.should_save = False  # a checkpoint of NaN weights would rotate a good one out
             return
         if self.spike_factor > 0 and len(self.history) >= self.min_steps:
             median = statistics.median(self.history)

@@ -45,28 +45,36 @@ class ProgressLines:
     """`update(done, total)` as lines: "LABEL: pass N, DONE of TOTAL (P%), ELAPSED elapsed, ETA T", at most one
     every `every` seconds (the first after `every` seconds, so a short step prints nothing) and one when a pass
     ends. A new pass starts when `total` changes or `done` goes back (a guard build asks several questions in
-    turn: each pass has its own count)."""
+    turn: each pass has its own count). The ETA is paced by what the pass did after its first count, not by that
+    count (an evaluation's first count includes the answers it found cached)."""
 
     def __init__(self, label: str, write: Callable[[str], None], every: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.label, self.write, self.clock = label, write, clock
         self.every = progress_every() if every is None else every
-        self.start = self.pass_start = self.last = self.prev = clock()
+        self.start = self.last = self.prev = clock()
         self.passes, self.total, self.done = 0, -1, 0
+        self.first: tuple[int, float] | None = None  # this pass's first count and when it came
+        self.ended = False  # this pass's last line written
 
     def __call__(self, done: int, total: int) -> None:
+        if done < 0:
+            return
         now = self.clock()
-        if total != self.total or done < self.done:  # a pass starts where the one before it ended
-            self.passes, self.total, self.pass_start = self.passes + 1, total, self.prev
+        if total != self.total or done < self.done:  # a new pass
+            self.passes, self.total = self.passes + 1, total
+            self.first, self.ended = None, False
         self.done, self.prev = done, now
-        if done <= 0:  # a pass about to start: nothing to say yet
+        if done == 0:  # a pass about to start: nothing to say yet
             return
+        if self.first is None:
+            self.first = (done, now)
         finished = total > 0 and done >= total
-        if now - self.last < self.every and not (finished and now - self.start >= self.every):
+        if self.ended or (now - self.last < self.every and not (finished and now - self.start >= self.every)):
             return
-        self.last = now
-        in_pass = now - self.pass_start
-        share = f" ({100 * done / total:.0f}%)" if total > 0 else ""
-        eta = f", ETA {duration(in_pass * (total - done) / done)}" if 0 < done < total else ""
+        self.last, self.ended = now, finished
+        made, since = done - self.first[0], now - self.first[1]
+        count = f"{done} of {total} ({100 * done / total:.0f}%)" if total > 0 else f"{done} done"
+        eta = f", ETA {duration(since * (total - done) / made)}" if made > 0 and done < total else ""
         pass_ = f"pass {self.passes}, " if self.passes > 1 else ""
-        self.write(f"{self.label}: {pass_}{done} of {total}{share}, {duration(now - self.start)} elapsed{eta}")
+        self.write(f"{self.label}: {pass_}{count}, {duration(now - self.start)} elapsed{eta}")
