@@ -4,6 +4,7 @@ adapter is written then), and 0 turns it off. The kill-and-resume from a timed c
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import cast
 
 from transformers import TrainerControl, TrainerState, TrainingArguments
@@ -70,3 +71,29 @@ def test_no_timed_save_on_a_stopping_step_nor_under_several_processes() -> None:
     assert not control.should_save
     clock = Clock()  # ranks read their own clocks: a save decided on one would hang the others
     assert _steps(TimedCheckpoints(1.0, clock, world_size=2), clock, 100.0, 5) == []
+
+
+def test_the_early_stop_state_travels_in_a_checkpoint(tmp_path: Path) -> None:
+    """A job resumed from a checkpoint (timed ones are on by default) keeps its early stop's best score and patience
+    instead of scoring again from the resumed weights: it stops where an uninterrupted job would."""
+    from finetune.job.callbacks import EarlyStopping
+
+    scores = iter([0.5, 0.4, 0.45])
+
+    def make() -> EarlyStopping:
+        return EarlyStopping(lambda *a: None, lambda *a: None, score=lambda m: next(scores), metric="heldout_acc",
+                             has_rows=True, eval_every=1, patience=2, min_delta=0.0)
+
+    args, state, control = cast(TrainingArguments, None), TrainerState(), TrainerControl()
+    first = make()
+    first.on_train_begin(args, state, control, model=object())
+    state.global_step = 1
+    first.on_step_end(args, state, control, model=object())  # 0.4: one evaluation without improvement
+    first.save(tmp_path)
+    resumed = make()
+    assert resumed.restore(tmp_path) and (resumed.best, resumed.bad_evals) == (0.5, 1)
+    resumed.on_train_begin(args, state, control, model=object())  # no fresh score: 0.45 is still to come
+    state.global_step = 2
+    resumed.on_step_end(args, state, control, model=object())  # 0.45 < best 0.5: the second, so it stops
+    assert control.should_training_stop and resumed.stopped is not None
+    assert not make().restore(tmp_path / "missing")

@@ -8,6 +8,7 @@ value to `job_metrics`.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
@@ -15,6 +16,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
@@ -23,6 +25,8 @@ from workbench.grading.normalize import normalize
 from workbench.textgen import cut_at_stop, greedy_generate
 
 Report = Callable[[str, str, dict[str, Any]], None]
+#: The early stop's state in a checkpoint (EarlyStopping.save), for --resume.
+EARLY_STOP_FILE = "early_stop.json"
 
 
 @dataclass
@@ -174,6 +178,27 @@ class EarlyStopping(TrainerCallback):
         self.bad_evals = 0
         self.history: list[tuple[int, float]] = []
         self.stopped: StopReason | None = None
+        self.restored = False  # the state came from a checkpoint: training goes on from there
+
+    def save(self, folder: Path) -> None:
+        """The state a resumed job needs to decide as an uninterrupted one (the best score, the evaluations
+        without improvement, the DPO log-probs): into a checkpoint being staged."""
+        data = {"best": self.best if math.isfinite(self.best) else None, "bad_evals": self.bad_evals,
+                "history": self.history, "logps": self.logps}
+        (folder / EARLY_STOP_FILE).write_text(json.dumps(data) + "\n")
+
+    def restore(self, folder: Path) -> bool:
+        """The state `save` wrote into checkpoint `folder`; False where there is none (an older checkpoint)."""
+        path = folder / EARLY_STOP_FILE
+        if not path.is_file():
+            return False
+        data = json.loads(path.read_text())
+        self.best = -math.inf if data["best"] is None else float(data["best"])
+        self.bad_evals = int(data["bad_evals"])
+        self.history = [(int(step), float(v)) for step, v in data["history"]]
+        self.logps = [float(v) for v in data["logps"]]
+        self.restored = True
+        return True
 
     def evaluate(self, model: Any, step: int) -> float:
         value = self.score(model)
@@ -183,7 +208,7 @@ class EarlyStopping(TrainerCallback):
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                        model: Any = None, **kwargs: Any) -> None:
-        if self.use_score and model is not None:
+        if self.use_score and model is not None and not self.restored:
             self.best = self.evaluate(model, state.global_step)
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,

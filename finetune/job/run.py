@@ -173,7 +173,12 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
     for cb in lineage:
         cb.trainer = trainer
     wire_trainer(trainer, job, log, before_commit)
-    trainer.save_extra = known_guard.save  # the slice's scores go into every checkpoint, for --resume
+
+    def save_extra(folder: Path) -> None:  # the watchers' state goes into every checkpoint, for --resume
+        known_guard.save(folder)
+        early.save(folder)
+
+    trainer.save_extra = save_extra
 
     # 6. Held-out score and known facts, train, held-out score.
     before = None
@@ -187,6 +192,8 @@ def _train(job: ResolvedJob, job_id: str, start_from: Path | None, log: JobRecor
         known_guard.before = _known_right(known, trainer.model, job, stage)
     elif not known_guard.restore(start_from):
         known_guard.before = {r["probe_id"] for r in known.rows}
+    if start_from is not None:
+        early.restore(start_from)  # its best score and patience as the checkpoint left them
     known_before = known_guard.before
     trainer.train(resume_from_checkpoint=str(start_from) if start_from is not None else None)
     stop = watchdog.stopped or next((g.stopped for g in guards if g.stopped is not None), None) or early.stopped
