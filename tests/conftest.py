@@ -38,6 +38,24 @@ def w(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) 
     return setup(request, tmp_path_factory.mktemp("ft"))
 
 
+@pytest.fixture(scope="module")
+def postgres() -> object:
+    """A throwaway PostgreSQL cluster for a module (bench/store_load.py's `Postgres`: a Unix socket, no TCP port),
+    stopped and deleted afterwards; skips naming what is missing (the server programs, psycopg2, a `postgres` user)."""
+    from benchload import load_bench
+
+    pg_class = load_bench("store_load").Postgres
+    why = pg_class.missing()
+    if why:
+        pytest.skip(why)
+    pg = pg_class()
+    pg.start()
+    try:
+        yield pg
+    finally:
+        pg.stop()
+
+
 @pytest.fixture()
 def workspace(tmp_path: Path) -> Path:
     return tmp_path / "ws"

@@ -10,12 +10,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 from clirun import ENV, assert_refused, without_write_access, workbench
+from diskfull import fill, tmpfs
 
 from workbench.cli import atomic_output, check_output_dir, check_output_file
 from workbench.cli.export import spreadsheet_safe
@@ -178,17 +180,10 @@ def test_printable_escapes_what_a_terminal_acts_on() -> None:
 
 
 @pytest.fixture
-def full_disk(tmp_path: Path) -> Any:
-    """A 1 MiB tmpfs: a real ENOSPC, as SQLite's own I/O-error tests make one (needs root's mount)."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True,
-                      timeout=30).returncode != 0:
-        pytest.skip("cannot mount a small tmpfs here")
-    try:
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs: a real ENOSPC (tests/diskfull.py)."""
+    with tmpfs(tmp_path / "small", "1m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=30)
 
 
 def test_a_full_disk_is_a_clean_error_for_index_and_reports(full_disk: Path, tmp_path: Path) -> None:
@@ -198,13 +193,7 @@ def test_a_full_disk_is_a_clean_error_for_index_and_reports(full_disk: Path, tmp
     proc = workbench("index", str(corpus), "--workspace", str(full_disk / "ws"), "--batch-size", "2000",
                      timeout=LIMIT_S)
     assert_refused(proc, "database or disk is full", "run the same command again to resume")
-    try:  # fill what the index left
-        with open(full_disk / "filler", "wb") as f:
-            while True:
-                f.write(b"\0" * 4096)
-                f.flush()
-    except OSError:
-        pass
+    fill(full_disk)  # what the index left
     report = full_disk / "ws" / "r.html"
     with pytest.raises(WorkbenchError, match="No space left on device"), atomic_output(report, "--report") as tmp:
         tmp.write_bytes(b"x" * 100_000)

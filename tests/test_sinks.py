@@ -13,7 +13,9 @@ what the user named.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import itertools
 import json
 import os
 import shutil
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+import diskfull
 import pytest
 from clirun import assert_refused, workbench
 
@@ -149,38 +152,20 @@ def test_every_sink_encodes_hostile_text(seeded: dict[str, Any], tmp_path: Path)
 
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Any]:
-    """`mount(size, ro)`: a small tmpfs (a real ENOSPC, or a real read-only file system; needs root's mount)."""
-    mounted: list[Path] = []
+    """`mount(size, ro)`: a small tmpfs (a real ENOSPC, or a real read-only file system: tests/diskfull.py)."""
+    numbers = itertools.count()
+    with contextlib.ExitStack() as stack:
 
-    def mount(size: str = "64k", ro: bool = False) -> Path:
-        mnt = tmp_path / f"mnt{len(mounted)}"
-        mnt.mkdir()
-        opts = f"size={size}" + (",ro" if ro else "")
-        if subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(mnt)], capture_output=True,
-                          timeout=30).returncode != 0:
-            pytest.skip("cannot mount a small tmpfs here")
-        mounted.append(mnt)
-        return mnt
+        def mount(size: str = "64k", ro: bool = False) -> Path:
+            return stack.enter_context(diskfull.tmpfs(tmp_path / f"mnt{next(numbers)}", size, ro=ro))
 
-    yield mount
-    for mnt in mounted:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=30)
-
-
-def _fill(folder: Path) -> None:
-    try:
-        with open(folder / "filler", "wb") as f:
-            while True:
-                f.write(b"\0" * 4096)
-                f.flush()
-    except OSError:
-        pass
+        yield mount
 
 
 def test_lm_eval_export_refuses_places_it_cannot_write(seeded: dict[str, Any], tmpfs: Any, tmp_path: Path) -> None:
     ws, run = seeded["ws"], seeded["runs"][0]
     ro, full = tmpfs(ro=True), tmpfs("32k")
-    _fill(full)
+    diskfull.fill(full)
     for dest, needle in ((ro / "lm", "Read-only file system"), (tmp_path / "no" / "such" / "lm", "does not exist"),
                          (full / "lm", "No space left on device"), (Path("/dev/null"), "is not a folder")):
         assert_refused(workbench("export", run, "--format", "lm-eval", "--out", str(dest), *_ws_args(ws)),

@@ -7,7 +7,6 @@ is bench/store_load.py (docs/benchmarks/store_load.md)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +18,6 @@ load = load_bench("store_load")
 
 REVIEWERS = 6
 ROUNDS = 2  # each: open the queue, read a gate's evidence, decide a report, sign off or block a gate
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[Any]:
-    why = load.Postgres.missing()
-    if why:
-        pytest.skip(why)
-    pg = load.Postgres()
-    pg.start()
-    try:
-        yield pg
-    finally:
-        pg.stop()
 
 
 @pytest.mark.slow  # 5-8 s each on 2 cores

@@ -5,20 +5,13 @@ PostgreSQL or psycopg2 is missing."""
 
 from __future__ import annotations
 
-import glob
 import importlib.util
-import os
-import pwd
-import shutil
-import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from procs import open_store_at_once
-from sqlalchemy import create_engine, select, text
+from sqlalchemy import select
 
 from workbench.errors import MissingDependencyError, WorkbenchError
 from workbench.gating import gate_runs, history
@@ -30,57 +23,10 @@ from workbench.store.schema import SCHEMA_VERSION, meta
 from workbench.types import ModelSpec
 
 
-def _pg_bin(name: str) -> str | None:
-    """A PostgreSQL server program: on PATH, or the newest of Debian's /usr/lib/postgresql/<version>/bin."""
-    found = shutil.which(name)
-    if found:
-        return found
-    versions = glob.glob(f"/usr/lib/postgresql/*/bin/{name}")
-    return max(versions, key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0, default=None)
-
-
-@pytest.fixture(scope="module")
-def pg_server() -> Iterator[Path]:
-    """The Unix-socket directory of a fresh PostgreSQL cluster that listens on no TCP port (so no port
-    race); stopped and deleted afterwards."""
-    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
-    if initdb is None or pg_ctl is None:
-        pytest.skip("needs PostgreSQL's initdb and pg_ctl (apt-get install postgresql)")
-    pytest.importorskip("psycopg2", reason="needs psycopg2 (pip install -e '.[postgres]')")
-    root = Path(tempfile.mkdtemp(prefix="wb-pg-"))
-    as_user: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses to run as root
-        try:
-            pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root and there is no `postgres` user to run the server as")
-        shutil.chown(root, "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
-    data = root / "data"
-    try:
-        subprocess.run([*as_user, initdb, "-D", str(data), "-A", "trust", "-U", "postgres"], check=True,
-                       capture_output=True, text=True)
-        started = subprocess.run([*as_user, pg_ctl, "-D", str(data), "-l", str(root / "log"), "-w", "start",
-                                  "-o", f"-k {root} -c listen_addresses=''"], capture_output=True, text=True)
-        log = (root / "log").read_text() if (root / "log").exists() else ""
-        assert started.returncode == 0, f"pg_ctl start failed: {started.stderr}\n{log[-2000:]}"
-        yield root
-    finally:
-        subprocess.run([*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
-        shutil.rmtree(root, ignore_errors=True)
-
-
 @pytest.fixture()
-def pg_url(pg_server: Path, request: pytest.FixtureRequest) -> str:
+def pg_url(postgres: Any, request: pytest.FixtureRequest) -> str:
     """SQLAlchemy URL of a new, empty database on the server, for one test."""
-    name = "wb_" + request.node.name.lower().replace("[", "_").replace("]", "")[:50]
-    engine = create_engine(f"postgresql+psycopg2://postgres@/postgres?host={pg_server}",
-                           isolation_level="AUTOCOMMIT")
-    with engine.connect() as c:
-        c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        c.execute(text(f'CREATE DATABASE "{name}"'))
-    engine.dispose()
-    return f"postgresql+psycopg2://postgres@/{name}?host={pg_server}"
+    return str(postgres.database("wb_" + request.node.name.lower().replace("[", "_").replace("]", "")[:50]))
 
 
 def test_eval_cache_and_gate_on_postgres(world: Any, tmp_path: Path, pg_url: str) -> None:
