@@ -325,6 +325,10 @@ def test_replay_kl_keeps_the_model_closer_to_base_on_replayed_facts(w: FtWorld, 
     grpo = run_job(JobSpec(fixset=rl.path, output_dir=str(tmp_path / "grpo-kl"), device="cpu", method="grpo",
                            trainer=TrainerSpec(max_steps=2, replay_kl=1.0, per_device_batch_size=8)), w.store)
     assert grpo.status == "done" and grpo.steps == 2
+    from finetune import records
+
+    kl = [v for _, _, v in records.metrics(w.store, grpo.job_id, "kl/replay")]  # the term was in the loss
+    assert kl and all(v >= 0 for v in kl), records.metrics(w.store, grpo.job_id)
     proc = workbench("fix", w.run_id, "--workspace", str(w.store.workspace), "--out", str(tmp_path / "cli"),
                      "--replay-kl", "1", timeout=120)
     assert proc.returncode == 2 and "--replay-kl needs --train" in proc.stderr, proc.stderr[-2000:]

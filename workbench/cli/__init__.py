@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from workbench.cli._cadence import PROGRESS_ENV, duration, progress_every
+from workbench.cli._cadence import duration, progress_every
 from workbench.cli._common import (
     atomic_output,
     bounded,
@@ -22,7 +22,6 @@ from workbench.cli._stdout import CLOSED_PIPE_EXIT, StdoutClosed, StdoutFailed, 
 
 __all__ = [
     "CLOSED_PIPE_EXIT",
-    "PROGRESS_ENV",
     "BackendFor",
     "StdoutClosed",
     "StdoutFailed",

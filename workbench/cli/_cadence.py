@@ -52,7 +52,7 @@ class ProgressLines:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.label, self.write, self.clock = label, write, clock
         self.every = progress_every() if every is None else every
-        self.start = self.last = self.prev = clock()
+        self.start = self.last = clock()
         self.passes, self.total, self.done = 0, -1, 0
         self.first: tuple[int, float] | None = None  # this pass's first count and when it came
         self.ended = False  # this pass's last line written
@@ -64,7 +64,7 @@ class ProgressLines:
         if total != self.total or done < self.done:  # a new pass
             self.passes, self.total = self.passes + 1, total
             self.first, self.ended = None, False
-        self.done, self.prev = done, now
+        self.done = done
         if done == 0:  # a pass about to start: nothing to say yet
             return
         if self.first is None:

@@ -132,6 +132,20 @@ def kl_trainer(base: type, anchors: Sequence[KLAnchor], t: Any, inbatch: KLAncho
     class KLTrainer(base):  # type: ignore[misc]
         kl_step, kl_micro = -1, 0  # the optimizer step compute_loss last trained on, and its micro-batches so far
         kl_rows: BaseTopK | None = None
+        kl_seen: dict[str, list[Any]]  # each term's KL values since the last logged loss (tensors: no sync per step)
+
+        def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
+            """Each KL term's mean since the last loss line as `kl/NAME` (the job's metrics, the trackers)."""
+            seen = getattr(self, "kl_seen", {})
+            if "loss" in logs and seen:
+                logs.update({f"kl/{name}": float(torch.stack(v).mean()) for name, v in seen.items() if v})
+                self.kl_seen = {}
+            super().log(logs, *args, **kwargs)
+
+        def _seen(self, name: str, value: Any) -> None:
+            if not hasattr(self, "kl_seen"):
+                self.kl_seen = {}
+            self.kl_seen.setdefault(name, []).append(value.detach())
 
         def compute_loss(self, model: Any, inputs: Any, return_outputs: bool = False,
                          num_items_in_batch: Any = None) -> Any:
@@ -151,7 +165,9 @@ def kl_trainer(base: type, anchors: Sequence[KLAnchor], t: Any, inbatch: KLAncho
                 steps = self.current_gradient_accumulation_steps if num_items_in_batch is not None else 1
                 for a in anchors:
                     docs = kl_batch(a.texts, t.seed, step, t.per_device_batch_size, micro, a.name)
-                    loss = loss + a.weight * self.kl(model, docs, loss.device) / steps
+                    value = self.kl(model, docs, loss.device)
+                    self._seen(a.name, value)
+                    loss = loss + a.weight * value / steps
             return (loss, out[1]) if return_outputs else loss
 
         def _inbatch_loss(self, model: Any, inputs: Any, return_outputs: bool, num_items_in_batch: Any) -> Any:
@@ -175,7 +191,9 @@ def kl_trainer(base: type, anchors: Sequence[KLAnchor], t: Any, inbatch: KLAncho
             if rows:
                 self.kl_rows.fill(model, ids, mask, rows)
                 steps = self.current_gradient_accumulation_steps if num_items_in_batch is not None else 1
-                loss = loss + inbatch.weight * self.kl_rows.kl(logp, ids, mask, rows) / steps
+                value = self.kl_rows.kl(logp, ids, mask, rows)
+                self._seen(inbatch.name, value)
+                loss = loss + inbatch.weight * value / steps
             return (loss, outputs) if return_outputs else loss
 
         def kl(self, model: Any, docs: Sequence[str], device: Any) -> Any:
