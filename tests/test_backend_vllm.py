@@ -117,6 +117,13 @@ def test_unknown_option_is_a_user_error() -> None:
         load_backend(ModelSpec(model="m", backend="vllm", options=(("tensor_paralel_size", 2),)))
 
 
+def test_prompts_are_formatted_with_one_tokenizer_before_the_engine_starts(world: Any) -> None:
+    """A run formats every prompt before it generates: the tokenizer is loaded once, not once per prompt."""
+    backend = load_backend(ModelSpec(model=str(world.model), backend="vllm"))
+    first = backend.tokenizer
+    assert backend.tokenizer is first
+
+
 # -- on the engine ------------------------------------------------------------------------------
 @needs_vllm
 def test_greedy_answers_and_logprobs(vllm_backend: Any, world: Any) -> None:
