@@ -30,6 +30,8 @@ class ReportsTab:
     source: gr.Textbox
     since: gr.Textbox
     until: gr.Textbox
+    sort: gr.Dropdown
+    min_risk: gr.Textbox
     refresh_btn: gr.Button
     counts: gr.Markdown
     queue: gr.Dataframe
@@ -48,8 +50,9 @@ class ReportsTab:
     cli: gr.Textbox
 
     @ui_errors
-    def refresh(self, status: str, source: str, since: str, until: str) -> Updates:
-        v = rv.queue_view(self.ctx.store, status, source, since, until)
+    def refresh(self, status: str, source: str, since: str, until: str, sort: str = "reported",
+                min_risk: str = "") -> Updates:
+        v = rv.queue_view(self.ctx.store, status, source, since, until, sort, min_risk)
         return {self.queue: _table(v.rows), self.counts: v.counts, self.picked: gr.Dropdown(choices=v.ids),
                 self.cli: v.cli}
 
@@ -72,14 +75,15 @@ class ReportsTab:
         return {self.picked: report_id, **self.show(report_id)}
 
     def record(self, report_id: str, decision: str, answers: str, abstain: bool, reviewer: str, note: str,
-               status: str, source: str, since: str, until: str, request: gr.Request) -> Updates:
+               status: str, source: str, since: str, until: str, sort: str, min_risk: str,
+               request: gr.Request) -> Updates:
         """Record the decision, then open the next report nobody decided (the form as it stands); a refusal is a
         message beside the form, in the app's words."""
         store = self.ctx.store
         try:
             message, cli = rv.decide_view(store, report_id, decision, answers, abstain,
                                           self.ctx.who(reviewer, request), note)
-            v = rv.queue_view(store, status, source, since, until)
+            v = rv.queue_view(store, status, source, since, until, sort, min_risk)
         except (WorkbenchError, ValueError, KeyError) as e:
             return {self.decided: views.refusal(e)}
         nxt = rv.next_new(v, report_id)
@@ -89,9 +93,10 @@ class ReportsTab:
                 self.picked: gr.Dropdown(choices=v.ids, value=nxt or report_id)}
 
     @ui_errors
-    def export(self, folder: str, status: str, source: str, since: str, until: str) -> Updates:
+    def export(self, folder: str, status: str, source: str, since: str, until: str, sort: str,
+               min_risk: str) -> Updates:
         message, cli = rv.export_view(self.ctx.store, folder)
-        listed = self.refresh(status, source, since, until)
+        listed = self.refresh(status, source, since, until, sort, min_risk)
         return {self.exported: message, self.cli: cli, self.queue: listed[self.queue],
                 self.counts: listed[self.counts]}
 
@@ -103,10 +108,14 @@ def _layout(ctx: Context) -> ReportsTab:
         c["source"] = gr.Textbox(label="source file contains", elem_id="reports-source")
         c["since"] = gr.Textbox(label="since (ISO date, UTC)", elem_id="reports-since")
         c["until"] = gr.Textbox(label="until (ISO date, UTC)", elem_id="reports-until")
+        c["sort"] = gr.Dropdown(label="order", choices=[("as reported", "reported"), ("riskiest first", "risk")],
+                                value="reported", elem_id="reports-sort")
+        c["min_risk"] = gr.Textbox(label="min risk (0-1)", elem_id="reports-min-risk")
         c["refresh_btn"] = gr.Button("Refresh", variant="primary", elem_id="reports-refresh")
     c["counts"] = gr.Markdown(elem_id="reports-counts")
     c["queue"] = gr.Dataframe(_table([]), label="reports (click one)", interactive=False, wrap=True, max_height=360,
-                              elem_id="reports-table", column_widths=["13%", "7%", "12%", "12%", "31%", "8%", "17%"])
+                              elem_id="reports-table",
+                              column_widths=["12%", "7%", "11%", "11%", "29%", "8%", "16%", "6%"])
     with gr.Row():
         c["picked"] = gr.Dropdown(label="report", choices=[], allow_custom_value=True, elem_id="reports-pick",
                                   scale=2)
@@ -136,13 +145,14 @@ def reports_tab(ctx: Context, shared: Shared) -> ReportsTab:
     login), never in the page's layout."""
     with gr.Tab("Reports", id="reports") as tab:
         t = _layout(ctx)
-    filters = [t.status, t.source, t.since, t.until]
+    filters = [t.status, t.source, t.since, t.until, t.sort, t.min_risk]
     listed = [t.queue, t.counts, t.picked, t.cli]
     tab.select(t.refresh, filters, listed, api_name="reports_on_open", api_visibility="private")
     t.refresh_btn.click(t.refresh, filters, listed, api_name="reports")
-    t.status.change(t.refresh, filters, listed, api_name="reports_by_status", api_visibility="private")
-    gr.on([t.source.submit, t.since.submit, t.until.submit], t.refresh, filters, listed, api_name="reports_filter",
+    gr.on([t.status.change, t.sort.change], t.refresh, filters, listed, api_name="reports_by_status",
           api_visibility="private")
+    gr.on([t.source.submit, t.since.submit, t.until.submit, t.min_risk.submit], t.refresh, filters, listed,
+          api_name="reports_filter", api_visibility="private")
     form = [t.decision, t.answers, t.abstain, t.note, t.decided]
     shared.page.load(t.first_load, None, t.reviewer, api_name="reports_first_load", api_visibility="private")
     t.queue.select(t.pick, None, [t.picked, t.detail, t.cli, *form], api_name="reports_pick",

@@ -47,6 +47,7 @@ COMMANDS: dict[str, str] = {
     "runs": "workbench.cli.runs",
     "show": "workbench.cli.show",
     "export": "workbench.cli.export",
+    "risk": "workbench.cli.risk",
     "index": "workbench.cli.index",
     "attribute": "workbench.cli.attribute",
     "screen": "workbench.cli.screen",

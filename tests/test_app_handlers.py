@@ -58,6 +58,7 @@ def test_compare_lists_broken_probes_with_filters(data: AppData, store: Store) -
     v = views.compare_runs(store, data.baseline, data.candidate)
     assert v.verdict == "fail" and "gate: NOT RECORDED" in v.summary_html  # no gate recorded for the pair
     assert ">FAIL</span></summary>" in v.summary_html.split("class='wb-whatif'")[1]  # a labelled what-if
+    assert "wb-risk-shift" in v.summary_html and "mean risk" in v.summary_html  # the risk shift, read beside
     assert int(v.transitions.iloc[:, 1:].to_numpy().sum()) == len(load_results(store, data.baseline).probes)
     broken = views.compare_runs(store, data.baseline, data.candidate, transition="broken")
     assert len(broken.probe_ids) > 5 and set(broken.probes["change"]) <= {"broken_hallucinates", "broken_abstains"}

@@ -7,6 +7,7 @@ one reader of the reviews table; this module owns the `regressions` table.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from workbench.regression.report import write_reports
 from workbench.reports.queue import field_suite_path
 from workbench.results import load_results, probe_from_dict, suite_of_run
 from workbench.reviews import effective_attributions, effective_verdicts, gate_decisions
+from workbench.risk.shift import risk_shift
 from workbench.runner import Limits, options_of_run, run_eval, spec_of_run
 from workbench.store import RunRecord, Store, new_id, utcnow
 from workbench.store.schema import regressions, runs
@@ -94,8 +96,10 @@ def compare_stored(store: Store, baseline_id: str, candidate_id: str, policy: Po
 
         guard = GuardOutcomes(replayed=replayed_probe_ids(cand.adapter),
                               note="no guard set was evaluated with this comparison")
-    return compare(b_out, c_out, policy or default_policy(), guard, field,
-                   targets=target_probe_ids(cand.adapter)), b_out, c_out
+    result = compare(b_out, c_out, policy or default_policy(), guard, field, targets=target_probe_ids(cand.adapter))
+    # Read beside the gates, not one of them: the risk shift needs no reference, so it speaks where grades cannot.
+    result = dataclasses.replace(result, risk=risk_shift(store, base.id, cand.id))
+    return result, b_out, c_out
 
 
 def guard_outcomes(store: Store, baseline_id: str, candidate_id: str, *, pool: Sequence[str] | None = None,
@@ -125,8 +129,6 @@ def field_outcomes(store: Store, baseline_id: str, candidate_id: str, *, suite: 
     asked as the baseline run asks its probes (its template, system prompt, token budget and stops; greedy only) and
     graded by the field suite's grader. The runs live in `WORKSPACE/field/`, out of the user's
     run list; the cache makes a repeated gate free. No suite, or `enabled` False: a note the gate reports."""
-    import dataclasses
-
     if not enabled:
         return GuardOutcomes(note="left out with --no-field")
     path = Path(suite) if suite is not None else field_suite_path(store)
@@ -220,8 +222,6 @@ def rerun_like(store: Store, baseline_id: str, *, model: str | None = None, adap
     its options, or on `backend` with `backend_options`) on exactly the baseline run's probes with its suite
     settings and options; returns the new run's id. `backend_for(spec)` may supply the backend (e.g. a Ray
     pool under --ray); None lets the runner build it."""
-    import dataclasses
-
 
     base = store.get_run(baseline_id)
     probes = tuple(probe_from_dict(d) for d in store.probe_rows(base.id))

@@ -235,7 +235,8 @@ def compare_runs(store: Store, baseline: str, candidate: str, *, tag: str = "", 
     probes = pd.DataFrame(rows, columns=list(PROBE_COLUMNS))
     summary = macro("views.html", "compare_summary",
                     verdict_context(result, signoff_line(store, b_out.run_id, c_out.run_id), recorded, policy_label),
-                    known_facts_lines(store, result), group.name, group.n, len(rows))
+                    known_facts_lines(store, result), group.name, group.n, len(rows),
+                    result.risk.line() if result.risk else "")
     return CompareView(summary, metrics, transitions, probes, [r[0] for r in rows],
                        cli_regress(store.workspace, b_out.run_id, c_out.run_id), result.verdict,
                        delta_plot_html(group_deltas(result, b_out, c_out)))

@@ -41,6 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reuse-cache-from", metavar="ENGINE",
                    help='also take cached answers another engine made (as `workbench show` names it, e.g. '
                         '"hf transformers-5.19.0 float32 cpu"), or `any`; by default only this engine\'s count')
+    p.add_argument("--risk", action="store_true",
+                   help="also score each answer's hallucination risk from the model's own generations (no reference "
+                        "needed; with --samples, e.g. 5, it reads their agreement too): `workbench risk`")
     add_ray_arguments(p)
     p.add_argument("--report-to", metavar="TRACKERS", help=REPORT_TO_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -130,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
                                progress=progress)
     from workbench.grading.metrics import truncation_warnings
 
+    scored = _score_risk(store, summary.run_id) if getattr(args, "risk", False) else None
     overall = summary.metrics["overall"]
     rec = store.get_run(summary.run_id)
     report_run(report_to, Path(args.workspace), rec.id, overall,
@@ -144,9 +148,31 @@ def run(args: argparse.Namespace) -> int:
                     "kept": summary.kept, "engine": summary.engine,
                     "truncated": summary.metrics["truncated"], "grader": summary.metrics.get("grader"),
                     "token_budget": budget, **({"limited": limited} if limited else {}),
-                    "warnings": truncation_warnings(summary.metrics)})
+                    "warnings": truncation_warnings(summary.metrics),
+                    **({"risk": _risk_summary(scored)} if scored else {})})
         return 0
     from workbench.cli.show import print_run
 
     print_run(store, summary.run_id, worst=5)
+    if scored is not None:
+        from workbench.cli.risk import print_scored
+
+        print_scored(scored, top=5, as_json=False)
     return 0
+
+
+def _score_risk(store: Any, run_id: str) -> Any:
+    from workbench.risk.run import score_run
+
+    if not store.get_run(run_id).options.get("samples"):
+        log.warning("--risk without --samples rests on the answers' log-probs alone; --samples 5 adds their "
+                    "agreement, the stronger signal (docs/benchmarks/risk_score.md)")
+    return score_run(store, run_id)
+
+
+def _risk_summary(scored: Any) -> dict[str, Any]:
+    from workbench.risk.score import auroc
+
+    risks = [r.risk for r in scored.risks]
+    return {"scored": len(risks), "mean": sum(risks) / len(risks) if risks else None,
+            "high_risk": sum(r >= 0.5 for r in risks), "auroc_vs_grades": auroc(risks, scored.hallucinated())}

@@ -31,6 +31,9 @@ def run(args: argparse.Namespace) -> int:
     store = Store.open(args.workspace)
     rec = store.get_run(args.run)
     probes = {p["id"]: p for p in store.probe_rows(rec.id)}
+    from workbench.risk.stored import load_risks
+
+    risks = load_risks(store, rec.id)  # the question's greedy answer, when the run was scored (`workbench risk`)
     rows = []
     for a in store.answer_rows(rec.id):
         p = probes[a["probe_id"]]
@@ -39,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
                      "kind": a["kind"], "sample_index": a["sample_index"], "prompt": a["prompt"],
                      "answer": a["text"], "verdict": a["verdict"], "mean_logprob": a["mean_logprob"],
                      "finish_reason": a["finish_reason"], "engine": a["engine"],
-                     "graded_by": a.get("graded_by")})
+                     "graded_by": a.get("graded_by"), "risk": _risk_of(risks, a)})
     out = given or Path(args.workspace) / "exports" / f"{rec.id}.{args.format}"
     df = pd.DataFrame(rows)
     # Written beside, then renamed: a killed export leaves the old file or the whole new one.
@@ -53,6 +56,11 @@ def run(args: argparse.Namespace) -> int:
             spreadsheet_safe(flat).to_csv(tmp, index=False)
     print(f"wrote {len(rows)} answers to {out}")
     return 0
+
+
+def _risk_of(risks: dict[str, Any], a: dict[str, Any]) -> float | None:
+    r = risks.get(a["probe_id"])
+    return r.risk if r is not None and a["kind"] == "greedy" and a["variant"] == r.variant else None
 
 
 #: What a spreadsheet reads as the start of a formula (OWASP's CSV injection list): such a cell gets a leading `'`.

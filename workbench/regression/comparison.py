@@ -11,6 +11,7 @@ from workbench.regression.headline import Headline
 from workbench.regression.policy import Policy
 from workbench.regression.stats import METRICS, McNemarResult, MetricDelta
 from workbench.regression.transitions import Flip, Transition, TransitionMatrix
+from workbench.risk.shift import RiskShift
 from workbench.types import Verdict
 
 Outcome = Literal["pass", "warn", "fail", "inconclusive"]
@@ -210,6 +211,7 @@ class ComparisonResult:
         guard: The guard set's comparison (workbench/guard), or None (`guard_note` says why).
         guard_changes: The guard facts whose verdict changed.
         guard_note: Why no guard set was compared ("" when one was).
+        risk: Both runs' hallucination risk on the same questions (workbench/risk/shift.py; None: not read).
     """
 
     baseline_run_id: str
@@ -226,6 +228,7 @@ class ComparisonResult:
     guard: GroupComparison | None = None
     guard_changes: tuple[ProbeChange, ...] = ()
     guard_note: str = ""
+    risk: RiskShift | None = None
 
     @property
     def verdict(self) -> Outcome:
@@ -289,4 +292,5 @@ class ComparisonResult:
             "guard": None if self.guard is None else {**self.guard.to_dict(),
                                                       "changes": [c.to_dict() for c in self.guard_changes]},
             "guard_note": self.guard_note,
+            "risk": None if self.risk is None else self.risk.to_dict(),
         }

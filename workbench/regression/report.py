@@ -67,6 +67,8 @@ def print_terminal(result: ComparisonResult, console: Console | None = None) -> 
         out.print(f"  {pid}{_shown(question)} {_shown(answers(change))} ({change.transition})")
     if len(result.broken) > _TERMINAL_BROKEN:
         out.print(f"  ... and {len(result.broken) - _TERMINAL_BROKEN} more (see the reports)")
+    if result.risk is not None:
+        out.print(f"[bold]hallucination risk[/]: {_shown(result.risk.line())}")
     out.print("[bold]known facts[/]")
     for line in known_facts_lines(result):
         out.print(f"  {_shown(line)}")
@@ -206,6 +208,9 @@ def render_markdown(result: ComparisonResult) -> str:
     lines += ["", "## Known facts", "", *(f"- {_md(line)}" for line in known_facts_lines(result)), ""]
     if guard_broken:
         lines += [f"Guard facts broken ({len(guard_broken)}):", "", *_md_changes(guard_broken)]
+    if result.risk is not None:
+        lines += ["", "## Hallucination risk (no reference needed)", "", _md(result.risk.line()) + ".", "",
+                  f"Risk model: {_md(result.risk.scored_by)}."]
     lines += [
         "",
         "## Gates",

@@ -3,6 +3,9 @@
 A report is *new* until a reviewer decides it, *decided* once a decision stands, *promoted* once `reports export`
 has written its decision into a field suite (deciding it again makes it *decided* until the next export).
 Decisions are appended, never overwritten; the latest per report wins, as reviews of runs do.
+
+A report may also carry a risk (`reports score`, workbench/reports/scoring.py): the estimated probability that its
+logged answer is made up, with the evidence (`RiskEvidence`); scoring again replaces both.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ DECISIONS = {
     "not-factual": "not a factual question (advice, chit-chat, a bug report): no probe",
 }
 STATUSES = ("new", "decided", "promoted")
+#: How the queue may be ordered: as reported (oldest first), or riskiest first (unscored reports last).
+SORTS = ("reported", "risk")
 #: How a refused decision names the fields it is about: the CLI's flags, or (`views.APP_WORDS`) the app's boxes.
 CLI_WORDS = {"answer": "--answer, repeatable for aliases", "abstain": "--abstain", "reviewer": "--reviewer",
              "answer_short": "--answer"}
@@ -46,6 +51,44 @@ class Decision:
     answers: tuple[str, ...]
     abstain: bool
     note: str
+
+
+@dataclass(frozen=True)
+class RiskEvidence:
+    """Why a report's answer has its risk: what the model under review said when asked again.
+
+    Attributes:
+        run_id: The run that asked it again (its samples and greedy answer are stored there).
+        risk_model: What the risk model was fitted on (`RiskModel.fitted_on`).
+        scored: "logged": the answer the user saw was scored; "greedy": the export held no answer, so the model's
+            own greedy answer was (with its mean log-prob).
+        features: `workbench.risk.features.Features.to_dict()` of the scored answer.
+        samples: How many samples were drawn.
+        agreeing: How many of them mean what the scored answer says.
+        disagreeing: Up to five (`scoring.SHOWN_SAMPLES`) distinct samples that say something else, most frequent first.
+        greedy: The model's greedy answer to the same prompt.
+        model: The model under review (with its adapter, when one was given).
+        scored_at: When.
+    """
+
+    run_id: str
+    risk_model: str
+    scored: str
+    features: dict[str, Any]
+    samples: int
+    agreeing: int
+    disagreeing: tuple[str, ...]
+    greedy: str
+    model: str
+    scored_at: str
+
+    @classmethod
+    def from_json(cls, text: str) -> RiskEvidence:
+        d = json.loads(text)
+        return cls(**{**d, "disagreeing": tuple(d["disagreeing"])})
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False)
 
 
 @dataclass(frozen=True)
@@ -68,6 +111,8 @@ class QueuedReport:
     promoted_to: str | None
     decision: Decision | None
     group_size: int  # reports asking the same (normalised) question, this one included
+    risk: float | None = None  # estimated probability the logged answer is made up (None: not scored)
+    evidence: RiskEvidence | None = None  # why (`reports score`)
 
     @property
     def status(self) -> str:
@@ -104,9 +149,13 @@ def add_reports(store: Store, reports: Sequence[Report], *, imported_at: str) ->
 
 
 def list_reports(store: Store, *, status: str | None = None, source: str | None = None, since: str | None = None,
-                 until: str | None = None) -> list[QueuedReport]:
-    """Reports in the order they were reported, filtered: status, a substring of the source file, and
-    `since` <= reported_at < `until` (ISO dates or stamps, UTC)."""
+                 until: str | None = None, min_risk: float | None = None, sort: str = "reported",
+                 ) -> list[QueuedReport]:
+    """Reports in the order they were reported (`sort="risk"`: riskiest first, unscored last), filtered: status,
+    a substring of the source file, `since` <= reported_at < `until` (ISO dates or stamps, UTC), and
+    risk >= `min_risk` (which leaves unscored reports out)."""
+    if sort not in SORTS:
+        raise WorkbenchError(f"unknown sort `{sort}`.{did_you_mean(sort, SORTS)} Known: {', '.join(SORTS)}")
     with store.engine.connect() as c:
         q = select(t.field_reports).order_by(t.field_reports.c.reported_at, t.field_reports.c.id)
         if source:
@@ -115,11 +164,23 @@ def list_reports(store: Store, *, status: str | None = None, source: str | None 
             q = q.where(t.field_reports.c.reported_at >= since)
         if until:
             q = q.where(t.field_reports.c.reported_at < until)
+        if min_risk is not None:
+            q = q.where(t.field_reports.c.risk >= min_risk)
         rows = c.execute(q).mappings().all()
         groups = Counter(k for (k,) in c.execute(select(t.field_reports.c.question_key)))
         latest = _latest_decisions(c)
     out = [_queued(r, latest.get(r["id"]), groups[r["question_key"]]) for r in rows]
+    if sort == "risk":  # stable: equal risks keep the reported order
+        out.sort(key=lambda r: (r.risk is None, -(r.risk or 0.0)))
     return [r for r in out if status is None or r.status == status]
+
+
+def save_risks(store: Store, scored: Sequence[tuple[str, float, RiskEvidence]]) -> None:
+    """Store each (report id, risk, evidence), replacing the report's earlier score (one transaction)."""
+    with store.write() as c:
+        for rid, risk, evidence in scored:
+            c.execute(update(t.field_reports).where(t.field_reports.c.id == rid)
+                      .values(risk=risk, risk_json=evidence.to_json()))
 
 
 def utc_stamp(value: str, what: str) -> str:
@@ -234,4 +295,5 @@ def _queued(r: Any, decision: Decision | None, group_size: int) -> QueuedReport:
         original=json.loads(r["original_json"]), messages=json.loads(r["messages_json"]), question=r["question"],
         question_key=r["question_key"], answer=r["answer"], comment=r["comment"],
         feedback=json.loads(r["feedback_json"]), reported_at=r["reported_at"], promoted_at=r["promoted_at"],
-        promoted_to=r["promoted_to"], decision=decision, group_size=group_size)
+        promoted_to=r["promoted_to"], decision=decision, group_size=group_size, risk=r["risk"],
+        evidence=RiskEvidence.from_json(r["risk_json"]) if r["risk_json"] else None)

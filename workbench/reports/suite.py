@@ -18,6 +18,7 @@ import json
 import os
 import tempfile
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,8 +78,7 @@ def export_suite(store: Store, out: Path, *, name: str = "field", judge: dict[st
     groups: dict[str, list[QueuedReport]] = {}
     for r in factual:
         groups.setdefault(r.question_key, []).append(r)
-    systems = {_system(r) for r in factual}
-    shared = systems.pop() if len(systems) == 1 else None
+    shared = shared_system(factual)
     rows = [_probe_row(g, shared) for g in groups.values()]
     out.mkdir(parents=True, exist_ok=True)
     suite: dict[str, Any] = {"name": name, "data": PROBES_FILE, "template": "chat", "tags": [FIELD_TAG]}
@@ -119,21 +119,33 @@ def _lead(group: list[QueuedReport]) -> QueuedReport:
     return max(group, key=lambda r: (r.decision.at if r.decision else "", r.decision.id if r.decision else 0))
 
 
+def shared_system(reports: Sequence[QueuedReport]) -> str | None:
+    """The system prompt every report has (None when they differ or have none): it becomes the suite's."""
+    systems = {_system(r) for r in reports}
+    return systems.pop() if len(systems) == 1 else None
+
+
+def prompt_question(r: QueuedReport, shared: str | None) -> str:
+    """The report's prompt as one probe question: earlier turns the question depends on ("and its capital?") kept
+    before it as the prompt gave them, a system prompt other than the suite's (`shared`) among them."""
+    turns = [m for m in r.messages[:-1] if not (m["role"] == "system" and m["content"] == shared)]
+    if not turns:
+        return r.question
+    context = "\n".join(f"{m['role']}: {m['content']}" for m in turns)
+    return f"{context}\nuser: {r.question}"
+
+
 def _system(r: QueuedReport) -> str | None:
     first = r.messages[0] if r.messages else None
     return first["content"] if first and first["role"] == "system" and first["content"].strip() else None
 
 
-def _probe_row(group: list[QueuedReport], shared_system: str | None) -> dict[str, Any]:
+def _probe_row(group: list[QueuedReport], shared: str | None) -> dict[str, Any]:
     lead = _lead(group)
     d = lead.decision
     assert d is not None
     abstain = d.abstain or d.decision == "should-refuse"
-    turns = [m for m in lead.messages[:-1] if not (m["role"] == "system" and m["content"] == shared_system)]
-    question = lead.question
-    if turns:  # earlier turns the question depends on ("and its capital?"), kept as the prompt gave them
-        context = "\n".join(f"{m['role']}: {m['content']}" for m in turns)
-        question = f"{context}\nuser: {lead.question}"
+    question = prompt_question(lead, shared)
     tags = [FIELD_TAG, f"field:{d.decision}"] + ([ABSTAIN_TAG] if abstain else [])
     return {
         "id": field_probe_id(lead.question_key),

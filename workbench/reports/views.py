@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.errors import WorkbenchError
-from workbench.html import macro
+from workbench.html import environment, macro
 from workbench.reports.queue import (
     DECISIONS,
+    SORTS,
     STATUSES,
     Decision,
+    QueuedReport,
     decide,
     get_report,
     list_reports,
@@ -26,7 +28,7 @@ from workbench.safepath import resolve_inside
 from workbench.store import Store
 from workbench.store.db import shown_time
 
-QUEUE_COLUMNS = ["report", "status", "reported", "source", "question", "asked again", "decision"]
+QUEUE_COLUMNS = ["report", "status", "reported", "source", "question", "asked again", "decision", "risk"]
 #: How a refused decision in the app names its fields (the CLI names its flags: `queue.CLI_WORDS`).
 APP_WORDS = {"answer": "type it in *reference answer*, aliases separated by ;", "abstain": "tick *should abstain*",
              "reviewer": "the *reviewer* box", "answer_short": "a reference answer"}
@@ -44,20 +46,46 @@ class QueueView:
     cli: str
 
 
-def queue_view(store: Store, status: str = "", source: str = "", since: str = "", until: str = "") -> QueueView:
-    """The queue as the tab's table, filtered as `workbench reports list` filters it."""
+def queue_view(store: Store, status: str = "", source: str = "", since: str = "", until: str = "",
+               sort: str = "reported", min_risk: float | str | None = None) -> QueueView:
+    """The queue as the tab's table, filtered and ordered as `workbench reports list` does (`sort` "risk":
+    riskiest first, unscored last; `min_risk`: only reports scored at least that, blank for all)."""
     status = status if status in STATUSES else ""
+    sort = sort if sort in SORTS else "reported"
     since_s = utc_stamp(since, "since") if since.strip() else None
     until_s = utc_stamp(until, "until") if until.strip() else None
-    shown = list_reports(store, status=status or None, source=source.strip() or None, since=since_s, until=until_s)
+    floor = risk_floor(min_risk)
+    shown = list_reports(store, status=status or None, source=source.strip() or None, since=since_s, until=until_s,
+                         min_risk=floor, sort=sort)
     counts = queue_counts(list_reports(store, source=source.strip() or None, since=since_s, until=until_s))
     rows = [[r.id, r.status, shown_time(r.reported_at), f"{r.source.rsplit('/', 1)[-1]}:{r.line}", r.question,
-             f"by {r.group_size - 1} more" if r.group_size > 1 else "", decision_text(r.decision)] for r in shown]
+             f"by {r.group_size - 1} more" if r.group_size > 1 else "", decision_text(r.decision), risk_text(r)]
+            for r in shown]
     args = ["list"] + (["--status", status] if status else []) + (["--source", source.strip()] if source.strip()
                                                                     else [])
     args += (["--since", since.strip()] if since_s else []) + (["--until", until.strip()] if until_s else [])
+    args += (["--sort", sort] if sort != "reported" else []) + (["--min-risk", f"{floor:g}"] if floor is not None
+                                                                  else [])
     text = "**queue**: " + ", ".join(f"{v} {k}" for k, v in counts.items())
     return QueueView(rows, text, [r.id for r in shown], _cli(store, *args))
+
+
+def risk_floor(value: float | str | None) -> float | None:
+    """The app's *min risk* box as `--min-risk` reads it: blank is none, else a number from 0 to 1."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        x = float(value)
+    except ValueError:
+        raise WorkbenchError(f"min risk: `{value}` is not a number (0 to 1, e.g. 0.5)") from None
+    if not 0 <= x <= 1:
+        raise WorkbenchError(f"min risk: must be between 0 and 1, got {x:g}")
+    return x
+
+
+def risk_text(r: QueuedReport) -> str:
+    """A report's risk as the queue shows it: `0.83`, "" when not scored."""
+    return "" if r.risk is None else f"{r.risk:.2f}"
 
 
 def decision_text(d: Decision | None) -> str:
@@ -95,7 +123,33 @@ def report_view(store: Store, report_id: str) -> tuple[str, str]:
     d = r.decision
     text = macro("reports.md", "report", r, shown_time(r.reported_at), _what(d) if d else "",
                  shown_time(d.at) if d else "")
-    return text, _cli(store, "show", r.id)
+    return text + "\n\n" + risk_view(r), _cli(store, "show", r.id)
+
+
+#: Why a report is risky, in the report's Markdown (escaped and defused as templates/reports.md does it).
+_RISK_MD = """\
+{% if r.evidence is none or r.risk is none %}
+**risk**: not scored (`workbench reports score --model MODEL`)
+{% else %}
+{% set e = r.evidence %}
+**risk**: {{ r.risk|fmt('.2f') }} that {{ "the logged answer" if e.scored == "logged" else "the model's own answer \
+(the export held none)" }} is made up · asked {{ e.model|md }} again (run `{{ e.run_id }}`), risk model: \
+{{ e.risk_model|md }}
+
+{{ e.agreeing }} of {{ e.samples }} samples say the same; the model's greedy answer now: {{ e.greedy|md }}
+{% if e.disagreeing %}
+
+samples that say something else:
+{% for s in e.disagreeing %}
+- {{ s|md }}
+{% endfor %}
+{% endif %}
+{% endif %}"""
+
+
+def risk_view(r: QueuedReport) -> str:
+    """A report's risk and why (the samples that disagree with its answer) as Markdown; "not scored" without one."""
+    return str(environment().from_string(_RISK_MD).render(r=r)).strip()
 
 
 def _what(d: Decision) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 metadata = MetaData()
 
 meta = Table("meta", metadata, Column("key", String, primary_key=True), Column("value", Text, nullable=False))
@@ -170,6 +170,8 @@ field_reports = Table(
     Column("reported_at", String, nullable=False),  # the export's timestamp, else the import time
     Column("promoted_at", String),  # when `reports export` last wrote it into a field suite
     Column("promoted_to", String),  # that suite's folder
+    Column("risk", Float),  # v5: estimated probability the logged answer is made up (`reports score`); None: unscored
+    Column("risk_json", Text),  # v5: its evidence: features, run id, risk model, disagreeing samples
 )
 
 # A reviewer's decisions on field reports; never overwritten: the latest row per report wins.
@@ -185,12 +187,26 @@ report_decisions = Table(
     Column("note", Text, nullable=False),
 )
 
+# v5: the hallucination risk of each asked question's greedy answer, from the model's own generations
+# (workbench/risk): no reference needed. One row per answer; scoring a run again replaces its rows.
+answer_risk = Table(
+    "answer_risk", metadata,
+    Column("run_id", String, primary_key=True),
+    Column("probe_id", String, primary_key=True),
+    Column("variant", Integer, primary_key=True),  # 0: the question (paraphrases are evidence, not scored)
+    Column("risk", Float, nullable=False),  # estimated probability that the answer is made up
+    Column("features_json", Text, nullable=False),  # the evidence: workbench/risk/features.py Features
+    Column("scored_by", Text, nullable=False),  # the risk model: what it was fitted on
+    Column("scored_at", String, nullable=False),
+)
+
 #: Columns added after v1, by the version that added them: (table, column DDL). All nullable.
 ADDED_COLUMNS: dict[int, list[tuple[str, str, str]]] = {
     2: [("runs", "pid", "INTEGER"), ("runs", "host", "VARCHAR"), ("runs", "heartbeat_at", "VARCHAR"),
         ("answers", "engine", "VARCHAR"), ("gen_cache", "engine", "VARCHAR"), ("reviews", "gate_id", "VARCHAR")],
     3: [("reviews", "override_reason", "TEXT")],
     4: [("answers", "graded_by", "VARCHAR")],
+    5: [("field_reports", "risk", "FLOAT"), ("field_reports", "risk_json", "TEXT")],
 }
 
 Index("ix_answers_run", answers.c.run_id)
