@@ -376,8 +376,10 @@ def reviewer(load: Load, url: str, name: str, rounds: int | None, seed: int) -> 
         steps: list[tuple[str, list[Any], dict[str, str]]] = [
             ("open_gates", [""], {}),
             ("read_evidence", [gate], {}),
+            # The form, then the queue's filters as the tab sends them: status, source, since, until, order, min risk.
             ("decide_report", [report, "hallucinated", f"answer of {key}", False, name, f"report {key}", "", "", "",
-                               ""], {"key": f"report {key}", "target": report, "decision": "hallucinated"}),
+                               "", "reported", ""],
+             {"key": f"report {key}", "target": report, "decision": "hallucinated"}),
             (decision, [gate, name, f"gate {key}", override, f"override {key}" if override else "", False],
              {"key": f"gate {key}", "target": gate, "decision": "signoff" if decision == "sign_off" else "block"}),
         ]
