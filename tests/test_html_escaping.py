@@ -24,7 +24,8 @@ from workbench.html import environment, macro, plots, render
 from workbench.html import evidence as evidence_html
 from workbench.html import signoff as signoff_views
 from workbench.html import verdict as verdict_html
-from workbench.regression import ProbeOutcome, RunOutcomes, compare, parse_policy, render_html
+from workbench.html.gate_report import render_html
+from workbench.regression import ProbeOutcome, RunOutcomes, compare, parse_policy
 from workbench.reviews import Review
 from workbench.store import Store
 from workbench.store import schema as t
@@ -35,7 +36,7 @@ EVIL = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 RENDERING = ["workbench/html/__init__.py", "workbench/views.py", "workbench/html/evidence.py",
              "workbench/html/verdict.py", "workbench/html/signoff.py", "workbench/html/plots.py",
-             "workbench/glossary.py", "workbench/regression/report_html.py", "workbench/reports/views.py",
+             "workbench/glossary.py", "workbench/html/gate_report.py", "workbench/reports/views.py",
              "finetune/ui.py"]
 """The modules that make HTML: they hand values to templates and never escape by hand."""
 

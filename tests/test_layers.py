@@ -131,8 +131,33 @@ def private(edges: dict[str, dict[str, list[str]]]) -> list[str]:
     return sorted(bad)
 
 
+def folders(edges: dict[str, dict[str, list[str]]]) -> dict[str, dict[str, list[str]]]:
+    """The graph between folders: a module of a package (`workbench.html.plots`, `finetune.job.methods.sft`) counts
+    as its package's second-level folder (`workbench.html`, `finetune.job`); a top-level module is its own node."""
+    known = modules()
+
+    def folder(m: str) -> str:
+        parts = m.split(".")
+        return ".".join(parts[:2]) if len(parts) > 2 or known[m].name == "__init__.py" else m
+
+    out: dict[str, dict[str, list[str]]] = {}
+    for a, targets in edges.items():
+        for b in targets:
+            if folder(a) != folder(b):
+                out.setdefault(folder(a), {}).setdefault(folder(b), []).append(f"{a} -> {b}")
+    return out
+
+
 def test_the_import_graph_has_no_cycle() -> None:
     assert cycles(graph()) == []
+
+
+def test_no_two_folders_import_each_other() -> None:
+    """A loop between folders (the gate's package rendering through the HTML package, which shows the gate) makes
+    neither readable alone, even without a module-level cycle."""
+    found = cycles(folders(graph()))
+    assert found == [], [(c, {b: folders(graph())[a][b] for a in c for b in folders(graph()).get(a, {}) if b in c})
+                         for c in found]
 
 
 def test_every_import_points_down() -> None:
@@ -148,6 +173,9 @@ def test_the_checks_catch_what_they_look_for() -> None:
     edges = {"workbench.a": {"workbench.b": []}, "workbench.b": {"workbench.a": [], "finetune.x": ["_y"]},
              "workbench.runner": {"workbench.cli.eval": []}, "finetune.x": {"workbench.cli._common": []}}
     assert cycles(edges) == [["workbench.a", "workbench.b"]]
+    loop = {"workbench.html.plots": {"workbench.regression.stats": []}, "workbench.regression.report": {
+        "workbench.html.gate_report": []}, "workbench.regression.stats": {}, "workbench.html.gate_report": {}}
+    assert cycles(folders(loop)) == [["workbench.html", "workbench.regression"]]
     table = imports("hallucination_workbench", ROOT / "hallucination_workbench" / "__init__.py", modules())
     assert ("finetune.commands.fix", [STRING]) in table  # the command table's strings are edges too
     assert upward(edges) == ["workbench.b -> finetune.x", "workbench.runner -> workbench.cli.eval"]

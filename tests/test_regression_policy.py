@@ -162,8 +162,8 @@ def test_the_guard_set_decides_where_the_probes_are_too_few_and_the_verdict_line
     the guard set evaluated beside them (enough known facts), its gate decides: the verdict is conclusive and its
     line names that evidence and what to add; with too small a guard set, or none, the verdict stays inconclusive
     and the line says what to add."""
-    from workbench.regression._format import verdict_line
     from workbench.regression.compare import GuardOutcomes
+    from workbench.regression.wording import verdict_line
 
     probes = [(C, C)] * 3 + [(W, W)] * 5
     base = {f"p{k}": ProbeOutcome(f"p{k}", (), b, "b") for k, (b, _) in enumerate(probes)}

@@ -10,18 +10,17 @@ from pathlib import Path
 import pytest
 
 from workbench.glossary import GATE_HELP
+from workbench.html.gate_report import render_html, write_reports
 from workbench.regression import (
     ComparisonResult,
     ProbeOutcome,
     RunOutcomes,
     compare,
     parse_policy,
-    render_html,
     render_json,
     render_junit,
     render_markdown,
     render_terminal,
-    write_reports,
 )
 from workbench.types import Verdict
 

@@ -20,12 +20,12 @@ from workbench.cards import refresh_for_run
 from workbench.errors import WorkbenchError
 from workbench.guard import guard_for_run, guard_runs, replayed_probe_ids, target_probe_ids
 from workbench.guard.build import guard_store
+from workbench.html.gate_report import write_reports
 from workbench.probes import LoadResult, resolve_probes
 from workbench.regression.compare import GuardOutcomes, ProbeOutcome, RunOutcomes, compare
 from workbench.regression.comparison import ComparisonResult
 from workbench.regression.policy import Policy, default_policy
 from workbench.regression.recorded import BUILT_IN_SOURCE
-from workbench.regression.report import write_reports
 from workbench.reports.queue import field_suite_path
 from workbench.results import load_results, probe_from_dict, suite_of_run
 from workbench.reviews import effective_attributions, effective_verdicts, gate_decisions

@@ -7,7 +7,7 @@ render time instead of an empty string on the page. Templates live in `templates
 wheel carries them) and load no asset from the network, so the self-contained reports stay self-contained.
 
 The modules that own a panel (`workbench.views`, `evidence`, `verdict`, `signoff`, `plots`,
-`regression.report_html`, `reports.views`) keep their public functions; each gathers plain values and calls
+`gate_report`, `reports.views`) keep their public functions; each gathers plain values and calls
 `render` or `macro`. Markdown panels (`*.md`) render here too: gradio's Markdown shows HTML, so the same escaping
 applies, and the `md` filter also defuses Markdown's own marks in a user's words.
 """

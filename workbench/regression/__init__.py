@@ -7,7 +7,6 @@ Usage::
     print(render_markdown(result)); sys.exit(result.exit_code)   # 0 pass/warn, 1 fail, 3 inconclusive
 """
 
-from workbench.regression._format import verdict_line
 from workbench.regression.compare import ProbeOutcome, RunOutcomes, compare
 from workbench.regression.comparison import (
     EXIT_CODES,
@@ -27,9 +26,7 @@ from workbench.regression.report import (
     render_json,
     render_markdown,
     render_terminal,
-    write_reports,
 )
-from workbench.regression.report_html import render_html
 from workbench.regression.report_junit import render_junit
 from workbench.regression.stats import McNemarResult, MetricDelta, mcnemar_exact, paired_bootstrap
 from workbench.regression.transitions import (
@@ -40,6 +37,7 @@ from workbench.regression.transitions import (
     transition_of,
     verdict_changed,
 )
+from workbench.regression.wording import verdict_line
 
 __all__ = [
     "DEFAULT_POLICY_YAML",
@@ -69,7 +67,6 @@ __all__ = [
     "paired_bootstrap",
     "parse_policy",
     "print_terminal",
-    "render_html",
     "render_json",
     "render_junit",
     "render_markdown",
@@ -78,5 +75,4 @@ __all__ = [
     "verdict_changed",
     "verdict_line",
     "worst_exit_code",
-    "write_reports",
 ]

@@ -7,7 +7,6 @@ import io
 import json
 import re
 from collections.abc import Sequence
-from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,7 +14,10 @@ from rich.table import Table
 
 from workbench.glossary import GATE_HELP
 from workbench.printable import printable
-from workbench.regression._format import (
+from workbench.regression.comparison import ComparisonResult, ProbeChange
+from workbench.regression.stats import METRICS
+from workbench.regression.transitions import Flip
+from workbench.regression.wording import (
     INCONCLUSIVE_NOTE,
     MAX_LISTED,
     METRIC_LABELS,
@@ -32,11 +34,6 @@ from workbench.regression._format import (
     transition_counts,
     verdict_line,
 )
-from workbench.regression.comparison import ComparisonResult, ProbeChange
-from workbench.regression.report_html import render_html
-from workbench.regression.report_junit import render_junit
-from workbench.regression.stats import METRICS
-from workbench.regression.transitions import Flip
 
 _STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red", "inconclusive": "bold magenta",
           "not_checked": "bold blue"}
@@ -299,18 +296,3 @@ def _md_changes(changes: Sequence[ProbeChange]) -> list[str]:
 def render_json(result: ComparisonResult) -> str:
     """result.to_dict() as indented JSON."""
     return json.dumps(result.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-def write_reports(result: ComparisonResult, out_dir: str | Path) -> dict[str, Path]:
-    """Write report.md, report.html, junit.xml and comparison.json into out_dir; returns them by format."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    files = {
-        "markdown": (out / "report.md", render_markdown(result)),
-        "html": (out / "report.html", render_html(result)),
-        "junit": (out / "junit.xml", render_junit(result)),
-        "json": (out / "comparison.json", render_json(result)),
-    }
-    for path, text in files.values():
-        path.write_text(text, encoding="utf-8")
-    return {k: path for k, (path, _) in files.items()}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from workbench.printable import printable
-from workbench.regression._format import MAX_LISTED, answers, verdict_line
 from workbench.regression.comparison import FORMAT_VERSION, ComparisonResult
+from workbench.regression.wording import MAX_LISTED, answers, verdict_line
 
 
 def render_junit(result: ComparisonResult) -> str:

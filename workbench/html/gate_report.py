@@ -1,4 +1,6 @@
-"""A self-contained HTML report: inline CSS, inline SVG charts, no scripts, no external assets.
+"""The gate's report files: `write_reports`, and the self-contained HTML report (inline CSS, inline SVG charts, no
+scripts, no external assets) beside the Markdown, JUnit and JSON ones `workbench.regression.report` renders. Here,
+above the gate's package, so that the gate never imports the HTML layer that shows it.
 
 Stable hooks for tests and styling: #verdict, #headline, #broken-probes (right after the headline), #gates
 (with what each gate could detect), #inconclusive (only then), #not-checked (only then), #metric-deltas,
@@ -10,10 +12,16 @@ module gathers its values and the charts' coordinates.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from workbench.html import render
-from workbench.regression._format import (
+from workbench.regression.comparison import ComparisonResult, GroupComparison, ProbeChange
+from workbench.regression.report import render_json, render_markdown
+from workbench.regression.report_junit import render_junit
+from workbench.regression.stats import METRICS
+from workbench.regression.transitions import TRANSITION_HELP, Flip
+from workbench.regression.wording import (
     INCONCLUSIVE_NOTE,
     MAX_LISTED,
     METRIC_LABELS,
@@ -29,9 +37,6 @@ from workbench.regression._format import (
     transition_counts,
     verdict_line,
 )
-from workbench.regression.comparison import ComparisonResult, GroupComparison, ProbeChange
-from workbench.regression.stats import METRICS
-from workbench.regression.transitions import TRANSITION_HELP, Flip
 
 _BASE_COLOUR, _CAND_COLOUR = "#8da0cb", "#fc8d62"
 Cell = dict[str, str]  # text, cls: the cell's CSS class ("text" left-aligns it; "" for a number)
@@ -131,3 +136,18 @@ def _chart(g: GroupComparison) -> dict[str, Any]:
     return {"name": g.name, "n": g.n, "w": w, "h": h, "left": left, "bottom": bottom, "bar_w": bar_w,
             "grid": [(frac, top + plot_h * (1 - frac)) for frac in (0.0, 0.5, 1.0)], "groups": groups,
             "legend_y": h - 8, "base_colour": _BASE_COLOUR, "cand_colour": _CAND_COLOUR}
+
+
+def write_reports(result: ComparisonResult, out_dir: str | Path) -> dict[str, Path]:
+    """Write report.md, report.html, junit.xml and comparison.json into out_dir; returns them by format."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {
+        "markdown": (out / "report.md", render_markdown(result)),
+        "html": (out / "report.html", render_html(result)),
+        "junit": (out / "junit.xml", render_junit(result)),
+        "json": (out / "comparison.json", render_json(result)),
+    }
+    for path, text in files.values():
+        path.write_text(text, encoding="utf-8")
+    return {k: path for k, (path, _) in files.items()}
