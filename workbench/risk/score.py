@@ -6,8 +6,8 @@ fitted mean, so it moves the score neither way, and the score rests on what is t
 has risk 0: it names nothing that could be made up.
 
 `fit` fits a model to graded answers (a run that had references); the shipped default (`default.json`) was
-fitted by `bench/risk_score.py` on the real chat model's answers to a held-out set, and its page reports how it
-ranks on the others.
+fitted by `bench/risk_score.py` on the real chat model's answers to four question sets, and its page reports how
+a fit on three of them ranks the fourth.
 """
 
 from __future__ import annotations
