@@ -79,6 +79,15 @@ def test_fit_and_load_refuse_what_they_cannot_use(tmp_path: Path) -> None:
     bad.write_text('{"weights": [1]}')
     with pytest.raises(WorkbenchError, match=r"bad.json: not a risk model .*workbench risk fit"):
         RiskModel.load(bad)
+    default_model().save(tmp_path / "m.json")
+    shipped = json.loads((tmp_path / "m.json").read_text())
+    for field, value, why in (("weights", ["a", 1, 2, 3], "not a risk model"), ("means", [0, 0, float("nan"), 0],
+                                                                                  "not a risk model"),
+                              ("scales", [1, 0, 1, 1], "`scales` holds a value <= 0"),
+                              ("uses", ["logprob", "x", "entropy", "paraphrase"], "field `uses`")):
+        (tmp_path / "m2.json").write_text(json.dumps({**shipped, field: value}))
+        with pytest.raises(WorkbenchError, match=why):
+            RiskModel.load(tmp_path / "m2.json")
 
 
 def test_auroc_counts_ties_as_half() -> None:
@@ -138,7 +147,7 @@ def test_eval_risk_scores_the_run_it_makes(w: FtWorld, tmp_path: Path) -> None:
                     str(w.paths.suite), "--limit", "12", "--samples", "3", "--risk", "--json", timeout=120)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
-    assert got["risk"]["scored"] == 12 and 0.0 <= got["risk"]["mean"] <= 1.0
+    assert got["risk"]["scored"] == 12 and 0.0 <= got["risk"]["mean_risk"] <= 1.0
     from workbench.risk.stored import load_risks
     from workbench.store import Store
 

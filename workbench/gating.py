@@ -27,13 +27,13 @@ from workbench.regression.comparison import ComparisonResult
 from workbench.regression.policy import Policy, default_policy
 from workbench.regression.recorded import BUILT_IN_SOURCE
 from workbench.reports.queue import field_suite_path
-from workbench.results import load_results, probe_from_dict, suite_of_run
+from workbench.results import RunResults, load_results, probe_from_dict, suite_of_run
 from workbench.reviews import effective_attributions, effective_verdicts, gate_decisions
 from workbench.risk.shift import risk_shift
 from workbench.runner import Limits, options_of_run, run_eval, spec_of_run
 from workbench.store import RunRecord, Store, new_id, utcnow
 from workbench.store.schema import regressions, runs
-from workbench.types import ModelSpec
+from workbench.types import ModelSpec, Verdict
 
 if TYPE_CHECKING:
     from workbench.backends import Backend
@@ -46,12 +46,12 @@ _MUST_MATCH_SUITE = ("template", "system_prompt", "stop", "max_tokens", "abstent
                      "grader_options")
 
 
-def outcomes(store: Store, run: RunRecord, label: str | None = None) -> RunOutcomes:
+def outcomes(store: Store, run: RunRecord, label: str | None = None, results: RunResults | None = None) -> RunOutcomes:
     """A run's greedy verdicts per probe with its attribution categories, both as reviewers left them
     (`workbench.reviews`: the latest override of a grade or a category wins; the app and the fix-set builder
-    read them through the same functions)."""
+    read them through the same functions). `results`: the run's results when the caller loaded them already."""
 
-    res = load_results(store, run.id)
+    res = results or load_results(store, run.id)
     verdicts = effective_verdicts(store, run.id)
     cats = effective_attributions(store, run.id)
     return RunOutcomes(run_id=run.id, label=label or run_label(run), outcomes={
@@ -91,14 +91,16 @@ def compare_stored(store: Store, baseline_id: str, candidate_id: str, policy: Po
     (`guard_outcomes`), counted by the policy's `scope: guard` gates."""
     base, cand = store.get_run(baseline_id), store.get_run(candidate_id)
     check_comparable(base, cand)
-    b_out, c_out = outcomes(store, base), outcomes(store, cand)
+    b_res, c_res = load_results(store, base.id), load_results(store, cand.id)  # once each: outcomes and risk
+    b_out, c_out = outcomes(store, base, results=b_res), outcomes(store, cand, results=c_res)
     if guard is None:
 
         guard = GuardOutcomes(replayed=replayed_probe_ids(cand.adapter),
                               note="no guard set was evaluated with this comparison")
     result = compare(b_out, c_out, policy or default_policy(), guard, field, targets=target_probe_ids(cand.adapter))
     # Read beside the gates, not one of them: the risk shift needs no reference, so it speaks where grades cannot.
-    result = dataclasses.replace(result, risk=risk_shift(store, base.id, cand.id))
+    wrong = tuple({p for p, o in out.outcomes.items() if o.verdict == Verdict.INCORRECT} for out in (b_out, c_out))
+    result = dataclasses.replace(result, risk=risk_shift(b_res, c_res, (wrong[0], wrong[1])))
     return result, b_out, c_out
 
 

@@ -425,3 +425,12 @@ def add_guard_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--guard-pool", action="append", metavar="FILE",
                    help="a probe file of your own known facts added to the shipped guard pool (repeatable); `none`: "
                    "leave the shipped pool out")
+
+
+def subcommand(sub: Any, name: str, text: str) -> argparse.ArgumentParser:
+    """An action of a command with actions (`reports list`, `risk score`): `--workspace` taken after the action
+    too (SUPPRESS keeps a value given before it), and `--json`."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=text, description=text)
+    p.add_argument("--workspace", default=argparse.SUPPRESS, help="workspace directory (as before the action)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    return p

@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
                     "truncated": summary.metrics["truncated"], "grader": summary.metrics.get("grader"),
                     "token_budget": budget, **({"limited": limited} if limited else {}),
                     "warnings": truncation_warnings(summary.metrics),
-                    **({"risk": _risk_summary(scored)} if scored else {})})
+                    **({"risk": scored.summary()} if scored else {})})
         return 0
     from workbench.cli.show import print_run
 
@@ -169,10 +169,3 @@ def _score_risk(store: Any, run_id: str) -> Any:
                     "agreement, the stronger signal (docs/benchmarks/risk_score.md)")
     return score_run(store, run_id)
 
-
-def _risk_summary(scored: Any) -> dict[str, Any]:
-    from workbench.risk.score import auroc
-
-    risks = [r.risk for r in scored.risks]
-    return {"scored": len(risks), "mean": sum(risks) / len(risks) if risks else None,
-            "high_risk": sum(r >= 0.5 for r in risks), "auroc_vs_grades": auroc(risks, scored.hallucinated())}

@@ -18,6 +18,7 @@ from workbench.cli._common import (
     samples_count,
     seed,
     stop_string,
+    subcommand,
     temperature,
     template,
 )
@@ -35,7 +36,7 @@ EPILOG = ("A chat export (JSONL rows with `messages`) is read as is; any other J
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = EPILOG
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    imp = _sub(sub, "import", "store the reports of a file (chat JSONL, or JSONL/CSV/TSV by --columns)")
+    imp = subcommand(sub, "import", "store the reports of a file (chat JSONL, or JSONL/CSV/TSV by --columns)")
     imp.add_argument("file", help="the export: .jsonl, .json, .csv or .tsv")
     imp.add_argument("--columns", metavar="FIELD=COLUMN,...",
                      help="read rows by columns, e.g. question=prompt,answer=response,comment=feedback (fields: "
@@ -44,18 +45,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     imp.add_argument("--redact-pii", action="store_true", help="replace e-mail addresses and phone numbers")
     imp.add_argument("--redact", action="append", default=[], metavar="REGEX",
                      help="also replace what this regular expression matches (repeatable)")
-    _score_arguments(_sub(sub, "score", "ask the model under review each report's prompt again and score the risk "
-                          "that the logged answer is made up (no reference needed)"))
-    lst = _sub(sub, "list", "the queue: counts (new, decided, promoted) and the reports, oldest first")
+    _score_arguments(subcommand(sub, "score", "ask the model under review each report's prompt again and score the "
+                                "risk that the logged answer is made up (no reference needed)"))
+    lst = subcommand(sub, "list", "the queue: counts (new, decided, promoted) and the reports, oldest first")
     lst.add_argument("--status", choices=("new", "decided", "promoted"), help="only reports in this state")
     _filters(lst)
     lst.add_argument("--sort", choices=("reported", "risk"), default="reported",
                      help="reported: oldest first (default); risk: riskiest first, unscored reports last")
     lst.add_argument("--min-risk", type=bounded(0, 1, whole=False), metavar="X",
                      help="only reports scored at risk >= X, 0-1 (leaves unscored reports out)")
-    show = _sub(sub, "show", "one report: the conversation, the model's answer, the complaint, the decision")
+    show = subcommand(sub, "show", "one report: the conversation, the model's answer, the complaint, the decision")
     show.add_argument("report", help="report id (or a unique prefix)")
-    dec = _sub(sub, "decide", "record a reviewer's decision on a report (and the undecided reports asking the same)")
+    dec = subcommand(sub, "decide",
+                     "record a reviewer's decision on a report (and the undecided reports asking the same)")
     dec.add_argument("report", help="report id (or a unique prefix)")
     dec.add_argument("--decision", required=True, choices=DECISION_NAMES,
                      help="hallucinated | correct | should-refuse | not-factual")
@@ -65,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     dec.add_argument("--note", default="", help="why (kept with the decision)")
     dec.add_argument("--only", action="store_true", help="this report only, not the others asking the same")
     dec.add_argument("--reviewer", default=os.environ.get("WORKBENCH_REVIEWER") or getpass.getuser())
-    exp = _sub(sub, "export", "write the decided reports as a field suite (suite.yaml + probes.jsonl)")
+    exp = subcommand(sub, "export", "write the decided reports as a field suite (suite.yaml + probes.jsonl)")
     exp.add_argument("--suite", required=True, metavar="DIR", help="the field suite's folder (rewritten whole)")
     exp.add_argument("--name", default="field", help="the suite's name (default: field)")
     exp.add_argument("--judge", metavar="MODEL", help="grade the suite with match-judge: a named reference by match, "
@@ -95,14 +97,6 @@ def _score_arguments(p: argparse.ArgumentParser) -> None:
                    help="a risk model `workbench risk fit` wrote (default: the shipped one)")
     p.add_argument("--top", type=bounded(0, 100_000), default=10, help="how many of the riskiest to list (default 10)")
     add_limit_arguments(p)
-
-
-def _sub(sub: Any, name: str, text: str) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = sub.add_parser(name, help=text, description=text)
-    # Also after the action (`reports list --workspace W`); SUPPRESS keeps a value given before it.
-    p.add_argument("--workspace", default=argparse.SUPPRESS, help="workspace directory (as before the action)")
-    p.add_argument("--json", action="store_true")
-    return p
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
@@ -178,9 +172,6 @@ def _score(store: Any, args: argparse.Namespace) -> int:
     from workbench.reports.scoring import score_reports, select_reports
     from workbench.risk.score import RiskModel, default_model
 
-    if args.samples < 1:
-        raise WorkbenchError("--samples must be 1 or more (5 is a good start): the risk of an answer is read from "
-                             "how the model's samples agree with it")
     reports = select_reports(store, status=args.status, source=args.source, unscored=args.unscored)
     if not reports:
         chosen = [f"--{k} {v}" for k, v in (("status", args.status), ("source", args.source)) if v]

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from workbench.cli._common import atomic_output, bounded, check_output_file, print_json
+from workbench.cli._common import atomic_output, bounded, check_output_file, print_json, subcommand
 
 HELP = "hallucination risk per answer with no reference: score a run's answers, or fit the score to graded runs"
 EPILOG = ("The score reads what `workbench eval` stored: the greedy answer's mean log-prob, its samples (--samples) "
@@ -16,21 +16,14 @@ EPILOG = ("The score reads what `workbench eval` stored: the greedy answer's mea
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = EPILOG
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    sc = _sub(sub, "score", "score every answer of a run, store the scores and list the riskiest")
+    sc = subcommand(sub, "score", "score every answer of a run, store the scores and list the riskiest")
     sc.add_argument("run", help="run id (a unique prefix, or `latest`)")
     sc.add_argument("--risk-model", metavar="FILE",
                     help="a risk model `workbench risk fit` wrote (default: the shipped one)")
     sc.add_argument("--top", type=bounded(0, 100_000), default=10, help="how many of the riskiest to list (default 10)")
-    ft = _sub(sub, "fit", "fit the risk model to graded runs (runs whose probes had references)")
+    ft = subcommand(sub, "fit", "fit the risk model to graded runs (runs whose probes had references)")
     ft.add_argument("runs", nargs="+", metavar="RUN", help="run ids: their hallucinations are what the score learns")
     ft.add_argument("--out", required=True, metavar="FILE", help="where to write the model (JSON)")
-
-
-def _sub(sub: Any, name: str, text: str) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = sub.add_parser(name, help=text, description=text)
-    p.add_argument("--workspace", default=argparse.SUPPRESS, help="workspace directory (as before the action)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    return p
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,26 +43,18 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def print_scored(scored: Any, *, top: int, as_json: bool) -> None:
-    """The scores' summary and the riskiest answers (also how `eval --risk` reports)."""
-    from workbench.risk.score import auroc
-
-    risks = scored.risks
-    graded = scored.hallucinated()
-    area = auroc([r.risk for r in risks], graded)
-    ranked = sorted(risks, key=lambda r: -r.risk)[:top]
-    summary = {"run_id": scored.run_id, "scored": len(risks),
-               "mean_risk": sum(r.risk for r in risks) / len(risks) if risks else None,
-               "high_risk": sum(r.risk >= 0.5 for r in risks), "auroc_vs_grades": area,
-               "risk_model": scored.model.fitted_on}
+    """The scores' summary (`Scored.summary`) and the riskiest answers (also how `eval --risk` reports)."""
+    summary = scored.summary()
+    ranked = sorted(scored.risks, key=lambda r: -r.risk)[:top]
     if as_json:
         print_json({**summary, "riskiest": [{"probe_id": r.probe_id, "risk": r.risk, **r.features.to_dict()}
                                             for r in ranked]})
         return
-    print(f"run {scored.run_id}: {len(risks)} answers scored; {summary['high_risk']} at risk >= 0.5 "
+    print(f"run {scored.run_id}: {summary['scored']} answers scored; {summary['high_risk']} at risk >= 0.5 "
           f"(risk model: {scored.model.fitted_on})")
-    if area is not None:
-        print(f"against the run's own grades: AUROC {area:.3f} (1.0: every hallucination scored above every "
-              "right answer)")
+    if summary["auroc_vs_grades"] is not None:
+        print(f"against the run's own grades: AUROC {summary['auroc_vs_grades']:.3f} (1.0: every hallucination "
+              "scored above every right answer)")
     for r in ranked:
         f = r.features
         said = ", ".join(f"{k} {v:.2f}" for k, v in (("logprob", f.logprob), ("disagreement", f.disagreement),

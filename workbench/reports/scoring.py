@@ -20,13 +20,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from workbench.errors import WorkbenchError
-from workbench.grading.language import probe_languages
-from workbench.grading.refusal import read
 from workbench.probes import LoadResult, Suite
 from workbench.reports.queue import QueuedReport, RiskEvidence, list_reports, save_risks
 from workbench.reports.suite import prompt_question, shared_system
 from workbench.results import ProbeResult, load_results
-from workbench.risk.features import content, features, same
+from workbench.risk.features import content, declines, features, same
 from workbench.risk.score import RiskModel, default_model
 from workbench.runner import EvalOptions, Limits, run_eval
 from workbench.store import Store, utcnow
@@ -109,8 +107,7 @@ def _score(r: QueuedReport, result: ProbeResult, model: RiskModel, run_id: str, 
     # The logged text's own log-prob is unknown (it need not be this model's generation); where the model's greedy
     # answer says the same, the greedy answer's log-prob is the model's confidence in it.
     logprob = greedy.mean_logprob if not logged or same(mine, content(greedy.text, r.question)) else None
-    declines = read(answer, r.question, probe_languages(None, r.question)[0]).declines
-    f = features(r.question, answer, logprob, drawn, [], declines=declines)
+    f = features(r.question, answer, logprob, drawn, [], declines=declines(answer, r.question))
     others = [s.strip() for s in drawn if not same(mine, content(s, r.question))]
     shown = tuple(s for s, _ in Counter(o for o in others if o).most_common(SHOWN_SAMPLES))  # a blank shows nothing
     evidence = RiskEvidence(run_id=run_id, risk_model=model.fitted_on, scored="logged" if logged else "greedy",

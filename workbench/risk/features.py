@@ -20,8 +20,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from workbench.grading.language import HAS_NO_SPACE, VALUE_STOPWORDS
-from workbench.grading.refusal import folded
+from workbench.grading.language import HAS_NO_SPACE, VALUE_STOPWORDS, probe_languages
+from workbench.grading.refusal import folded, read
 
 #: Two answers mean the same when this share of the smaller content set is in the larger one.
 SAME_MEANING = 0.5
@@ -50,6 +50,11 @@ class Features:
 
     def to_dict(self) -> dict[str, float | int | bool | None]:
         return asdict(self)
+
+
+def declines(answer: str, question: str, language: str | None = None) -> bool:
+    """Whether `answer` declines (names no value), read in the question's language as the match grader reads it."""
+    return read(answer, question, probe_languages(language, question)[0]).declines
 
 
 def content(text: str, question: str) -> frozenset[str]:

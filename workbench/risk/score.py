@@ -26,6 +26,8 @@ from workbench.risk.features import Features
 #: The features the model reads, in its order.
 NAMES = ("logprob", "disagreement", "entropy", "paraphrase")
 DEFAULT_PATH = Path(__file__).with_name("default.json")
+#: What the reports count as a high risk: more likely made up than not.
+HIGH = 0.5
 
 
 @dataclass(frozen=True)
@@ -66,17 +68,27 @@ class RiskModel:
     def load(cls, path: Path) -> RiskModel:
         try:
             d = json.loads(path.read_text())
-            model = cls(weights=tuple(d["weights"]), intercept=float(d["intercept"]), means=tuple(d["means"]),
-                        scales=tuple(d["scales"]), fitted_on=str(d["fitted_on"]), answers=int(d.get("answers", 0)),
-                        uses=tuple(d.get("uses", NAMES)))
+            model = cls(weights=_floats(d["weights"]), intercept=float(d["intercept"]), means=_floats(d["means"]),
+                        scales=_floats(d["scales"]), fitted_on=str(d["fitted_on"]), answers=int(d.get("answers", 0)),
+                        uses=tuple(str(n) for n in d.get("uses", NAMES)))
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise WorkbenchError(f"{path}: not a risk model ({type(e).__name__}: {e}); write one with "
                                  "`workbench risk fit RUN --out FILE`") from None
+        if any(v <= 0 for v in model.scales):
+            raise WorkbenchError(f"{path}: field `scales` holds a value <= 0; each feature's spread must be positive")
         unknown = set(model.uses) - set(NAMES)
         if unknown or not len(model.uses) == len(model.weights) == len(model.means) == len(model.scales):
             raise WorkbenchError(f"{path}: field `uses` names {sorted(unknown) or 'a different count of'} features; "
                                  f"a risk model reads {', '.join(NAMES)}")
         return model
+
+
+def _floats(values: object) -> tuple[float, ...]:
+    """A JSON list of finite numbers (anything else is a ValueError or TypeError, which `load` names)."""
+    out = tuple(float(v) for v in values)  # type: ignore[attr-defined]
+    if not all(math.isfinite(v) for v in out):
+        raise ValueError("a weight, mean or scale is not a finite number")
+    return out
 
 
 def default_model() -> RiskModel:

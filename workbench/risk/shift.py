@@ -13,13 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from workbench.risk.run import Scored, score_run
-from workbench.risk.stored import load_risks
-from workbench.store import Store
+from workbench.results import RunResults
+from workbench.risk.run import score_results
+from workbench.risk.score import HIGH
 
 #: A hallucination scored under this risk is a confident one.
 CONFIDENT = 0.2
-HIGH = 0.5
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ class RiskShift:
         answers: Questions scored in both runs.
         baseline_mean / candidate_mean: Mean risk (the expected share of made-up answers, by the score).
         diff_ci: 95% bootstrap interval of the mean paired difference (candidate - baseline).
-        baseline_high / candidate_high: Answers at risk >= 0.5.
+        baseline_high / candidate_high: Answers at risk >= HIGH (0.5).
         baseline_confident_wrong / candidate_confident_wrong: Answers graded hallucinations that scored under
             CONFIDENT (only where the probes have references; 0 otherwise).
         scored_by: The risk model (what it was fitted on).
@@ -57,19 +56,12 @@ class RiskShift:
                 f"{self.baseline_confident_wrong} -> {self.candidate_confident_wrong}")
 
 
-def _scored(store: Store, run_id: str) -> tuple[Scored, dict[str, float]]:
-    """The run scored now (pure Python over its stored answers), with the scores `eval --risk` stored, which win:
-    they are what the team saw."""
-    scored = score_run(store, run_id, save=False)
-    risks = {r.probe_id: r.risk for r in scored.risks}
-    risks.update({k: v.risk for k, v in load_risks(store, run_id).items()})
-    return scored, risks
-
-
-def risk_shift(store: Store, baseline_id: str, candidate_id: str, *, resamples: int = 1000,
-               seed: int = 0) -> RiskShift | None:
-    """The shift between two stored runs; None when they share no answered question."""
-    (b, br), (c, cr) = _scored(store, baseline_id), _scored(store, candidate_id)
+def risk_shift(baseline: RunResults, candidate: RunResults, wrong: tuple[set[str], set[str]], *,
+               resamples: int = 1000, seed: int = 0) -> RiskShift | None:
+    """The shift between two runs' loaded results (each scored by the shipped risk model); `wrong`: the probe ids
+    each run got wrong, as the gate reads them (reviewers' overrides applied). None when they share no question."""
+    b, c = score_results(baseline), score_results(candidate)
+    br, cr = {r.probe_id: r.risk for r in b.risks}, {r.probe_id: r.risk for r in c.risks}
     ids = [p for p in br if p in cr]
     if not ids:
         return None
@@ -77,12 +69,10 @@ def risk_shift(store: Store, baseline_id: str, candidate_id: str, *, resamples: 
     d = cv - bv
     rng = np.random.default_rng(seed)
     means = d[rng.integers(0, len(d), (resamples, len(d)))].mean(axis=1)
-    wrong_b = {r.probe_id for r, h in zip(b.risks, b.hallucinated(), strict=True) if h}
-    wrong_c = {r.probe_id for r, h in zip(c.risks, c.hallucinated(), strict=True) if h}
     return RiskShift(
         answers=len(ids), baseline_mean=float(bv.mean()), candidate_mean=float(cv.mean()),
         diff_ci=(float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))),
         baseline_high=int((bv >= HIGH).sum()), candidate_high=int((cv >= HIGH).sum()),
-        baseline_confident_wrong=sum(br[p] < CONFIDENT for p in ids if p in wrong_b),
-        candidate_confident_wrong=sum(cr[p] < CONFIDENT for p in ids if p in wrong_c),
+        baseline_confident_wrong=sum(br[p] < CONFIDENT for p in ids if p in wrong[0]),
+        candidate_confident_wrong=sum(cr[p] < CONFIDENT for p in ids if p in wrong[1]),
         scored_by=c.model.fitted_on)
